@@ -1,0 +1,136 @@
+"""``hf-static``: Hugging Face ``generate`` on fixed batches taken from the queue in order.
+
+A batch runs until its longest target; each request stops *counting* at its own
+target (its later tokens are discarded), and its slot at the client frees then,
+as a streaming client would see it. EOS is suppressed (``min_new_tokens``) so
+every request generates exactly its target. Prompts of unequal length are
+left-padded. Token times come from a streamer that reads the clock after a
+device synchronisation at every step.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from typing import Any
+
+from batchperf.clock import RunClock
+from batchperf.feed import RequestFeed
+from batchperf.memory import memory_figures, reset_peak
+from batchperf.models import LoadedModel
+from batchperf.trace import RequestTrace, RunTrace
+from batchperf.workload import RequestSpec, Workload
+
+
+class _StepTimes:
+    """A ``generate`` streamer that records when each decoding step's tokens exist."""
+
+    def __init__(self, clock: RunClock) -> None:
+        self.clock = clock
+        self.times: list[float] = []
+        self._seen_prompt = False
+
+    def put(self, value: Any) -> None:
+        if not self._seen_prompt:  # generate first streams the prompt itself
+            self._seen_prompt = True
+            return
+        self.times.append(self.clock.now())
+
+    def end(self) -> None:
+        pass
+
+
+def cache_bytes_and_len(cache: Any) -> tuple[int, int]:
+    """Bytes of every K/V tensor a transformers cache holds, and its sequence length."""
+    total = 0
+    for layer in cache.layers:
+        for tensor in (layer.keys, layer.values):
+            if tensor is not None:
+                total += tensor.numel() * tensor.element_size()
+    return total, int(cache.get_seq_length())
+
+
+class HFStaticBackend:
+    name = "hf-static"
+
+    def __init__(self, model: LoadedModel) -> None:
+        self.model = model
+        self.pad_id = model.tokenizer.pad_token_id if model.tokenizer.pad_token_id is not None else 0
+
+    def close(self) -> None:
+        pass
+
+    def run(self, workload: Workload, batch_size: int, concurrency: int) -> RunTrace:
+        clock = RunClock(self.model.device)
+        feed = RequestFeed(workload.requests, workload.max_in_flight(concurrency))
+        queue: deque[tuple[RequestSpec, float]] = deque()
+        done: list[RequestTrace] = []
+        kv_peak = 0
+        reset_peak(self.model.device)
+        clock.start()
+        while not feed.done:
+            queue.extend(feed.poll(clock.now()))
+            if not queue:
+                release = feed.next_release()
+                if release is None:
+                    raise RuntimeError("hf-static: nothing queued and nothing to release; the feed is stuck")
+                clock.sleep_until(release)
+                continue
+            batch = [queue.popleft() for _ in range(min(batch_size, len(queue)))]
+            traces, kv_bytes = self._run_batch(batch, clock)
+            kv_peak = max(kv_peak, kv_bytes)
+            for trace in traces:
+                feed.complete(trace.request_id, trace.finished)
+            done.extend(traces)
+        end = max(t.finished for t in done)
+        return RunTrace(
+            backend=self.name,
+            batch_size=batch_size,
+            concurrency=concurrency,
+            requests=sorted(done, key=lambda t: t.request_id),
+            end=end,
+            memory=memory_figures(self.model.device),
+            kv={"kv_cache_peak_bytes": kv_peak, "kv_layout": "dense, padded to the batch"},
+        )
+
+    def _run_batch(self, batch: list[tuple[RequestSpec, float]], clock: RunClock) -> tuple[list[RequestTrace], int]:
+        import torch
+
+        device = self.model.device
+        longest = max(r.prompt_len for r, _ in batch)
+        max_new = max(r.target_len for r, _ in batch)
+        # input_ids: [B, longest], left-padded so every row's last prompt token is aligned
+        ids = torch.full((len(batch), longest), self.pad_id, dtype=torch.long)
+        mask = torch.zeros_like(ids)
+        for row, (req, _) in enumerate(batch):
+            ids[row, longest - req.prompt_len:] = torch.tensor(req.prompt_ids)
+            mask[row, longest - req.prompt_len:] = 1
+        steps = _StepTimes(clock)
+        scheduled = clock.now()
+        with torch.inference_mode():
+            out = self.model.model.generate(
+                input_ids=ids.to(device),
+                attention_mask=mask.to(device),
+                max_new_tokens=max_new,
+                min_new_tokens=max_new,  # no EOS: exactly max_new steps for the batch
+                do_sample=False,
+                pad_token_id=self.pad_id,
+                streamer=steps,
+                return_dict_in_generate=True,
+            )
+        generated = out.sequences.shape[1] - longest
+        kv_bytes, kv_len = cache_bytes_and_len(out.past_key_values)
+        per_row = kv_bytes // len(batch)
+        traces = [
+            RequestTrace(
+                request_id=req.request_id,
+                prompt_len=req.prompt_len,
+                target_len=req.target_len,
+                arrival=arrival,
+                scheduled=scheduled,
+                token_times=tuple(steps.times[: min(req.target_len, generated)]),
+                kv_tokens=kv_len,
+                kv_bytes=per_row,
+            )
+            for req, arrival in batch
+        ]
+        return traces, kv_bytes

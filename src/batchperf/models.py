@@ -1,0 +1,180 @@
+"""Named models: real checkpoints for the GPU tier, a built tiny model for the CPU tier.
+
+The CPU tier's model is a random-weight Qwen2 model built from a fixed config
+and seed, saved with ``save_pretrained`` (with a byte-level BPE tokenizer
+trained offline on a synthetic corpus) into a cache folder, and loaded back
+with ``from_pretrained``: the same loading path as a real checkpoint, no hub.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import tempfile
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+TINY_CONFIG: dict[str, Any] = {
+    # Sized so a decode step's matmuls, not Python, take most of the step on 2 cores.
+    "hidden_size": 256,
+    "intermediate_size": 1024,
+    "num_hidden_layers": 4,
+    "num_attention_heads": 8,
+    "num_key_value_heads": 2,  # grouped-query attention, like Qwen2.5
+    "max_position_embeddings": 4096,
+    "rope_theta": 10000.0,
+    "rms_norm_eps": 1e-6,
+    "tie_word_embeddings": True,
+}
+TINY_VOCAB = 1024
+TINY_SEED = 1234
+TINY_VERSION = 1  # bump when the recipe changes: the cache folder name follows
+
+
+@dataclass(frozen=True, slots=True)
+class ModelSpec:
+    """A model the suite can load: ``source`` is a hub id, a local path, or ``builtin:tiny-qwen2``."""
+
+    name: str
+    source: str
+    tier: str
+    dtype: str = "float16"
+    opt_in: bool = False  # not in the default matrix; ask for it by name
+
+
+MODELS: dict[str, ModelSpec] = {
+    spec.name: spec
+    for spec in (
+        ModelSpec("tiny-qwen2", "builtin:tiny-qwen2", tier="cpu", dtype="float32"),
+        ModelSpec("qwen2.5-0.5b", "Qwen/Qwen2.5-0.5B-Instruct", tier="gpu", dtype="bfloat16"),
+        ModelSpec("qwen2.5-1.5b", "Qwen/Qwen2.5-1.5B-Instruct", tier="gpu", dtype="bfloat16"),
+        ModelSpec("llama-2-7b", "meta-llama/Llama-2-7b-hf", tier="gpu", dtype="float16", opt_in=True),
+    )
+}
+
+
+class ModelLoadError(RuntimeError):
+    """A model could not be found or loaded; the message names it and the fix."""
+
+
+def get_model_spec(name: str, overrides: dict[str, str] | None = None) -> ModelSpec:
+    """The registered model ``name``, its source replaced by ``overrides[name]`` if given."""
+    overrides = overrides or {}
+    spec = MODELS.get(name)
+    if spec is None:
+        if name in overrides:  # a model known only from the command line
+            return ModelSpec(name, overrides[name], tier="gpu")
+        raise ValueError(f"unknown model {name!r}; known models: {', '.join(MODELS)} "
+                         f"(or give one as --batchperf-model-path {name}=PATH)")
+    if name in overrides:
+        return ModelSpec(spec.name, overrides[name], spec.tier, spec.dtype, spec.opt_in)
+    return spec
+
+
+@dataclass(slots=True)
+class LoadedModel:
+    spec: ModelSpec
+    path: Path  # the folder from_pretrained read
+    model: Any  # transformers PreTrainedModel, eval mode, on ``device``
+    tokenizer: Any
+    config: Any
+    device: Any  # torch.device
+    dtype: Any  # torch.dtype
+    extra: dict[str, Any] = field(default_factory=dict)  # backends may cache state here
+
+    @property
+    def name(self) -> str:
+        return self.spec.name
+
+    @property
+    def max_model_len(self) -> int:
+        return int(self.config.max_position_embeddings)
+
+    @property
+    def vocab_size(self) -> int:
+        return int(self.config.vocab_size)
+
+
+def cache_root() -> Path:
+    return Path(os.environ.get("BATCHPERF_CACHE", Path.home() / ".cache" / "batchperf"))
+
+
+def tiny_model_dir(root: Path | None = None) -> Path:
+    """Build the CPU tier's tiny model once (atomically) and return its folder."""
+    target = (root or cache_root()) / "models" / f"tiny-qwen2-v{TINY_VERSION}"
+    if (target / "config.json").exists():
+        return target
+    target.parent.mkdir(parents=True, exist_ok=True)
+    staging = Path(tempfile.mkdtemp(prefix=".tiny-qwen2-", dir=target.parent))
+    try:
+        _build_tiny(staging)
+        try:
+            staging.rename(target)
+        except OSError:  # another process won the race; its copy is identical
+            if not (target / "config.json").exists():
+                raise
+    finally:
+        shutil.rmtree(staging, ignore_errors=True)
+    return target
+
+
+def _synthetic_corpus(n_lines: int = 4000) -> list[str]:
+    import numpy as np
+
+    rng = np.random.Generator(np.random.PCG64(TINY_SEED))
+    letters = np.array(list("abcdefghijklmnopqrstuvwxyz"))
+    words = ["".join(rng.choice(letters, size=rng.integers(2, 9))) for _ in range(3000)]
+    return [" ".join(rng.choice(words, size=rng.integers(5, 20))) for _ in range(n_lines)]
+
+
+def _build_tiny(folder: Path) -> None:
+    import torch
+    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
+    from transformers import PreTrainedTokenizerFast, Qwen2Config, Qwen2ForCausalLM
+
+    bpe = Tokenizer(models.BPE())
+    bpe.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    bpe.decoder = decoders.ByteLevel()
+    trainer = trainers.BpeTrainer(
+        vocab_size=TINY_VOCAB,
+        special_tokens=["<|endoftext|>"],
+        initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
+        show_progress=False,
+    )
+    bpe.train_from_iterator(_synthetic_corpus(), trainer=trainer)
+    tokenizer = PreTrainedTokenizerFast(tokenizer_object=bpe, eos_token="<|endoftext|>", pad_token="<|endoftext|>")
+    tokenizer.save_pretrained(folder)
+
+    eos = tokenizer.convert_tokens_to_ids("<|endoftext|>")
+    config = Qwen2Config(vocab_size=len(tokenizer), bos_token_id=eos, eos_token_id=eos, pad_token_id=eos, **TINY_CONFIG)
+    torch.manual_seed(TINY_SEED)
+    model = Qwen2ForCausalLM(config)
+    model.save_pretrained(folder)
+
+
+def resolve_source(spec: ModelSpec) -> Path | str:
+    if spec.source == "builtin:tiny-qwen2":
+        return tiny_model_dir()
+    return spec.source
+
+
+def load_model(spec: ModelSpec, device: str = "cpu") -> LoadedModel:
+    """``from_pretrained`` the model and its tokenizer onto ``device`` in ``spec.dtype``."""
+    import torch
+    from transformers import AutoConfig, AutoModelForCausalLM, AutoTokenizer
+
+    source = resolve_source(spec)
+    dtype = getattr(torch, spec.dtype)
+    try:
+        config = AutoConfig.from_pretrained(source)
+        tokenizer = AutoTokenizer.from_pretrained(source)
+        model = AutoModelForCausalLM.from_pretrained(source, dtype=dtype).to(device).eval()
+    except Exception as exc:  # any loader failure becomes one clear message
+        raise ModelLoadError(
+            f"model {spec.name!r} did not load from {source}: {type(exc).__name__}: {exc}. "
+            f"Check the path or hub id (override with --batchperf-model-path {spec.name}=PATH); "
+            f"this machine has no hub access, so a hub id must already be in the local cache."
+        ) from exc
+    path = Path(source) if Path(str(source)).exists() else Path(str(source))
+    return LoadedModel(spec, path, model, tokenizer, config, torch.device(device), dtype)

@@ -1,0 +1,198 @@
+"""Seeded synthetic workloads: token-id prompts of exact length, targets, arrivals.
+
+A workload is pure data, built the same on every machine for the same spec and
+seed (numpy's PCG64). Prompts are token ids, so no tokenizer changes a length.
+Warm-up requests are part of the spec; :func:`batchperf.runner.run_cell` runs
+them first and no metric ever sees them.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from dataclasses import dataclass, replace
+from typing import Literal
+
+import numpy as np
+
+PROMPT_CLASSES: dict[str, int] = {"short": 128, "medium": 512, "long": 2048}
+DEFAULT_OUTPUT_LENS: tuple[int, ...] = (16, 32)  # alternating, as in the study
+
+
+@dataclass(frozen=True, slots=True)
+class LengthSpec:
+    """Prompt lengths: one fixed value, a class name, or a mix.
+
+    A mix is drawn uniformly per request, from ``choices`` when given, else
+    from the inclusive range ``[low, high]``.
+    """
+
+    low: int
+    high: int
+    choices: tuple[int, ...] = ()
+    text: str = ""
+
+    def __post_init__(self) -> None:
+        for value in (self.low, self.high, *self.choices):
+            if value < 1:
+                raise ValueError(f"prompt length must be >= 1 token, got {value} in {self.label!r}")
+        if self.low > self.high:
+            raise ValueError(f"prompt length range {self.low}-{self.high} is empty: low > high")
+
+    @classmethod
+    def parse(cls, text: str | int) -> LengthSpec:
+        """Parse ``512``, ``short``/``medium``/``long``, ``64-512`` or ``64,256,512``."""
+        raw = str(text).strip().lower()
+        try:
+            if raw in PROMPT_CLASSES:
+                n = PROMPT_CLASSES[raw]
+                return cls(n, n, text=raw)
+            if "," in raw:
+                values = tuple(int(v) for v in raw.split(",") if v.strip())
+                return cls(min(values), max(values), choices=values, text=raw)
+            if m := re.fullmatch(r"(\d+)\s*-\s*(\d+)", raw):
+                return cls(int(m[1]), int(m[2]), text=raw)
+            n = int(raw)
+        except ValueError as exc:
+            if "prompt length" in str(exc):
+                raise
+            raise ValueError(
+                f"bad prompt length {text!r}: use a number (512), a class "
+                f"({'/'.join(PROMPT_CLASSES)}), a range (64-512) or a list (64,256,512)"
+            ) from None
+        return cls(n, n, text=raw)
+
+    @property
+    def is_fixed(self) -> bool:
+        return self.low == self.high
+
+    @property
+    def label(self) -> str:
+        """Short form for test ids: ``512``, ``mix64-512``."""
+        if self.is_fixed:
+            return str(self.low)
+        return "mix" + (self.text.replace(",", "_") if self.choices else f"{self.low}-{self.high}")
+
+    def draw(self, rng: np.random.Generator, n: int) -> list[int]:
+        if self.is_fixed:
+            return [self.low] * n
+        if self.choices:
+            return [int(v) for v in rng.choice(self.choices, size=n)]
+        return [int(v) for v in rng.integers(self.low, self.high + 1, size=n)]
+
+
+@dataclass(frozen=True, slots=True)
+class Arrival:
+    """When requests are sent.
+
+    ``closed``: all queued at t0, at most ``concurrency`` in flight, a new one
+    sent as each finishes (``vllm bench serve --max-concurrency``).
+    ``burst``: every request sent at t0, no in-flight limit.
+    ``rate``: open loop, gamma-distributed gaps with mean ``1/rate``;
+    ``burstiness`` 1 is Poisson (``vllm bench serve --request-rate``); the
+    concurrency limit still applies.
+    """
+
+    kind: Literal["closed", "burst", "rate"] = "closed"
+    rate: float = math.inf  # requests/s, for "rate"
+    burstiness: float = 1.0
+
+    def __post_init__(self) -> None:
+        if self.kind not in ("closed", "burst", "rate"):
+            raise ValueError(f"arrival kind must be closed, burst or rate, got {self.kind!r}")
+        if self.kind == "rate" and not (self.rate > 0 and math.isfinite(self.rate)):
+            raise ValueError(f"arrival rate must be a finite number > 0 req/s, got {self.rate}")
+        if self.burstiness <= 0:
+            raise ValueError(f"burstiness must be > 0, got {self.burstiness}")
+
+    def offsets(self, rng: np.random.Generator, n: int) -> list[float]:
+        """Scheduled send time of each request, seconds after t0."""
+        if self.kind != "rate":
+            return [0.0] * n
+        theta = 1.0 / (self.rate * self.burstiness)
+        gaps = rng.gamma(shape=self.burstiness, scale=theta, size=max(n - 1, 0))
+        return [0.0, *np.cumsum(gaps).tolist()][:n]
+
+    def max_in_flight(self, concurrency: int, n: int) -> int:
+        return max(n, 1) if self.kind == "burst" else concurrency
+
+
+@dataclass(frozen=True, slots=True)
+class RequestSpec:
+    request_id: int
+    prompt_ids: tuple[int, ...]
+    target_len: int  # output tokens to generate, exactly
+    offset: float = 0.0  # s after t0 at which the client wants to send it
+
+    @property
+    def prompt_len(self) -> int:
+        return len(self.prompt_ids)
+
+
+@dataclass(frozen=True, slots=True)
+class WorkloadSpec:
+    """What to generate. ``build`` turns it into concrete requests for a model."""
+
+    num_prompts: int
+    prompt_len: LengthSpec
+    output_lens: tuple[int, ...] = DEFAULT_OUTPUT_LENS
+    arrival: Arrival = Arrival()
+    num_warmup: int = 0
+    seed: int = 0
+
+    def __post_init__(self) -> None:
+        if self.num_prompts < 1:
+            raise ValueError(f"num_prompts must be >= 1 (an empty workload measures nothing), got {self.num_prompts}")
+        if self.num_warmup < 0:
+            raise ValueError(f"num_warmup must be >= 0, got {self.num_warmup}")
+        if not self.output_lens or min(self.output_lens) < 1:
+            raise ValueError(f"output_lens must be non-empty and each >= 1 token, got {self.output_lens}")
+
+    @staticmethod
+    def default_warmup(num_prompts: int) -> int:
+        """The study's rule: the first 5% of requests are warm-up."""
+        return math.ceil(0.05 * num_prompts)
+
+    def build(self, vocab_size: int, max_model_len: int, first_token_id: int = 0) -> Workload:
+        """Concrete requests with token ids in ``[first_token_id, vocab_size)``."""
+        if vocab_size - first_token_id < 2:
+            raise ValueError(f"vocabulary range [{first_token_id}, {vocab_size}) is too small for prompts")
+        longest = self.prompt_len.high + max(self.output_lens)
+        if longest > max_model_len:
+            raise ValueError(
+                f"prompt of {self.prompt_len.high} + {max(self.output_lens)} output tokens = {longest} "
+                f"exceeds the model's context of {max_model_len} tokens; use shorter prompts"
+            )
+        rng = np.random.Generator(np.random.PCG64(self.seed))
+        total = self.num_warmup + self.num_prompts
+        lengths = self.prompt_len.draw(rng, total)
+        seen: set[tuple[int, ...]] = set()
+        prompts: list[tuple[int, ...]] = []
+        for length in lengths:
+            prompt = tuple(int(t) for t in rng.integers(first_token_id, vocab_size, size=length))
+            while prompt in seen:  # distinct prompts, so no cache can share one
+                prompt = tuple(int(t) for t in rng.integers(first_token_id, vocab_size, size=length))
+            seen.add(prompt)
+            prompts.append(prompt)
+        targets = [self.output_lens[i % len(self.output_lens)] for i in range(total)]
+        warm = [RequestSpec(-(i + 1), prompts[i], targets[i]) for i in range(self.num_warmup)]
+        measured_offsets = self.arrival.offsets(rng, self.num_prompts)
+        measured = [
+            RequestSpec(i, prompts[self.num_warmup + i], targets[self.num_warmup + i], measured_offsets[i])
+            for i in range(self.num_prompts)
+        ]
+        return Workload(spec=self, requests=tuple(measured), warmup=tuple(warm))
+
+
+@dataclass(frozen=True, slots=True)
+class Workload:
+    spec: WorkloadSpec
+    requests: tuple[RequestSpec, ...]
+    warmup: tuple[RequestSpec, ...] = ()
+
+    def max_in_flight(self, concurrency: int) -> int:
+        return self.spec.arrival.max_in_flight(concurrency, len(self.requests))
+
+    def warmup_only(self) -> Workload:
+        """The warm-up requests as a workload of their own (sent closed-loop)."""
+        return replace(self, requests=self.warmup, warmup=())
