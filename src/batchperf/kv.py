@@ -1,0 +1,137 @@
+"""KV-cache accounting from a model config: bytes per token and per request.
+
+Per token, every layer stores one key and one value vector per KV head:
+``2 × layers × kv_heads × head_dim × dtype_bytes``. Grouped-query attention
+(``num_key_value_heads`` < ``num_attention_heads``) and an explicit
+``head_dim`` are honoured. (The study's ``2 × seq_len × hidden × 2 × dtype``
+ignores both the layer count and GQA; it is wrong for every modern model.)
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+from collections.abc import Mapping
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+DTYPE_BYTES: dict[str, int] = {
+    "float32": 4, "fp32": 4, "float": 4,
+    "float16": 2, "fp16": 2, "half": 2, "bfloat16": 2, "bf16": 2,
+    "float8": 1, "fp8": 1, "fp8_e4m3": 1, "fp8_e5m2": 1, "int8": 1,
+}
+
+
+def dtype_bytes(dtype: Any) -> int:
+    """Bytes per element of a dtype name (``"float16"``) or a torch dtype."""
+    if hasattr(dtype, "itemsize"):  # torch.dtype
+        return int(dtype.itemsize)
+    name = str(dtype).removeprefix("torch.").lower()
+    if name not in DTYPE_BYTES:
+        raise ValueError(f"unknown dtype {dtype!r}; known: {', '.join(sorted(DTYPE_BYTES))}")
+    return DTYPE_BYTES[name]
+
+
+def _field(config: Mapping[str, Any] | Any, name: str) -> Any:
+    return config.get(name) if isinstance(config, Mapping) else getattr(config, name, None)
+
+
+@dataclass(frozen=True, slots=True)
+class KVShape:
+    layers: int
+    kv_heads: int
+    head_dim: int
+
+    @classmethod
+    def from_config(cls, config: Mapping[str, Any] | Any) -> KVShape:
+        """From a Hugging Face config object or its ``config.json`` dict (text_config honoured)."""
+        text = _field(config, "text_config")
+        if text is not None:
+            config = text
+        layers = _field(config, "num_hidden_layers")
+        heads = _field(config, "num_attention_heads")
+        hidden = _field(config, "hidden_size")
+        if layers is None or heads is None:
+            raise ValueError("config has no num_hidden_layers / num_attention_heads: not a decoder LLM config")
+        kv_heads = _field(config, "num_key_value_heads") or heads
+        head_dim = _field(config, "head_dim")
+        if head_dim is None:
+            if hidden is None:
+                raise ValueError("config has neither head_dim nor hidden_size")
+            head_dim = hidden // heads
+        return cls(int(layers), int(kv_heads), int(head_dim))
+
+    def bytes_per_token(self, dtype: Any) -> int:
+        return 2 * self.layers * self.kv_heads * self.head_dim * dtype_bytes(dtype)
+
+
+def kv_bytes_per_token(config: Mapping[str, Any] | Any, dtype: Any) -> int:
+    return KVShape.from_config(config).bytes_per_token(dtype)
+
+
+def kv_bytes_per_request(config: Mapping[str, Any] | Any, dtype: Any, prompt_len: int, output_len: int) -> int:
+    """K/V bytes for a request whose prompt and output tokens are all held.
+
+    A backend that never writes the last sampled token's K/V holds one token
+    fewer; see :func:`kv_tokens_held`.
+    """
+    if prompt_len < 0 or output_len < 0:
+        raise ValueError(f"prompt_len and output_len must be >= 0, got {prompt_len}, {output_len}")
+    return kv_bytes_per_token(config, dtype) * (prompt_len + output_len)
+
+
+def kv_tokens_held(prompt_len: int, output_len: int) -> int:
+    """Tokens whose K/V exist after generating ``output_len`` tokens: the last one is never fed back."""
+    return prompt_len + max(output_len - 1, 0)
+
+
+# --- `batchperf kv` -------------------------------------------------------------------------------
+
+
+def add_cli_args(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--config", required=True, type=Path, help="a model's config.json (or its folder)")
+    parser.add_argument("--dtype", default="float16", help="KV-cache dtype (default: float16)")
+    parser.add_argument("--prompt-len", type=int, default=512)
+    parser.add_argument("--output-len", type=int, default=32)
+    parser.add_argument("--json", action="store_true", help="print JSON instead of text")
+
+
+@dataclass(frozen=True, slots=True)
+class KVReport:
+    layers: int
+    kv_heads: int
+    head_dim: int
+    dtype: str
+    bytes_per_token: int
+    prompt_len: int
+    output_len: int
+    bytes_per_request: int
+
+
+def main(args: argparse.Namespace) -> int:
+    path = args.config / "config.json" if args.config.is_dir() else args.config
+    try:
+        config = json.loads(path.read_text())
+    except FileNotFoundError:
+        raise SystemExit(f"batchperf kv: {path}: no such file; pass a model's config.json or its folder")
+    except json.JSONDecodeError as exc:
+        raise SystemExit(f"batchperf kv: {path} is not valid JSON ({exc}); pass a model's config.json")
+    try:
+        shape = KVShape.from_config(config)
+        report = KVReport(
+            shape.layers, shape.kv_heads, shape.head_dim, args.dtype, shape.bytes_per_token(args.dtype),
+            args.prompt_len, args.output_len,
+            kv_bytes_per_request(config, args.dtype, args.prompt_len, args.output_len),
+        )
+    except ValueError as exc:
+        raise SystemExit(f"batchperf kv: {path}: {exc}")
+    if args.json:
+        print(json.dumps(asdict(report)))
+    else:
+        print(f"{path}: {report.layers} layers × {report.kv_heads} KV heads × head_dim {report.head_dim}, {args.dtype}")
+        print(f"KV bytes per token:   {report.bytes_per_token:,} (2 × layers × kv_heads × head_dim × dtype bytes)")
+        print(f"KV bytes per request: {report.bytes_per_request:,} "
+              f"({args.prompt_len} prompt + {args.output_len} output tokens; "
+              f"{report.bytes_per_request / 2**20:.2f} MiB)")
+    return 0

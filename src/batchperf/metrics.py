@@ -1,0 +1,100 @@
+"""Pure functions from a :class:`RunTrace` to numbers, named and defined as ``vllm bench serve`` does.
+
+- ``duration``: first request sent to last request finished (s).
+- ``ttft``: first token time − arrival (the client's send time).
+- ``tpot``: (E2E − TTFT) / (n − 1), per request with n > 1 output tokens.
+- ``itl``: every gap between consecutive tokens, pooled over requests.
+- ``e2el``: last token time − arrival.
+- Percentiles: numpy's linear interpolation; ``std``: population std (numpy default).
+- Throughputs divide by ``duration``; output tokens are the tokens actually produced.
+- Goodput: requests meeting every given SLO (ms), per second.
+
+Each percentile family also reports its sample count (``n_ttft``, ``n_itl``, …),
+since a P99 over 16 samples is only the maximum.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from batchperf.trace import RequestTrace, RunTrace
+
+PERCENTILES: tuple[int, ...] = (50, 90, 99)
+FAMILIES: tuple[str, ...] = ("ttft", "tpot", "itl", "e2el")
+
+
+@dataclass(frozen=True, slots=True)
+class SLO:
+    """Service-level objectives in milliseconds; ``None`` means not constrained."""
+
+    ttft_ms: float | None = None
+    tpot_ms: float | None = None
+    e2el_ms: float | None = None
+
+    def met_by(self, request: RequestTrace) -> bool:
+        if self.ttft_ms is not None and request.ttft * 1e3 > self.ttft_ms:
+            return False
+        if self.tpot_ms is not None and request.output_len > 1 and _tpot(request) * 1e3 > self.tpot_ms:
+            return False
+        return self.e2el_ms is None or request.e2el * 1e3 <= self.e2el_ms
+
+    @property
+    def any(self) -> bool:
+        return any(v is not None for v in (self.ttft_ms, self.tpot_ms, self.e2el_ms))
+
+
+def _tpot(request: RequestTrace) -> float:
+    return (request.e2el - request.ttft) / (request.output_len - 1)
+
+
+def _summary(name: str, samples_s: list[float]) -> dict[str, float]:
+    """mean/median/std/pNN in ms, with the sample count; zeros when there are no samples (as vLLM)."""
+    values = np.asarray(samples_s or [0.0], dtype=np.float64) * 1e3
+    out = {
+        f"mean_{name}_ms": float(np.mean(values)),
+        f"median_{name}_ms": float(np.median(values)),
+        f"std_{name}_ms": float(np.std(values)),
+    }
+    for p in PERCENTILES:
+        out[f"p{p}_{name}_ms"] = float(np.percentile(values, p))
+    out[f"n_{name}"] = len(samples_s)
+    return out
+
+
+def compute_metrics(trace: RunTrace, slo: SLO | None = None) -> dict[str, float]:
+    """Every metric of one run. Failed requests (``error`` set or no token) are not ``completed``."""
+    ok = [r for r in trace.requests if r.error is None and r.output_len > 0]
+    duration = trace.duration
+    if duration <= 0:
+        raise ValueError(f"run duration must be > 0 s, got {duration}")
+    output_tokens = sum(r.output_len for r in ok)
+    input_tokens = sum(r.prompt_len for r in ok)
+    metrics: dict[str, float] = {
+        "duration": duration,
+        "completed": len(ok),
+        "failed": len(trace.requests) - len(ok),
+        "total_input_tokens": input_tokens,
+        "total_output_tokens": output_tokens,
+        "request_throughput": len(ok) / duration,
+        "output_throughput": output_tokens / duration,
+        "total_token_throughput": (input_tokens + output_tokens) / duration,
+    }
+    metrics |= _summary("ttft", [r.ttft for r in ok])
+    metrics |= _summary("tpot", [_tpot(r) for r in ok if r.output_len > 1])
+    metrics |= _summary("itl", [b - a for r in ok for a, b in zip(r.token_times, r.token_times[1:])])
+    metrics |= _summary("e2el", [r.e2el for r in ok])
+    if slo is not None and slo.any:
+        metrics["request_goodput"] = sum(slo.met_by(r) for r in ok) / duration
+    return metrics
+
+
+def token_count_errors(trace: RunTrace) -> list[str]:
+    """One line per request that did not produce exactly its target number of tokens."""
+    return [
+        f"request {r.request_id}: generated {r.output_len} tokens, target {r.target_len}"
+        + (f" ({r.error})" if r.error else "")
+        for r in trace.requests
+        if r.output_len != r.target_len or r.error
+    ]
