@@ -40,6 +40,7 @@ BackendFactory = Callable[["LoadedModel"], Backend]
 # name -> "module:attribute"; imported only when that backend is created.
 _BUILTIN: dict[str, str] = {
     "hf-static": "batchperf.backends.hf_static:HFStaticBackend",
+    "continuous": "batchperf.backends.continuous:ContinuousBackend",
 }
 _REGISTRY: dict[str, BackendFactory] = {}
 

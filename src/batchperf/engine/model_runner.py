@@ -1,0 +1,245 @@
+"""The model runner: owns every tensor and runs ONE forward pass per engine step.
+
+The forward pass of the Llama/Qwen2 family is written here on the weights of
+the loaded Hugging Face model, so batching is under our control: the tokens of
+every scheduled request — whole prompts, prompt chunks, single decode tokens —
+are packed into one ``[T, hidden]`` matrix, and every matmul (QKV, output
+projection, MLP, LM head) runs once over all of them, however ragged the batch.
+Only attention is per request, against that request's own KV blocks:
+
+- decode rows (one new token each) share ONE SDPA call: their keys are
+  gathered from the pool through the block tables, padded to the longest and
+  masked; the query heads of a KV head are folded into the query axis
+  (``[B, kv_heads, group, head_dim]``), so grouped-query attention needs no
+  repeated keys;
+- a prompt (or prompt chunk) gets its own causal SDPA call; a whole prompt
+  attends to its fresh K/V directly, a later chunk to its gathered blocks.
+
+New K/V are written into the pool in place (``index_copy_``); nothing is ever
+concatenated, and no request's cache is copied except by the per-step gather
+of the keys a decode row reads.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+
+from batchperf.engine.scheduler import Scheduled
+
+SUPPORTED_MODEL_TYPES = frozenset({"qwen2", "llama", "mistral"})
+
+
+@dataclass(frozen=True, slots=True)
+class _Layer:
+    w_qkv: torch.Tensor  # [(heads + 2 * kv_heads) * head_dim, hidden]
+    b_qkv: torch.Tensor | None
+    w_o: torch.Tensor  # [hidden, heads * head_dim]
+    w_gate_up: torch.Tensor  # [2 * intermediate, hidden]
+    w_down: torch.Tensor  # [hidden, intermediate]
+    ln_attn: torch.Tensor
+    ln_mlp: torch.Tensor
+
+
+def _linear_bias(linear: Any) -> torch.Tensor:
+    if linear.bias is not None:
+        return linear.bias.detach()
+    return torch.zeros(linear.out_features, dtype=linear.weight.dtype, device=linear.weight.device)
+
+
+class ModelRunner:
+    """Packs a step's tokens, runs the model once, returns each sampling request's greedy token."""
+
+    def __init__(self, hf_model: Any, block_size: int, suppress_ids: Sequence[int] = ()) -> None:
+        config = hf_model.config
+        model_type = getattr(config, "model_type", None)
+        if model_type not in SUPPORTED_MODEL_TYPES:
+            raise ValueError(
+                f"the continuous runner implements {', '.join(sorted(SUPPORTED_MODEL_TYPES))} models, "
+                f"not {model_type!r}"
+            )
+        if getattr(config, "use_sliding_window", False):
+            raise ValueError("sliding-window attention is not implemented by the continuous runner")
+        self.block_size = block_size
+        self.heads = int(config.num_attention_heads)
+        self.kv_heads = int(config.num_key_value_heads or self.heads)
+        self.head_dim = int(getattr(config, "head_dim", None) or config.hidden_size // self.heads)
+        self.eps = float(config.rms_norm_eps)
+        self.dtype = hf_model.dtype
+        self.device = hf_model.device
+        inner = hf_model.model
+        with torch.no_grad():
+            self.embed = inner.embed_tokens.weight.detach()
+            self.layers = [self._layer(layer) for layer in inner.layers]
+            self.act = inner.layers[0].mlp.act_fn
+            self.norm = inner.norm.weight.detach()
+            self.lm_head = hf_model.lm_head.weight.detach()
+            # cos/sin of every position, from the model's own rotary module (so rope scaling is honoured)
+            positions = torch.arange(int(config.max_position_embeddings), device=self.device)[None]
+            probe = torch.zeros(1, dtype=self.dtype, device=self.device)
+            cos, sin = inner.rotary_emb(probe, positions)
+            self.cos, self.sin = cos[0].to(self.dtype), sin[0].to(self.dtype)  # [max_pos, head_dim]
+        self.suppress = torch.tensor(sorted(set(suppress_ids)), dtype=torch.long, device=self.device)
+        self.kv: torch.Tensor | None = None
+
+    def _layer(self, layer: Any) -> _Layer:
+        attn, mlp = layer.self_attn, layer.mlp
+        return _Layer(
+            w_qkv=torch.cat([attn.q_proj.weight, attn.k_proj.weight, attn.v_proj.weight]).detach(),
+            b_qkv=None if attn.q_proj.bias is None else torch.cat(
+                [_linear_bias(attn.q_proj), _linear_bias(attn.k_proj), _linear_bias(attn.v_proj)]),
+            w_o=attn.o_proj.weight.detach(),
+            w_gate_up=torch.cat([mlp.gate_proj.weight, mlp.up_proj.weight]).detach(),
+            w_down=mlp.down_proj.weight.detach(),
+            ln_attn=layer.input_layernorm.weight.detach(),
+            ln_mlp=layer.post_attention_layernorm.weight.detach(),
+        )
+
+    @property
+    def bytes_per_block(self) -> int:
+        return 2 * len(self.layers) * self.block_size * self.kv_heads * self.head_dim * self.dtype.itemsize
+
+    def allocate(self, num_blocks: int) -> None:
+        """The KV pool: ``[layers, 2 (K, V), num_blocks * block_size (slots), kv_heads, head_dim]``."""
+        shape = (len(self.layers), 2, num_blocks * self.block_size, self.kv_heads, self.head_dim)
+        if self.kv is None or self.kv.shape != shape:
+            self.kv = None  # free the old pool before allocating the new one
+            self.kv = torch.zeros(shape, dtype=self.dtype, device=self.device)
+
+    def run(self, step: Sequence[Scheduled]) -> list[int | None]:
+        """Greedy next token of every item that samples this step (None for a prompt chunk that doesn't)."""
+        sampling, logits = self.logits(step)
+        out: list[int | None] = [None] * len(step)
+        # ties: the lowest token id, as generate's torch.argmax
+        for i, token in zip(sampling, logits.argmax(-1).tolist()):
+            out[i] = int(token)
+        return out
+
+    @torch.inference_mode()
+    def logits(self, step: Sequence[Scheduled]) -> tuple[list[int], torch.Tensor]:
+        """Run the step's forward pass; the items that sample, and their next-token logits ``[n, vocab]``."""
+        if self.kv is None:
+            raise RuntimeError("allocate() the KV pool before running a step")
+        # decode rows first, so they are one contiguous slice of the packed tokens
+        order = sorted(range(len(step)), key=lambda i: step[i].num_new != 1)
+        packed = _Packed.build([step[i] for i in order], self.block_size, self.device)
+        hidden = self._forward(packed)
+        picks = [(i, packed.last_row[k]) for k, i in enumerate(order) if step[i].samples]
+        rows = torch.tensor([row for _, row in picks], dtype=torch.long, device=self.device)
+        logits = F.linear(F.rms_norm(hidden[rows], self.norm.shape, self.norm, self.eps), self.lm_head)
+        if self.suppress.numel():
+            logits[:, self.suppress] = float("-inf")  # EOS cannot come before the target length
+        return [i for i, _ in picks], logits
+
+    def _forward(self, p: _Packed) -> torch.Tensor:
+        T, H, KVH, D = p.input_ids.numel(), self.heads, self.kv_heads, self.head_dim
+        cos, sin = self.cos[p.positions][:, None], self.sin[p.positions][:, None]  # [T, 1, D]
+        x = F.embedding(p.input_ids, self.embed)  # [T, hidden]
+        for layer, cache in zip(self.layers, self.kv):
+            h = F.rms_norm(x, x.shape[-1:], layer.ln_attn, self.eps)
+            qkv = F.linear(h, layer.w_qkv, layer.b_qkv)  # [T, (H + 2 KVH) D]
+            qk = qkv[:, : (H + KVH) * D].view(T, H + KVH, D)
+            half = D // 2
+            qk = qk * cos + torch.cat((-qk[..., half:], qk[..., :half]), -1) * sin  # rotary, q and k at once
+            q, k = qk[:, :H], qk[:, H:]
+            v = qkv[:, (H + KVH) * D:].view(T, KVH, D)
+            k_cache, v_cache = cache[0], cache[1]  # [slots, KVH, D]
+            k_cache.index_copy_(0, p.write_slots, k)
+            v_cache.index_copy_(0, p.write_slots, v)
+            attn = self._attention(p, q, k, v, k_cache, v_cache)  # [T, H, D]
+            x = x + F.linear(attn.reshape(T, H * D), layer.w_o)
+            h = F.rms_norm(x, x.shape[-1:], layer.ln_mlp, self.eps)
+            gate, up = F.linear(h, layer.w_gate_up).chunk(2, -1)
+            x = x + F.linear(self.act(gate) * up, layer.w_down)
+        return x
+
+    def _attention(self, p: _Packed, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor,
+                   k_cache: torch.Tensor, v_cache: torch.Tensor) -> torch.Tensor:
+        H, KVH, D = self.heads, self.kv_heads, self.head_dim
+        parts = []
+        if p.num_decode:
+            B, L = p.decode_slots.shape
+            keys = k_cache.index_select(0, p.decode_slots.view(-1)).view(B, L, KVH, D).transpose(1, 2)
+            values = v_cache.index_select(0, p.decode_slots.view(-1)).view(B, L, KVH, D).transpose(1, 2)
+            query = q[:B].reshape(B, KVH, H // KVH, D)  # a KV head's query heads share its keys
+            out = F.scaled_dot_product_attention(query, keys, values, attn_mask=p.decode_mask)
+            parts.append(out.reshape(B, H, D))
+        for start, end, slots, mask in p.prompts:
+            query = q[start:end].transpose(0, 1)[None]  # [1, H, n, D]
+            if slots is None:  # a whole prompt: its fresh K/V are all it attends to
+                keys, values = k[start:end], v[start:end]
+            else:  # a later chunk: the request's blocks, already holding this chunk too
+                keys, values = k_cache.index_select(0, slots), v_cache.index_select(0, slots)
+            out = F.scaled_dot_product_attention(
+                query, keys.transpose(0, 1)[None], values.transpose(0, 1)[None],
+                attn_mask=mask, is_causal=mask is None, enable_gqa=True,
+            )
+            parts.append(out[0].transpose(0, 1))
+        return parts[0] if len(parts) == 1 else torch.cat(parts)
+
+
+@dataclass(frozen=True, slots=True)
+class _Packed:
+    """One step's index tensors, built once and read by every layer."""
+
+    input_ids: torch.Tensor  # [T]
+    positions: torch.Tensor  # [T]
+    write_slots: torch.Tensor  # [T]: pool slot of each new token's K/V
+    last_row: list[int]  # per item: its last row in the packed tokens
+    num_decode: int
+    decode_slots: torch.Tensor | None  # [B, L_max]: pool slots each decode row reads (padding: slot 0)
+    decode_mask: torch.Tensor | None  # [B, 1, 1, L_max]: True where a key is real
+    prompts: list[tuple[int, int, torch.Tensor | None, torch.Tensor | None]]  # (start, end, slots, mask)
+
+    @classmethod
+    def build(cls, items: Sequence[Scheduled], block_size: int, device: Any) -> _Packed:
+        offsets = np.arange(block_size)
+        ids: list[int] = []
+        positions, writes, last_row, prompts = [], [], [], []
+        decode = [it for it in items if it.num_new == 1]
+        for item in items:
+            req, start = item.request, len(ids)
+            first = req.num_cached
+            ids.extend(req.tokens[first:first + item.num_new])
+            pos = np.arange(first, first + item.num_new)
+            table = np.asarray(req.block_table, dtype=np.int64)
+            positions.append(pos)
+            writes.append(table[pos // block_size] * block_size + pos % block_size)
+            last_row.append(len(ids) - 1)
+            if item.num_new > 1:
+                if first == 0:
+                    prompts.append((start, len(ids), None, None))
+                else:
+                    total = first + item.num_new
+                    slots = (table[:, None] * block_size + offsets).reshape(-1)[:total]
+                    # query i (position first + i) sees keys 0..first + i
+                    mask = np.arange(total)[None, :] <= pos[:, None]
+                    prompts.append((start, len(ids), torch.from_numpy(slots).to(device),
+                                    torch.from_numpy(mask).to(device)))
+        decode_slots = decode_mask = None
+        if decode:
+            lengths = np.array([it.request.num_cached + 1 for it in decode])
+            width = -(-int(lengths.max()) // block_size)
+            tables = np.zeros((len(decode), width), dtype=np.int64)
+            for row, item in enumerate(decode):
+                table = item.request.block_table[:width]
+                tables[row, : len(table)] = table
+            slots = (tables[:, :, None] * block_size + offsets).reshape(len(decode), -1)[:, : lengths.max()]
+            valid = np.arange(lengths.max())[None, :] < lengths[:, None]
+            decode_slots = torch.from_numpy(np.where(valid, slots, 0)).to(device)
+            decode_mask = torch.from_numpy(valid[:, None, None, :]).to(device)
+        return cls(
+            input_ids=torch.tensor(ids, dtype=torch.long, device=device),
+            positions=torch.from_numpy(np.concatenate(positions)).to(device),
+            write_slots=torch.from_numpy(np.concatenate(writes)).to(device),
+            last_row=last_row,
+            num_decode=len(decode),
+            decode_slots=decode_slots,
+            decode_mask=decode_mask,
+            prompts=prompts,
+        )
