@@ -45,11 +45,11 @@ class Scheduled:
 
     request: Request
     num_new: int
+    samples: bool  # the chunk reaches the request's last token, so the step samples its next one
 
-    @property
-    def samples(self) -> bool:
-        """This chunk reaches the request's last token, so the step samples its next one."""
-        return self.request.num_cached + self.num_new == self.request.num_tokens
+    @classmethod
+    def of(cls, request: Request, num_new: int) -> Scheduled:
+        return cls(request, num_new, request.num_cached + num_new == request.num_tokens)
 
 
 class Scheduler:
@@ -93,7 +93,7 @@ class Scheduler:
             if request.status is Status.WAITING:
                 break
             self.blocks.reserve(request, request.num_cached + num_new)
-            step.append(Scheduled(request, num_new))
+            step.append(Scheduled.of(request, num_new))
             budget -= num_new
             i += 1
         while not preempted and self.waiting and len(self.running) < self.config.batch_size and budget > 0:
@@ -107,7 +107,7 @@ class Scheduler:
             if request.scheduled is None:
                 request.scheduled = now
             self.running.append(request)
-            step.append(Scheduled(request, num_new))
+            step.append(Scheduled.of(request, num_new))
             budget -= num_new
         return step
 
