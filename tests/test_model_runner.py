@@ -22,14 +22,8 @@ from batchperf.engine.block_manager import BlockManager, blocks_for
 from batchperf.engine.model_runner import ModelRunner
 from batchperf.engine.request import Request
 from batchperf.engine.scheduler import Scheduled, Scheduler, SchedulerConfig
-from batchperf.models import get_model_spec, load_model
 
 ATOL = 1e-4
-
-
-@pytest.fixture(scope="module")
-def tiny():
-    return load_model(get_model_spec("tiny-qwen2"))
 
 
 def eos_of(model) -> int:
@@ -92,29 +86,29 @@ def assert_matches_generate(model, request: Request, logits: list[torch.Tensor])
     spare_blocks=st.integers(0, 6),
     budget=st.one_of(st.none(), st.integers(0, 12)),
 )
-def test_outputs_equal_generate_for_each_request_alone(tiny, shapes, seed, batch_size, block_size, spare_blocks, budget):
+def test_outputs_equal_generate_for_each_request_alone(tiny_model, shapes, seed, batch_size, block_size, spare_blocks, budget):
     rng = random.Random(seed)
     requests = [
-        Request(i, tuple(rng.randrange(1, tiny.vocab_size) for _ in range(p)), t) for i, (p, t) in enumerate(shapes)
+        Request(i, tuple(rng.randrange(1, tiny_model.vocab_size) for _ in range(p)), t) for i, (p, t) in enumerate(shapes)
     ]
     # room for the largest request and a few blocks more: small pools force preemption and recompute
     largest = max(blocks_for(r.prompt_len + r.target_len - 1, block_size) for r in requests)
     config = SchedulerConfig(batch_size, None if budget is None else batch_size + budget)
-    runner = ModelRunner(tiny.model, block_size, suppress_ids=[eos_of(tiny)])
+    runner = ModelRunner(tiny_model.model, block_size, suppress_ids=[eos_of(tiny_model)])
     logits, _ = run_engine(runner, requests, config, largest + spare_blocks)
     for request in requests:
-        assert_matches_generate(tiny, request, logits[request.request_id])
+        assert_matches_generate(tiny_model, request, logits[request.request_id])
 
 
-def test_preemption_and_chunks_still_match_generate(tiny):
+def test_preemption_and_chunks_still_match_generate(tiny_model):
     """A fixed case that surely preempts (pool of one request) and chunks prompts (budget 5)."""
     rng = random.Random(7)
-    requests = [Request(i, tuple(rng.randrange(1, tiny.vocab_size) for _ in range(9 + i)), 5) for i in range(3)]
-    runner = ModelRunner(tiny.model, 4, suppress_ids=[eos_of(tiny)])
+    requests = [Request(i, tuple(rng.randrange(1, tiny_model.vocab_size) for _ in range(9 + i)), 5) for i in range(3)]
+    runner = ModelRunner(tiny_model.model, 4, suppress_ids=[eos_of(tiny_model)])
     logits, preemptions = run_engine(runner, requests, SchedulerConfig(3, max_step_tokens=5), num_blocks=5)
     assert preemptions > 0
     for request in requests:
-        assert_matches_generate(tiny, request, logits[request.request_id])
+        assert_matches_generate(tiny_model, request, logits[request.request_id])
 
 
 # under inference_mode F.linear reaches the dispatcher whole; outside it, as (add)mm
@@ -132,10 +126,10 @@ class _CountMatmuls(torch.utils._python_dispatch.TorchDispatchMode):
         return func(*args, **(kwargs or {}))
 
 
-def test_one_forward_pass_per_step_however_ragged_and_kv_written_in_place(tiny):
+def test_one_forward_pass_per_step_however_ragged_and_kv_written_in_place(tiny_model):
     """The study's scheduler ran one forward per distinct cache length: here a step's matmul count does not
     depend on how many requests, or how many distinct lengths, it holds; and the pool is never reallocated."""
-    runner = ModelRunner(tiny.model, 4, suppress_ids=[eos_of(tiny)])
+    runner = ModelRunner(tiny_model.model, 4, suppress_ids=[eos_of(tiny_model)])
     runner.allocate(64)
     pool = runner.kv.data_ptr()
     blocks = BlockManager(64, 4, runner.bytes_per_block)
@@ -161,7 +155,7 @@ def test_one_forward_pass_per_step_however_ragged_and_kv_written_in_place(tiny):
     assert runner.kv.data_ptr() == pool
 
 
-def test_an_unsupported_model_type_is_refused(tiny):
+def test_an_unsupported_model_type_is_refused(tiny_model):
     class Config:
         model_type = "gpt2"
 
