@@ -40,6 +40,10 @@ BackendFactory = Callable[["LoadedModel"], Backend]
 # name -> "module:attribute"; imported only when that backend is created.
 _BUILTIN: dict[str, str] = {
     "hf-static": "batchperf.backends.hf_static:HFStaticBackend",
+    "hf-continuous": "batchperf.backends.hf_continuous:HFContinuousBackend",
+    "vllm": "batchperf.backends.vllm_engine:VLLMEngineBackend",
+    "vllm-prefix-cache": "batchperf.backends.vllm_engine:VLLMPrefixCacheBackend",
+    "vllm-server": "batchperf.backends.vllm_server:VLLMServerBackend",
 }
 _REGISTRY: dict[str, BackendFactory] = {}
 
