@@ -17,7 +17,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from batchperf.backends._vllm import import_vllm, kv_block_figures
+from batchperf.backends._vllm import import_vllm, kv_block_figures, third_party_warnings_ignored
 from batchperf.clock import RunClock
 from batchperf.feed import RequestFeed
 from batchperf.kv import kv_bytes_per_token, kv_tokens_held
@@ -83,7 +83,8 @@ class VLLMEngineBackend:
                 seed=0,
                 disable_log_stats=True,  # we timestamp tokens ourselves
             )
-            self._engines[batch_size] = LLMEngine.from_engine_args(args)
+            with third_party_warnings_ignored():
+                self._engines[batch_size] = LLMEngine.from_engine_args(args)
         return self._engines[batch_size]
 
     def run(self, workload: Workload, batch_size: int, concurrency: int) -> RunTrace:
