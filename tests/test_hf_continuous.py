@@ -11,10 +11,8 @@ from batchperf.workload import LengthSpec, WorkloadSpec
 
 
 @pytest.fixture(scope="module")
-def tiny():
-    from batchperf.models import get_model_spec, load_model
-
-    return load_model(get_model_spec("tiny-qwen2"))
+def tiny(tiny_model):
+    return tiny_model
 
 
 @pytest.fixture(scope="module")

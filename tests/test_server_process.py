@@ -12,7 +12,6 @@ import pytest
 
 from batchperf.backends.server_process import ServerProcess, ServerStartError, free_port
 
-pytest_plugins = ["pytester"]
 
 # A stand-in for vLLM's server: answers /health and, like vLLM, forks a child process.
 FAKE_SERVER = textwrap.dedent("""

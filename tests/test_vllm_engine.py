@@ -23,10 +23,8 @@ def test_unavailable_without_vllm(monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 @pytest.fixture(scope="module")
-def tiny():
-    from batchperf.models import get_model_spec, load_model
-
-    return load_model(get_model_spec("tiny-qwen2"))
+def tiny(tiny_model):
+    return tiny_model
 
 
 @pytest.fixture(scope="module")
@@ -40,7 +38,8 @@ def backend(tiny):
 
 
 def workload(tiny, n: int = 8, prompt: str = "64", arrival: Arrival = Arrival(), warmup: int = 0, seed: int = 0):
-    spec = WorkloadSpec(num_prompts=n, prompt_len=LengthSpec.parse(prompt), arrival=arrival, num_warmup=warmup, seed=seed)
+    spec = WorkloadSpec(num_prompts=n, prompt_len=LengthSpec.parse(prompt), arrival=arrival, num_warmup=warmup,
+                        seed=seed)
     return spec.build(tiny.vocab_size, tiny.max_model_len)
 
 

@@ -42,7 +42,7 @@ class Tier:
 TIERS: dict[str, Tier] = {
     # The CPU tier: every code path on a tiny random-weight model, small enough for CI on 2 cores.
     "cpu": Tier(
-        "cpu", "cpu", models=("tiny-qwen2",), backends=("hf-static",),
+        "cpu", "cpu", models=("tiny-qwen2",), backends=("hf-static", "hf-continuous", "vllm", "vllm-server"),
         batch_sizes=("1", "4", "8"), prompt_lens=("64", "256", "512"), concurrency=("4", "8", "16"),
         num_prompts=16, rounds=2,
     ),

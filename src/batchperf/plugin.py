@@ -8,6 +8,7 @@ and build backends live in the repository's ``fixtures/`` (wired by the root
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -79,6 +80,8 @@ def pytest_configure(config: pytest.Config) -> None:
     except ValueError as exc:
         raise pytest.UsageError(f"batchperf: {exc}") from None
     config.stash[STATE] = SessionState(tiers, ModelPool(_model_overrides(config.getoption("batchperf_model_path"))))
+    if url := config.getoption("batchperf_server_url"):  # read by the vllm-server backend
+        os.environ["BATCHPERF_SERVER_URL"] = url
 
 
 def state(config: pytest.Config) -> SessionState:

@@ -21,12 +21,13 @@ from __future__ import annotations
 import time
 from typing import Any
 
+from batchperf.backends._common import run_trace
 from batchperf.clock import RunClock
 from batchperf.feed import RequestFeed
 from batchperf.kv import kv_bytes_per_token, kv_tokens_held
 from batchperf.memory import memory_figures, reset_peak
 from batchperf.models import LoadedModel
-from batchperf.trace import RequestTrace, RunTrace
+from batchperf.trace import RequestTrace
 from batchperf.workload import RequestSpec, Workload
 
 RESULT_POLL_S = 0.5  # longest wait for a result before checking that the manager's thread is alive
@@ -135,15 +136,8 @@ class HFContinuousBackend:
                 manager.cancel_request(key)
             if manager._original_attn_impl is not None:  # it switched the shared model's attention: restore it
                 manager.stop(block=True, keep_for_next_session=True)
-        return RunTrace(
-            backend=self.name,
-            batch_size=batch_size,
-            concurrency=concurrency,
-            requests=sorted(done, key=lambda t: t.request_id),
-            end=max(t.finished for t in done),
-            memory=memory_figures(self.model.device),
-            kv=self._kv_figures(manager),
-        )
+        return run_trace(self.name, batch_size, concurrency, done, kv=self._kv_figures(manager),
+                         memory=memory_figures(self.model.device))
 
     def _trace(self, spec: RequestSpec, arrival: float, result: Any, base: float) -> RequestTrace:
         times = tuple(t - base for t in (result.timestamps or ()))

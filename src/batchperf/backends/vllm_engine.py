@@ -18,12 +18,13 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from batchperf.backends._vllm import import_vllm, kv_block_figures, third_party_warnings_ignored
+from batchperf.backends._common import run_trace
 from batchperf.clock import RunClock
 from batchperf.feed import RequestFeed
 from batchperf.kv import kv_bytes_per_token, kv_tokens_held
 from batchperf.memory import memory_figures, reset_peak
 from batchperf.models import LoadedModel
-from batchperf.trace import RequestTrace, RunTrace
+from batchperf.trace import RequestTrace
 from batchperf.workload import RequestSpec, Workload
 
 
@@ -93,7 +94,11 @@ class VLLMEngineBackend:
         from vllm.sampling_params import RequestOutputKind
 
         engine = self.engine(batch_size)
-        scheduler = engine.engine_core.engine_core.scheduler
+        core = getattr(engine.engine_core, "engine_core", None)  # only the in-process client has it
+        if core is None:
+            raise RuntimeError("vllm: the engine core runs in another process, so its block tables cannot be "
+                               "read; run with VLLM_ENABLE_V1_MULTIPROCESSING=0 (batchperf's default)")
+        scheduler = core.scheduler
         kv_manager = scheduler.kv_cache_manager
         block_size, block_bytes = kv_block_figures(scheduler.kv_cache_config)
         bytes_per_token = self._checked_bytes_per_token(block_size, block_bytes)
@@ -148,25 +153,17 @@ class VLLMEngineBackend:
         finally:
             if by_external:  # a failed run must not leave requests in the reused engine
                 engine.abort_request(list(by_external), internal=False)
-        return RunTrace(
-            backend=self.name,
-            batch_size=batch_size,
-            concurrency=concurrency,
-            requests=sorted(done, key=lambda t: t.request_id),
-            end=max(t.finished for t in done),
-            memory=memory_figures(self.model.device),
-            kv={
-                "kv_layout": f"paged, {block_size}-token blocks",
-                "block_size": block_size,
-                "bytes_per_block": block_bytes,
-                "bytes_per_token_backend": bytes_per_token,
-                "kv_pool_blocks": pool_blocks,
-                "kv_cache_peak_bytes": peak_blocks * block_bytes,
-                # whole blocks reserved per request, read from vLLM's block tables while it ran
-                "kv_blocks_per_request": [blocks_held[t.request_id] for t in sorted(done, key=lambda t: t.request_id)],
-                "prefix_caching": self.prefix_caching,
-            },
-        )
+        return run_trace(self.name, batch_size, concurrency, done, kv={
+            "kv_layout": f"paged, {block_size}-token blocks",
+            "block_size": block_size,
+            "bytes_per_block": block_bytes,
+            "bytes_per_token_backend": bytes_per_token,
+            "kv_pool_blocks": pool_blocks,
+            "kv_cache_peak_bytes": peak_blocks * block_bytes,
+            # whole blocks reserved per request, read from vLLM's block tables while it ran
+            "kv_blocks_per_request": [blocks_held[i] for i in sorted(blocks_held)],
+            "prefix_caching": self.prefix_caching,
+        }, memory=memory_figures(self.model.device))
 
     def _checked_bytes_per_token(self, block_size: int, block_bytes: int) -> int:
         """vLLM's bytes per token, which must equal batchperf.kv's analytic figure."""

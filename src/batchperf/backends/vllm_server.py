@@ -25,11 +25,12 @@ from typing import Any
 from batchperf.backends import BackendUnavailable
 from batchperf.backends._vllm import ENV_DEFAULTS, INSTALL_HINT
 from batchperf.backends.server_process import ServerProcess, free_port
+from batchperf.backends._common import run_trace
 from batchperf.clock import RunClock
 from batchperf.feed import RequestFeed
 from batchperf.kv import kv_tokens_held
 from batchperf.models import LoadedModel
-from batchperf.trace import RequestTrace, RunTrace
+from batchperf.trace import RequestTrace
 from batchperf.workload import RequestSpec, Workload
 
 SERVER_URL_ENV = "BATCHPERF_SERVER_URL"
@@ -95,14 +96,8 @@ class VLLMServerBackend:
         clock = RunClock(None)  # client-side times: nothing of ours runs on a device
         feed = RequestFeed(workload.requests, workload.max_in_flight(concurrency))
         done = asyncio.run(_drive(feed, clock, url, model_name))
-        return RunTrace(
-            backend=self.name,
-            batch_size=batch_size,
-            concurrency=concurrency,
-            requests=sorted(done, key=lambda t: t.request_id),
-            end=max(t.finished for t in done),
-            kv={"server": url, "server_started_by_suite": self.server is not None},
-        )
+        kv = {"server": url, "server_started_by_suite": self.server is not None}
+        return run_trace(self.name, batch_size, concurrency, done, kv=kv)
 
     def _remote_model_name(self) -> str:
         """The first model a given server serves (its /v1/models)."""
