@@ -119,3 +119,17 @@ def test_engine_is_reused_and_left_clean_after_a_failure(backend, tiny, monkeypa
     trace = backend.run(workload(tiny, n=4, seed=4), BS, BS)
     assert backend.engine(BS) is engine
     assert [r.output_len for r in trace.requests] == [r.target_len for r in trace.requests]
+
+
+@pytest.mark.slow
+def test_other_backends_keep_their_torch_threads(backend, tiny) -> None:
+    import torch
+
+    before = torch.get_num_threads()
+    backend.run(workload(tiny, n=2, seed=5), BS, BS)  # vLLM's CPU worker runs with its own count...
+    assert torch.get_num_threads() == before  # ...and the process gets its own back
+    torch.set_num_threads(before + 1)  # vLLM replaced this with a no-op; it must work again
+    try:
+        assert torch.get_num_threads() == before + 1
+    finally:
+        torch.set_num_threads(before)

@@ -25,6 +25,8 @@ def add_cli_args(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--prompt-len", default="64")
     parser.add_argument("--num-prompts", type=int, default=16)
     parser.add_argument("--rounds", type=int, default=2)
+    parser.add_argument("--threads", type=int, default=0,
+                        help="torch threads for the in-process backends (0: torch's default); vllm sets its own")
 
 
 def main(args: argparse.Namespace) -> int:
@@ -34,6 +36,10 @@ def main(args: argparse.Namespace) -> int:
     from batchperf.runner import run_cell
     from batchperf.workload import LengthSpec, WorkloadSpec
 
+    if args.threads:
+        import torch
+
+        torch.set_num_threads(args.threads)
     model = load_model(get_model_spec(args.model))
     spec = WorkloadSpec(num_prompts=args.num_prompts, prompt_len=LengthSpec.parse(args.prompt_len),
                         num_warmup=WorkloadSpec.default_warmup(args.num_prompts))

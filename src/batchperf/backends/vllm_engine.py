@@ -14,6 +14,8 @@ cache config, and the most blocks each request's block table held.
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -62,6 +64,7 @@ class VLLMEngineBackend:
         self.model = model
         self.enforce_eager = enforce_eager
         self._engines: dict[int, Any] = {}  # max_num_seqs -> LLMEngine
+        self._serving_threads = 1  # torch threads vLLM chose for its engine
 
     def close(self) -> None:
         for engine in self._engines.values():
@@ -84,16 +87,31 @@ class VLLMEngineBackend:
                 seed=0,
                 disable_log_stats=True,  # we timestamp tokens ourselves
             )
-            with third_party_warnings_ignored():
-                self._engines[batch_size] = LLMEngine.from_engine_args(args)
+            import torch
+
+            threads, set_threads = torch.get_num_threads(), torch.set_num_threads
+            try:
+                with third_party_warnings_ignored():
+                    self._engines[batch_size] = LLMEngine.from_engine_args(args)
+                # vLLM's in-process CPU worker sets torch to its serving thread count (1) and replaces
+                # torch.set_num_threads with a no-op for the whole process; every other backend in this
+                # session would then run single-threaded. Keep vLLM's count for vLLM's runs only.
+                self._serving_threads = torch.get_num_threads()
+            finally:
+                torch.set_num_threads = set_threads
+                set_threads(threads)
         return self._engines[batch_size]
 
     def run(self, workload: Workload, batch_size: int, concurrency: int) -> RunTrace:
+        engine = self.engine(batch_size)
+        with torch_threads(self._serving_threads):
+            return self._run(engine, workload, batch_size, concurrency)
+
+    def _run(self, engine: Any, workload: Workload, batch_size: int, concurrency: int) -> RunTrace:
         from vllm import SamplingParams
         from vllm.inputs import TokensPrompt
         from vllm.sampling_params import RequestOutputKind
 
-        engine = self.engine(batch_size)
         core = getattr(engine.engine_core, "engine_core", None)  # only the in-process client has it
         if core is None:
             raise RuntimeError("vllm: the engine core runs in another process, so its block tables cannot be "
@@ -182,6 +200,19 @@ class VLLMPrefixCacheBackend(VLLMEngineBackend):
 
     name = "vllm-prefix-cache"
     prefix_caching = True
+
+
+@contextmanager
+def torch_threads(n: int) -> Iterator[None]:
+    """torch's intra-op thread count set to ``n`` inside, restored after."""
+    import torch
+
+    before = torch.get_num_threads()
+    torch.set_num_threads(n)
+    try:
+        yield
+    finally:
+        torch.set_num_threads(before)
 
 
 def _shutdown(engine: Any) -> None:
