@@ -30,6 +30,11 @@ def add_cli_args(parser: argparse.ArgumentParser) -> None:
 
 
 def main(args: argparse.Namespace) -> int:
+    import os
+
+    # vLLM logs to stdout at INFO by default; keep stdout for the table
+    os.environ.setdefault("VLLM_LOGGING_STREAM", "ext://sys.stderr")
+    os.environ.setdefault("VLLM_LOGGING_LEVEL", "WARNING")
     from batchperf.backends import BackendUnavailable, backend_names, create_backend
     from batchperf.metrics import compute_metrics
     from batchperf.models import get_model_spec, load_model
