@@ -5,14 +5,14 @@ import pytest
 from batchperf.matrix import TIERS, narrowed, parse_arrival, split_list
 
 
-def test_default_cpu_matrix_is_27_cells_with_readable_ids() -> None:
+def test_default_cpu_matrix_is_27_cells_per_backend_with_readable_ids() -> None:
     cells = TIERS["cpu"].cells()
-    assert len(cells) == 27
+    assert len(cells) == 27 * len(TIERS["cpu"].backends)
     assert "cpu-tiny-qwen2-hf-static-bs8-p512-c16" in {c.id for c in cells}
 
 
 def test_narrowing_replaces_axes() -> None:
-    tier = narrowed(TIERS["cpu"], batch_sizes="1,8", prompt_lens="64", concurrency=None, num_prompts="4")
+    tier = narrowed(TIERS["cpu"], backends="hf-static", batch_sizes="1,8", prompt_lens="64", concurrency=None, num_prompts="4")
     assert tier.batch_sizes == ("1", "8") and tier.prompt_lens == ("64",) and tier.concurrency == ("4", "8", "16")
     assert tier.num_prompts == 4 and len(tier.cells()) == 6
 
@@ -22,7 +22,7 @@ def test_prompt_mix_keeps_its_commas_in_brackets() -> None:
 
 
 def test_a_bad_entry_fails_only_its_own_cells() -> None:
-    cells = narrowed(TIERS["cpu"], batch_sizes="4,x", prompt_lens="64", concurrency="4").cells()
+    cells = narrowed(TIERS["cpu"], backends="hf-static", batch_sizes="4,x", prompt_lens="64", concurrency="4").cells()
     good, bad = cells
     assert good.resolve().batch_size == 4
     with pytest.raises(ValueError, match="invalid batch size 'x'"):
@@ -35,7 +35,8 @@ def test_a_bad_entry_fails_only_its_own_cells() -> None:
     ("batch_sizes", "2.5", "invalid batch size '2.5'"),
 ])
 def test_bad_entries_are_named(axis: str, value: str, message: str) -> None:
-    (cell,) = narrowed(TIERS["cpu"], **{"batch_sizes": "1", "prompt_lens": "64", "concurrency": "4", axis: value}).cells()
+    (cell,) = narrowed(TIERS["cpu"], **{"backends": "hf-static", "batch_sizes": "1", "prompt_lens": "64",
+                                        "concurrency": "4", axis: value}).cells()
     with pytest.raises(ValueError, match=message):
         cell.resolve()
 
