@@ -71,6 +71,7 @@ def test_cpu_cell_reports_its_own_peak_rss_and_no_nvml():
     assert out["samples"] >= 3
     assert out["peak_rss_bytes"] >= before + 48 * 2**20
     assert "energy_j" not in out and "joules_per_output_token" not in out
+    assert 0 < out["sampler_cpu_s"] < out["duration_s"]
 
 
 def test_energy_per_token_from_the_total_energy_counter():

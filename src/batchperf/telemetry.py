@@ -3,9 +3,10 @@
 ``with Sampler(device) as s: run the cell`` then ``s.summary(output_tokens)``
 gives a flat dict for the cell's results:
 
-- always: ``samples``, ``interval_s``, ``duration_s`` and ``peak_rss_bytes``,
+- always: ``samples``, ``interval_s``, ``duration_s``, ``peak_rss_bytes``,
   the largest process RSS *seen during the cell* (``ru_maxrss`` is the
-  process's lifetime peak, so it cannot tell one cell from the one before);
+  process's lifetime peak, so it cannot tell one cell from the one before),
+  and ``sampler_cpu_s``, the CPU time the sampling thread itself used;
 - on CUDA: ``torch_peak_allocated_bytes`` / ``torch_peak_reserved_bytes``
   (torch's peaks, reset when the cell starts), and through NVML (the
   ``pynvml`` module of nvidia-ml-py) the device's memory used, utilisation,
@@ -121,6 +122,7 @@ class Sampler:
         self._t0 = self._t1 = 0.0
         self._energy_j: float | None = None
         self._torch_peaks: dict[str, float] = {}
+        self._thread_cpu_s = 0.0
 
     def __enter__(self) -> Sampler:
         import psutil
@@ -159,6 +161,7 @@ class Sampler:
     def _loop(self) -> None:
         while not self._stop.wait(self.interval_s):
             self._sample()
+        self._thread_cpu_s = time.thread_time()  # what sampling cost, as CPU time of this thread
 
     def _sample(self) -> None:
         now = time.perf_counter()
@@ -183,6 +186,7 @@ class Sampler:
             "interval_s": self.interval_s,
             "duration_s": self._t1 - self._t0,
             "peak_rss_bytes": max(self._rss),
+            "sampler_cpu_s": self._thread_cpu_s,
         }
         out |= self._torch_peaks
         if self._gpu:
