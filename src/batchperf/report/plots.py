@@ -84,6 +84,7 @@ def _batch_axis(ax: Any, xs: Iterable[int]) -> None:
     ax.minorticks_off()
     ax.set_xlabel("batch size")
     ax.grid(True, alpha=0.3)
+    ax.margins(x=0.1, y=0.12)  # room for the knee's star and its label
 
 
 def curves_over_batch(cells: list[CellRecord], path: Path, title: str,
@@ -135,6 +136,7 @@ def ttft_over_concurrency(cells: list[CellRecord], path: Path) -> Path:
         ax.set_xscale("log", base=2)
         ax.set_xticks(ticks, [str(t) for t in ticks])
         ax.minorticks_off()
+        ax.margins(x=0.1, y=0.12)
         ax.set(xlabel="concurrency (requests in flight)", ylabel="TTFT (ms)", title=f"prompt {prompt}")
         ax.set_ylim(bottom=0)
         ax.grid(True, alpha=0.3)
