@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import html
+from collections.abc import Container
 from pathlib import Path
 from typing import Any
 
@@ -42,10 +43,11 @@ def _fmt(value: Any, spec: str = ",.1f") -> str:
     return "–" if value is None else format(value, spec)
 
 
-def _table(header: list[str], rows: list[list[str]], left: int = 1) -> str:
-    th = "".join(f'<th class="{"l" if i < left else ""}">{html.escape(h)}</th>' for i, h in enumerate(header))
+def _table(header: list[str], rows: list[list[str]], left: Container[int] = (0,)) -> str:
+    """Numbers right-aligned, the columns in ``left`` (text) left-aligned; cells are HTML already."""
+    th = "".join(f'<th class="{"l" if i in left else ""}">{html.escape(h)}</th>' for i, h in enumerate(header))
     body = "".join(
-        "<tr>" + "".join(f'<td class="{"l" if i < left else ""}">{cell}</td>' for i, cell in enumerate(row)) + "</tr>"
+        "<tr>" + "".join(f'<td class="{"l" if i in left else ""}">{cell}</td>' for i, cell in enumerate(row)) + "</tr>"
         for row in rows)
     return f"<table><tr>{th}</tr>{body}</table>"
 
@@ -60,7 +62,7 @@ def _runs(meta: list[dict[str, Any]]) -> str:
                      html.escape(str(machine.get("python_version", "–"))),
                      html.escape(str(commit.get("id", "–"))[:10] + (" (dirty)" if commit.get("dirty") else "")),
                      str(m["cells"])])
-    return _table(["results file", "date", "machine", "python", "commit", "cells"], rows)
+    return _table(["results file", "date", "machine", "python", "commit", "cells"], rows, left=range(5))
 
 
 def _knees(cells: list[CellRecord]) -> str:
@@ -80,12 +82,12 @@ def _knees(cells: list[CellRecord]) -> str:
                      _fmt(at.metrics.get("output_throughput") if at else None),
                      _fmt(at.metrics.get("p99_e2el_ms") if at else None)])
     return _table(["run · model · backend", "prompt", "conc.", "batch sizes", "best bs", "max tok/s", "knee bs",
-                   "tok/s at knee", "P99 E2EL ms at knee"], rows, left=2)
+                   "tok/s at knee", "P99 E2EL ms at knee"], rows, left=(0, 1))
 
 
 def _kv_table(fits: list[KVGrowth], skipped: list[str]) -> str:
     rows = [[html.escape(" · ".join(p for p in (f.run, f.model, f.backend) if p)), str(len(f.tokens)), _fmt(f.slope), _fmt(f.analytic, ",.0f"),
-             _fmt(100 * f.relative_error, "+.2f") + "%", _fmt(f.intercept, ",.0f"),
+             _fmt(100 * f.relative_error, "+.2f") + "%", _fmt(round(f.intercept), ",d"),  # an int: never "-0"
              '<span class="ok">agrees</span>' if f.agrees() else '<span class="bad">DIFFERS</span>'] for f in fits]
     notes = "".join(f'<p class="meta">{html.escape(s)}</p>' for s in skipped)
     return _table(["model · backend", "cells", "fitted B/token", "analytic B/token", "difference", "intercept B",
@@ -104,7 +106,7 @@ def _cells_table(cells: list[CellRecord]) -> str:
                      _fmt(t.get("joules_per_output_token"), ".3f"), html.escape(str(t.get("nvml", "–"))),
                      f'<span class="bad">{errors}</span>' if errors else "0"])
     return _table(["cell", "out tok/s", "req/s", "P99 E2EL ms", "P99 TTFT ms", "median ITL ms", "peak MiB",
-                   "J/token", "NVML", "errors"], rows)
+                   "J/token", "NVML", "errors"], rows, left=(0, 8))
 
 
 def write_page(out: Path, cells: list[CellRecord], meta: list[dict[str, Any]],

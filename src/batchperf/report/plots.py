@@ -77,6 +77,12 @@ def _save(fig: Any, plt: Any, path: Path) -> Path:
     return path
 
 
+def _from_zero(ax: Any) -> None:
+    """Y from 0 (a ratio between points reads true), with headroom above the highest point for markers."""
+    top = ax.dataLim.y1 if ax.has_data() else 1.0
+    ax.set_ylim(0, top * 1.15 if top > 0 else 1.0)
+
+
 def _batch_axis(ax: Any, xs: Iterable[int]) -> None:
     ticks = sorted(set(xs))
     ax.set_xscale("log", base=2)
@@ -84,7 +90,7 @@ def _batch_axis(ax: Any, xs: Iterable[int]) -> None:
     ax.minorticks_off()
     ax.set_xlabel("batch size")
     ax.grid(True, alpha=0.3)
-    ax.margins(x=0.1, y=0.12)  # room for the knee's star and its label
+    ax.margins(x=0.1)  # room for the knee's star and its label
 
 
 def curves_over_batch(cells: list[CellRecord], path: Path, title: str,
@@ -112,7 +118,7 @@ def curves_over_batch(cells: list[CellRecord], path: Path, title: str,
             _batch_axis(ax, [c.batch_size for c in here])
             ax.set_ylabel(ylabel)
             ax.set_title(f"prompt {prompt}")
-            ax.set_ylim(bottom=0)
+            _from_zero(ax)
             ax.legend(fontsize=8)
     return _save(fig, plt, path)
 
@@ -136,9 +142,9 @@ def ttft_over_concurrency(cells: list[CellRecord], path: Path) -> Path:
         ax.set_xscale("log", base=2)
         ax.set_xticks(ticks, [str(t) for t in ticks])
         ax.minorticks_off()
-        ax.margins(x=0.1, y=0.12)
+        ax.margins(x=0.1)
         ax.set(xlabel="concurrency (requests in flight)", ylabel="TTFT (ms)", title=f"prompt {prompt}")
-        ax.set_ylim(bottom=0)
+        _from_zero(ax)
         ax.grid(True, alpha=0.3)
         ax.legend(fontsize=8)
     return _save(fig, plt, path)
