@@ -131,3 +131,36 @@ def test_summary_needs_a_finished_block_and_interval_must_be_positive():
 
 def test_trapezoid_integration():
     assert _integrate((0.0, 1.0, 3.0), (10.0, 20.0, 20.0)) == pytest.approx(15.0 + 40.0)
+
+
+class _Backend:
+    """Records, for each run, whether the sampler was watching."""
+
+    name = "fake"
+
+    def __init__(self, sampler: Sampler) -> None:
+        self.sampler = sampler
+        self.watched: list[bool] = []
+
+    def run(self, workload, batch_size, concurrency):
+        from batchperf.trace import RequestTrace, RunTrace
+
+        self.watched.append(self.sampler._thread is not None and self.sampler._thread.is_alive())
+        reqs = [RequestTrace(r.request_id, r.prompt_len, r.target_len, 0.0, 0.0, (0.1, 0.2)) for r in workload.requests]
+        return RunTrace(self.name, batch_size, concurrency, reqs, end=0.2)
+
+    def close(self) -> None:
+        pass
+
+
+def test_run_cell_samples_the_measured_run_only():
+    from batchperf.runner import run_cell
+    from batchperf.workload import LengthSpec, WorkloadSpec
+
+    workload = WorkloadSpec(3, LengthSpec.parse("8"), num_warmup=1).build(100, 64)
+    sampler = Sampler("cpu", interval_s=0.01)
+    backend = _Backend(sampler)
+    trace = run_cell(backend, workload, 2, 2, sampler=sampler)
+    assert backend.watched == [False, True]  # warm-up unwatched, measured run watched
+    assert trace.telemetry["samples"] >= 2 and trace.telemetry["peak_rss_bytes"] > 0
+    assert trace.to_dict()["telemetry"] == trace.telemetry
