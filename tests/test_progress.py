@@ -6,7 +6,6 @@ import pytest
 
 from batchperf.progress import CellProgress
 
-pytest_plugins = ["pytester"]
 
 
 class FakeClock:

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from batchperf._results_json import CellRecord, load_cells
+from batchperf.runs import CellRecord, load_cells
 from batchperf.metrics import compute_metrics
 from batchperf.recommend import SLOTargets, add_cli_args, main, recommend
 from batchperf.trace import RequestTrace, RunTrace
@@ -27,6 +27,8 @@ def cell(bs: int, trace: RunTrace, prompt: str = "128", backend: str = "hf-stati
         "cell": {"id": f"cpu-m-{backend}-bs{bs}-p{prompt}-c{conc}", "model": "m", "backend": backend,
                  "batch_size": bs, "prompt_len": prompt, "concurrency": conc},
         "metrics": compute_metrics(trace),
+        "rounds": [compute_metrics(trace)],
+        "kv": {},
         "token_count_errors": errors or [],
         "traces": [trace.to_dict()],
     }
@@ -148,6 +150,6 @@ def test_cli_json_and_errors(tmp_path, capsys):
         main(_args(str(path)))
     with pytest.raises(SystemExit, match="no such results file"):
         main(_args(str(tmp_path / "missing.json"), "--p99-e2el-ms", "1"))
-    (tmp_path / "plain.json").write_text(json.dumps({"benchmarks": [{"name": "x", "extra_info": {}}]}))
+    (tmp_path / "plain.json").write_text(json.dumps({"benchmarks": [{"name": "x", "extra_info": {}}]}))  # not ours
     with pytest.raises(SystemExit, match="no batchperf cells"):
         main(_args(str(tmp_path / "plain.json"), "--p99-e2el-ms", "1"))

@@ -19,7 +19,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Literal
 
-from batchperf._results_json import CellRecord, load_cells
+from batchperf.runs import CellRecord, load_cells
 
 Ranking = Literal["throughput", "goodput"]
 

@@ -7,7 +7,7 @@ from collections.abc import Container
 from pathlib import Path
 from typing import Any
 
-from batchperf._results_json import CellRecord
+from batchperf.runs import CellRecord
 from batchperf.kv_growth import DEFAULT_REL_TOL, KVGrowth
 from batchperf.report.knee import KNEE_FRACTION, knee
 from batchperf.report.plots import MIB, peak_memory

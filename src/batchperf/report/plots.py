@@ -11,7 +11,7 @@ from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
 
-from batchperf._results_json import CellRecord
+from batchperf.runs import CellRecord
 from batchperf.kv_growth import KVGrowth
 from batchperf.report.knee import KNEE_FRACTION, knee
 

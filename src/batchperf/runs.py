@@ -1,7 +1,8 @@
-"""Cells read from results JSON (``docs/results-schema.md``), for the report and the recommender.
+"""Cells of one or more results files, each named by its file: what the report and the recommender read.
 
-A stop-gap until :mod:`batchperf.results` (``load_results``) lands; the report
-and the recommender only use the accessors below, so switching is one import.
+:mod:`batchperf.results` reads and validates a file; this adds the run (file)
+a cell came from and typed accessors for the cell parameters, so several runs
+(before/after an upgrade) can be drawn side by side.
 """
 
 from __future__ import annotations
@@ -12,7 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-SUPPORTED_SCHEMA = 1
+from batchperf.results import load_results
 
 
 @dataclass(frozen=True, slots=True)
@@ -90,28 +91,13 @@ def load_cells(paths: Iterable[str | Path]) -> list[CellRecord]:
 
 
 def load_runs(paths: Iterable[str | Path]) -> tuple[list[CellRecord], list[dict[str, Any]]]:
-    """The cells, and per file its name, date, machine and commit info and cell count."""
+    """The cells (read and validated by :func:`batchperf.results.load_results`), and per file its
+    name, date, machine and commit info and cell count."""
     cells: list[CellRecord] = []
     runs: list[dict[str, Any]] = []
     for path in map(Path, paths):
-        try:
-            doc = json.loads(path.read_text())
-        except FileNotFoundError:
-            raise ValueError(f"{path}: no such results file") from None
-        except json.JSONDecodeError as exc:
-            raise ValueError(f"{path}: not valid JSON ({exc})") from None
-        found = []
-        for bench in doc.get("benchmarks", []) if isinstance(doc, dict) else []:
-            info = bench.get("extra_info") or {}
-            if "batchperf_schema" not in info:
-                continue  # a plain pytest-benchmark entry, not a batchperf cell
-            if info["batchperf_schema"] > SUPPORTED_SCHEMA:
-                raise ValueError(f"{path}: cell {info.get('cell', {}).get('id')} has batchperf_schema "
-                                 f"{info['batchperf_schema']}; this batchperf reads up to {SUPPORTED_SCHEMA}: upgrade")
-            found.append(CellRecord(path.stem, info))
-        if not found:
-            raise ValueError(f"{path}: no batchperf cells in it; write one with "
-                             f"`pytest perf_tests --benchmark-json={path.name}` or `batchperf run`")
+        found = [CellRecord(path.stem, result.info) for result in load_results(path)]
+        doc = json.loads(path.read_text())  # valid: load_results read it
         cells.extend(found)
         runs.append({"name": path.stem, "datetime": doc.get("datetime"), "machine_info": doc.get("machine_info", {}),
                      "commit_info": doc.get("commit_info", {}), "cells": len(found)})
