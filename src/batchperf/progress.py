@@ -84,8 +84,9 @@ class ProgressPlugin:
         self.progress: CellProgress | None = None
         self.ids: dict[str, str] = {}  # nodeid -> cell id
 
-    def pytest_collection_modifyitems(self, items: list[Any]) -> None:
-        self.ids = {item.nodeid: cid for item in items if (cid := _cell_id(item)) is not None}
+    def pytest_collection_finish(self, session: Any) -> None:
+        # session.items is what will run: after -m / -k deselection
+        self.ids = {item.nodeid: cid for item in session.items if (cid := _cell_id(item)) is not None}
 
     def pytest_runtestloop(self) -> None:
         # the terminal reporter exists by now (it may not when plugins configure)
