@@ -33,7 +33,7 @@ body { font-family: system-ui, sans-serif; margin: 2em auto; max-width: 1320px; 
 h1 { margin-bottom: 0.2em; } h2 { border-bottom: 1px solid #ccc; padding-bottom: 0.2em; margin-top: 1.6em; }
 table { border-collapse: collapse; font-size: 0.85em; margin: 0.6em 0; }
 th, td { border: 1px solid #ddd; padding: 3px 8px; text-align: right; }
-th { background: #f3f3f3; } td.l, th.l { text-align: left; }
+th { background: #f3f3f3; } td.l, th.l { text-align: left; white-space: nowrap; }
 img { max-width: 100%; border: 1px solid #eee; } .caption { color: #555; max-width: 70em; }
 .bad { color: #b00020; font-weight: 600; } .ok { color: #1b7f2a; } .meta { color: #555; font-size: 0.9em; }
 """
@@ -70,7 +70,8 @@ def _knees(cells: list[CellRecord]) -> str:
     for c in cells:
         groups.setdefault((c.source, c.model, c.backend, c.prompt_label, c.concurrency), []).append(c)
     rows = []
-    for (source, model, backend, prompt, conc), mine in sorted(groups.items(), key=lambda kv: str(kv[0])):
+    order = sorted(groups.items(), key=lambda kv: (kv[0][:3], kv[1][0].prompt_tokens, kv[0][4]))
+    for (source, model, backend, prompt, conc), mine in order:
         mine.sort(key=lambda c: c.batch_size)
         ys = [c.metrics.get("output_throughput") for c in mine]
         k = knee([c.batch_size for c in mine], ys)
@@ -96,14 +97,17 @@ def _kv_table(fits: list[KVGrowth], skipped: list[str]) -> str:
 
 def _cells_table(cells: list[CellRecord]) -> str:
     rows = []
+    several = len({c.source for c in cells}) > 1
     for c in sorted(cells, key=lambda c: (c.source, c.model, c.backend, c.prompt_tokens, c.batch_size, c.concurrency)):
         m, t = c.metrics, c.telemetry
         mem, _ = peak_memory(c)
         errors = len(c.token_count_errors) + int(m.get("failed", 0))
-        rows.append([html.escape(f"{c.source}: {c.id}"), _fmt(m.get("output_throughput")),
+        nvml = str(t.get("nvml", "–"))
+        rows.append([html.escape(f"{c.source}: {c.id}" if several else c.id), _fmt(m.get("output_throughput")),
                      _fmt(m.get("request_throughput"), ".2f"), _fmt(m.get("p99_e2el_ms")), _fmt(m.get("p99_ttft_ms")),
                      _fmt(m.get("median_itl_ms"), ".2f"), _fmt(mem / MIB if mem else None, ",.0f"),
-                     _fmt(t.get("joules_per_output_token"), ".3f"), html.escape(str(t.get("nvml", "–"))),
+                     _fmt(t.get("joules_per_output_token"), ".3f"),
+                     f'<span title="{html.escape(nvml)}">{html.escape(nvml.split(":")[0])}</span>',
                      f'<span class="bad">{errors}</span>' if errors else "0"])
     return _table(["cell", "out tok/s", "req/s", "P99 E2EL ms", "P99 TTFT ms", "median ITL ms", "peak MiB",
                    "J/token", "NVML", "errors"], rows, left=(0, 8))

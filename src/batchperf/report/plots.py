@@ -42,8 +42,8 @@ class Series:
         keys = [self.key(c) for c in cells]
         self.varying = [i for i in range(len(keys[0])) if len({k[i] for k in keys}) > 1] if keys else []
         backends = sorted({c.backend for c in cells})
-        cycle = ["#1f77b4", "#d62728", "#2ca02c", "#9467bd", "#ff7f0e", "#8c564b", "#e377c2", "#17becf"]
-        self.colors = {b: cycle[i % len(cycle)] for i, b in enumerate(backends)}
+        self.cycle = ["#1f77b4", "#d62728", "#2ca02c", "#9467bd", "#ff7f0e", "#8c564b", "#e377c2", "#17becf"]
+        self.colors = {b: self.cycle[i % len(self.cycle)] for i, b in enumerate(backends)}
 
     def key(self, c: CellRecord) -> tuple[Any, ...]:
         last = ("bs", c.batch_size) if self.by_batch else ("c", c.concurrency)
@@ -59,9 +59,10 @@ class Series:
         return " ".join(parts)
 
     def style(self, key: tuple[Any, ...], index: int) -> dict[str, Any]:
+        """Colour by backend when several are compared, else one colour per line."""
         markers = "osD^v<>p"
-        return {"color": self.colors[key[2]], "marker": markers[index % len(markers)],
-                "linestyle": ["-", "--", ":", "-."][index % 4]}
+        color = self.colors[key[2]] if len(self.colors) > 1 else self.cycle[index % len(self.cycle)]
+        return {"color": color, "marker": markers[index % len(markers)], "linestyle": ["-", "--", ":", "-."][index % 4]}
 
 
 def _panels(plt: Any, rows: int, cols: int, title: str) -> tuple[Any, Any]:
@@ -196,7 +197,9 @@ def kv_growth_plot(cells: list[CellRecord], fits: list[KVGrowth], path: Path) ->
     panels = sorted({(c.source, c.model) for c in measured})
     multi = len({s for s, _ in panels}) > 1
     series = Series(measured)
-    fig, axes = _panels(plt, 1, len(panels), "KV-cache bytes per request vs tokens held")
+    fig, axes = _panels(plt, 1, max(len(panels), 2), "KV-cache bytes per request vs tokens held")
+    if len(panels) == 1:
+        axes[0][1].set_visible(False)  # one model: keep the panel at its usual size, not stretched
     for m, (source, model) in enumerate(panels):
         ax = axes[0][m]
         here = [c for c in measured if (c.source, c.model) == (source, model)]
@@ -216,13 +219,15 @@ def kv_growth_plot(cells: list[CellRecord], fits: list[KVGrowth], path: Path) ->
         if analytic:
             ax.plot([0, top], [0, analytic * top / MIB], color="black", linewidth=1.5, alpha=0.6,
                     label=f"analytic: {analytic:,.0f} B/token", zorder=1)
-        for c in here:  # name the prompt length at each point
-            ax.annotate(f"p{c.prompt_label}", (c.kv["kv_tokens_per_request_mean"], c.kv["kv_bytes_per_request_mean"] / MIB),
-                        textcoords="offset points", xytext=(4, -10), fontsize=7, alpha=0.7)
+        labels: dict[str, tuple[float, float]] = {}
+        for c in sorted(here, key=lambda c: c.kv["kv_tokens_per_request_mean"]):  # the rightmost point of each
+            labels[c.prompt_label] = (c.kv["kv_tokens_per_request_mean"], c.kv["kv_bytes_per_request_mean"] / MIB)
+        for prompt, xy in labels.items():  # name each prompt length once: its cells' points nearly coincide
+            ax.annotate(f"prompt {prompt}", xy, textcoords="offset points", xytext=(6, -12), fontsize=7, alpha=0.8)
         ax.set(xlabel="KV tokens held per request (prompt + generated)", ylabel="KV bytes per request (MiB)",
                title=f"{source} · {model}" if multi else model)
-        ax.set_xlim(left=0)
-        ax.set_ylim(bottom=0)
+        ax.set_xlim(0, top * 1.2)
+        _from_zero(ax)
         ax.grid(True, alpha=0.3)
         ax.legend(fontsize=8)
     return _save(fig, plt, path)
