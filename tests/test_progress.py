@@ -25,8 +25,8 @@ def test_line_counts_cells_and_estimates_what_is_left():
     clock.t += 30
     p.finish(failed=True)
     # 60 s for 2 cells: 2 more take 60 s
-    assert p.line("cell-c", width=8) == ("[2/4] ━━━━──── 50% · running cell-c · ETA 0:01:00 · 0:01:00 elapsed · "
-                                         "1 failed")
+    assert p.line("cell-c", width=8) == (
+        "[2/4] ━━━━──── 50% · running cell-c · ETA 0:01:00 · 0:01:00 elapsed · 1 failed")
     with pytest.raises(ValueError, match="total cells"):
         CellProgress(-1)
 

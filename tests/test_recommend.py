@@ -88,7 +88,8 @@ def test_groups_split_by_prompt_backend_and_concurrency():
                               cell(4, run_trace(4, [0.3] * 16, end=1.6), conc=16))
     recs = recommend(cells, SLOTargets(p99_e2el_ms=700))
     assert [(r.prompt_len, r.backend, r.concurrency, r.batch_size) for r in recs] == [
-        ("128", "continuous", 8, 4), ("128", "hf-static", 8, 8), ("128", "hf-static", 16, 4), ("512", "hf-static", 8, 4)]
+        ("128", "continuous", 8, 4), ("128", "hf-static", 8, 8), ("128", "hf-static", 16, 4),
+        ("512", "hf-static", 8, 4)]
 
 
 def test_goodput_ranking_counts_only_requests_within_the_slo():

@@ -17,9 +17,10 @@ import json
 import statistics
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
 
-from batchperf.runs import CellRecord, load_cells
+if TYPE_CHECKING:
+    from batchperf.runs import CellRecord
 
 Ranking = Literal["throughput", "goodput"]
 
@@ -165,6 +166,8 @@ def add_cli_args(parser: argparse.ArgumentParser) -> None:
 
 
 def main(args: argparse.Namespace) -> int:
+    from batchperf.runs import load_cells
+
     try:
         slo = SLOTargets(args.p99_e2el_ms, args.p99_ttft_ms, args.p99_tpot_ms)
         recs = recommend(load_cells([args.results]), slo, args.by)

@@ -87,7 +87,8 @@ def _knees(cells: list[CellRecord]) -> str:
 
 
 def _kv_table(fits: list[KVGrowth], skipped: list[str]) -> str:
-    rows = [[html.escape(" · ".join(p for p in (f.run, f.model, f.backend) if p)), str(len(f.tokens)), _fmt(f.slope), _fmt(f.analytic, ",.0f"),
+    rows = [[html.escape(" · ".join(p for p in (f.run, f.model, f.backend) if p)), str(len(f.tokens)),
+             _fmt(f.slope), _fmt(f.analytic, ",.0f"),
              _fmt(100 * f.relative_error, "+.2f") + "%", _fmt(round(f.intercept), ",d"),  # an int: never "-0"
              '<span class="ok">agrees</span>' if f.agrees() else '<span class="bad">DIFFERS</span>'] for f in fits]
     notes = "".join(f'<p class="meta">{html.escape(s)}</p>' for s in skipped)

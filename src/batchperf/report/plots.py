@@ -250,7 +250,8 @@ def memory_curves(cells: list[CellRecord], path: Path) -> Path:
     kinds = sorted({peak_memory(c)[1] for c in cells} - {"none"}) or ["none"]
     rows: list[tuple[str, Callable[[CellRecord], float | None]]] = [
         (f"{' / '.join(kinds)} (MiB)", lambda c: (v / MIB) if (v := peak_memory(c)[0]) is not None else None),
-        ("KV cache peak (MiB)", lambda c: c.kv["kv_cache_peak_bytes"] / MIB if c.kv.get("kv_cache_peak_bytes") else None),
+        ("KV cache peak (MiB)",
+         lambda c: c.kv["kv_cache_peak_bytes"] / MIB if c.kv.get("kv_cache_peak_bytes") else None),
     ]
     return curves_over_batch(cells, path, "Peak memory vs batch size", rows)
 
