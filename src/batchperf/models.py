@@ -163,7 +163,9 @@ def load_model(spec: ModelSpec, device: str = "cpu") -> LoadedModel:
     """``from_pretrained`` the model and its tokenizer onto ``device`` in ``spec.dtype``."""
     import torch
     from transformers import AutoConfig, AutoModelForCausalLM, AutoTokenizer
+    from transformers.utils import logging as hf_logging
 
+    hf_logging.disable_progress_bar()  # the suite shows its own progress; these bars only clutter the log
     source = resolve_source(spec)
     dtype = getattr(torch, spec.dtype)
     try:
@@ -176,5 +178,4 @@ def load_model(spec: ModelSpec, device: str = "cpu") -> LoadedModel:
             f"Check the path or hub id (override with --batchperf-model-path {spec.name}=PATH); "
             f"this machine has no hub access, so a hub id must already be in the local cache."
         ) from exc
-    path = Path(source) if Path(str(source)).exists() else Path(str(source))
-    return LoadedModel(spec, path, model, tokenizer, config, torch.device(device), dtype)
+    return LoadedModel(spec, Path(str(source)), model, tokenizer, config, torch.device(device), dtype)
