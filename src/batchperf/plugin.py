@@ -16,6 +16,9 @@ import pytest
 from batchperf.matrix import AXES, TIERS, CellParams, Tier, narrowed
 from batchperf.pool import BackendPool, ModelPool
 
+# Sharding (--batchperf-shard=I/N) lives in its own plugin module.
+pytest_plugins = ["batchperf.shard"]
+
 OPTION_AXES = {
     "models": "models (registry names, see `batchperf models`)",
     "backends": "backends (hf-static, continuous, vllm, …)",
