@@ -25,6 +25,7 @@ OPTION_AXES = {
     "batch_sizes": "batch sizes (max requests per batch)",
     "prompt_lens": "prompt lengths: 512, short/medium/long, a range 64-512, or a mix [64,256,512]",
     "concurrency": "concurrencies (max requests in flight)",
+    "tp": "tensor-parallel sizes of vllm cells (GPUs per cell; a cell skips when fewer are visible)",
 }
 
 
