@@ -15,6 +15,7 @@ SUBCOMMANDS: dict[str, tuple[str, str]] = {
     "kv": ("batchperf.kv", "KV-cache bytes per token and per request from a model config"),
     "models": ("batchperf.models_cli", "list the registered models and backends"),
     "merge": ("batchperf.merge", "join per-shard results files (--batchperf-shard=I/N) into one results file"),
+    "gpu-health": ("batchperf.gpu_health", "record GPU health (other processes, clocks, persistence mode) as JSON"),
     "history": ("batchperf.history", "change points per cell and metric over a folder of nightly results files"),
 }
 
