@@ -50,7 +50,8 @@ step() { echo; echo "=== nightly: $*"; }
 if [[ -z "$python" ]]; then
     step "environment (.venv)"
     extras="test,history"
-    [[ "$tier" == gpu ]] && extras="$extras,gpu,vllm-cuda"
+    # the merge job runs no cell: it needs no vLLM
+    [[ "$tier" == gpu && ${#merge[@]} -eq 0 ]] && extras="$extras,gpu,vllm-cuda"
     [[ -x .venv/bin/python ]] || python3 -m venv .venv
     .venv/bin/python -m pip install -q --upgrade pip
     # the CPU tier gets the CPU build of torch (see Makefile); the GPU tier takes the torch vLLM pins

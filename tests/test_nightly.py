@@ -1,0 +1,100 @@
+"""The nightly path end to end on the CPU tier (ci/nightly.sh), its helpers, and the workflow's schema."""
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from batchperf.nightly import baseline_path, confirmed_regressions, history_name
+
+REPO = Path(__file__).resolve().parents[1]
+NARROW = ["--batchperf-batch-sizes=2", "--batchperf-prompt-lens=8", "--batchperf-concurrency=1,2",
+          "--batchperf-num-prompts=3", "--batchperf-rounds=1", "--batchperf-output-lens=2,3"]
+
+
+def nightly(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess:
+    return subprocess.run(["bash", str(REPO / "ci" / "nightly.sh"), "--python", sys.executable, *args],
+                          capture_output=True, text=True, cwd=REPO, timeout=600,
+                          env={**os.environ, **(env or {})})
+
+
+@pytest.mark.slow
+def test_cpu_nightly_produces_every_artifact(tmp_path: Path) -> None:
+    out, history, summary = tmp_path / "out", tmp_path / "history", tmp_path / "summary.md"
+    run = nightly("--tier", "cpu", "--out", str(out), "--history", str(history), "--", *NARROW,
+                  env={"GITHUB_STEP_SUMMARY": str(summary)})
+    assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-3000:]
+    assert json.loads((out / "gpu-health.json").read_text())["reason"].startswith("no GPU")
+    results = json.loads((out / "results.json").read_text())
+    assert sorted(b["extra_info"]["cell"]["id"] for b in results["benchmarks"]) == [
+        "cpu-tiny-qwen2-hf-static-bs2-p8-c1", "cpu-tiny-qwen2-hf-static-bs2-p8-c2"]
+    junit = (out / "junit.xml").read_text()
+    assert 'name="batchperf-cpu"' in junit and 'tests="2"' in junit and 'failures="0"' in junit
+    assert "2 passed" in (out / "pytest.log").read_text()
+    entries = list(history.glob("*-cpu.json"))
+    assert len(entries) == 1 and json.loads(entries[0].read_text()) == results
+    assert "1 run(s) in" in (out / "history.md").read_text()
+    assert summary.read_text().endswith((out / "history.md").read_text())
+
+
+def test_bad_arguments_are_refused() -> None:
+    run = nightly("--tier", "tpu")
+    assert run.returncode == 2 and "--tier must be cpu or gpu, not 'tpu'" in run.stderr
+    run = nightly("--shard", "1/2", "--merge", "a.json")
+    assert run.returncode == 2 and "--shard and --merge exclude each other" in run.stderr
+
+
+def test_history_names_sort_in_run_order() -> None:
+    a = history_name({"datetime": "2026-01-02T02:17:00.123+00:00", "commit_info": {"id": "abcdef1234567890"}}, "gpu")
+    b = history_name({"datetime": "2026-01-10T02:17:00", "commit_info": {"id": "0000"}}, "gpu")
+    assert a == "20260102T021700-abcdef123456-gpu.json" and sorted([b, a]) == [a, b]
+
+
+def test_baseline_path_comes_from_the_fingerprint(tmp_path: Path) -> None:
+    data = {"machine_info": {"batchperf": {"key": "1x-nvidia-h100-80gb-hbm3-0123456789"}}}
+    assert baseline_path(data, tmp_path) == tmp_path / "1x-nvidia-h100-80gb-hbm3-0123456789" / "baseline.json"
+    with pytest.raises(SystemExit, match="no fingerprint"):
+        baseline_path({"machine_info": {}}, tmp_path)
+
+
+def test_confirmed_regressions_come_from_the_gate_verdicts() -> None:
+    def bench(cell: str, gate: dict | None) -> dict:
+        return {"name": cell, "extra_info": {"cell": {"id": cell}, **({"gate": gate} if gate else {})}}
+
+    data = {"benchmarks": [bench("a", {"verdict": "regression", "regressed": ["p99_e2el_ms"]}),
+                           bench("b", {"verdict": "pass"}), bench("c", None), bench("d", {"verdict": "improvement"})]}
+    assert confirmed_regressions(data) == ["a: regression (p99_e2el_ms)"]
+
+
+WORKFLOW = REPO / "ci" / "workflows" / "nightly.yml"
+
+
+def check_jsonschema() -> str:
+    exe = shutil.which("check-jsonschema") or str(Path(sys.executable).with_name("check-jsonschema"))
+    if not Path(exe).exists():
+        pytest.skip("check-jsonschema is not installed (pip install -e '.[test]')")
+    return exe
+
+
+def test_workflow_matches_githubs_schema() -> None:
+    run = subprocess.run([check_jsonschema(), "--builtin-schema", "vendor.github-workflows", str(WORKFLOW)],
+                         capture_output=True, text=True, timeout=120)
+    assert run.returncode == 0, run.stdout + run.stderr
+
+
+def test_schema_check_catches_a_broken_workflow(tmp_path: Path) -> None:
+    broken = tmp_path / "nightly.yml"
+    broken.write_text(WORKFLOW.read_text().replace("runs-on: [self-hosted, gpu]", "runs_on: [self-hosted, gpu]", 1))
+    run = subprocess.run([check_jsonschema(), "--builtin-schema", "vendor.github-workflows", str(broken)],
+                         capture_output=True, text=True, timeout=120)
+    assert run.returncode == 1 and "runs_on" in run.stdout
+
+
+def test_workflow_runs_on_a_self_hosted_gpu_runner_nightly_and_by_hand() -> None:
+    text = WORKFLOW.read_text()
+    assert "runs-on: [self-hosted, gpu]" in text and "schedule:" in text and "workflow_dispatch:" in text
+    assert "ci/nightly.sh --tier gpu --shard" in text and "ci/nightly.sh --tier gpu --merge" in text
