@@ -4,11 +4,13 @@
 #   ci/nightly.sh --tier gpu --out nightly/                 # the whole matrix on this machine
 #   ci/nightly.sh --tier gpu --shard 2/4 --out shard2/      # one shard (then --merge in a final job)
 #   ci/nightly.sh --tier gpu --merge shard*/results.json --out nightly/
+#   ci/nightly.sh --tier gpu --gpus 4 --out nightly/          # 4 pytest processes, one pinned to each GPU, merged
 #   ci/nightly.sh --tier cpu --out /tmp/n -- --batchperf-batch-sizes=2   # CPU tier, narrowed (pytest args after --)
 #
 # Options: --history DIR (default: $BATCHPERF_HISTORY or history/), --python PY (use this interpreter as is;
 # default: create/refresh .venv with the test and history extras, plus vLLM and NVML for --tier gpu),
-# --baselines DIR (default: baselines/).
+# --baselines DIR (default: baselines/), --gpus G|all (one pytest process per GPU, CUDA_VISIBLE_DEVICES=i; with
+# --shard I/N the runner's shard is split again into G, so N runners x G GPUs each hold a distinct subset).
 #
 # Writes into --out: gpu-health.json, results.json, junit.xml, pytest.log, report/, comparison.md, history.md,
 # and appends results.json to the history folder. The comparison (and history) go to $GITHUB_STEP_SUMMARY when set.
@@ -18,13 +20,14 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-tier=gpu shard="" out="" python="${BATCHPERF_PYTHON:-}" history="${BATCHPERF_HISTORY:-history}" baselines=baselines
+tier=gpu shard="" gpus=1 out="" python="${BATCHPERF_PYTHON:-}" history="${BATCHPERF_HISTORY:-history}" baselines=baselines
 merge=() pytest_extra=()
 usage() { sed -n '2,19p' "$0" | sed 's/^# \{0,1\}//'; exit "${1:-2}"; }
 while (($#)); do
     case "$1" in
         --tier) tier="$2"; shift 2 ;;
         --shard) shard="$2"; shift 2 ;;
+        --gpus) gpus="$2"; shift 2 ;;
         --out) out="$2"; shift 2 ;;
         --history) history="$2"; shift 2 ;;
         --python) python="$2"; shift 2 ;;
@@ -65,9 +68,33 @@ summary() { if [[ -n "${GITHUB_STEP_SUMMARY:-}" ]]; then cat "$@" >>"$GITHUB_STE
 
 status=0
 results="$out/results.json"
+if [[ "$gpus" == all ]]; then
+    gpus="$(nvidia-smi -L 2>/dev/null | grep -c '^GPU ' || true)"
+    ((gpus >= 1)) || { echo "ci/nightly.sh: --gpus all, but nvidia-smi lists no GPU" >&2; exit 2; }
+fi
+[[ "$gpus" =~ ^[1-9][0-9]*$ ]] || { echo "ci/nightly.sh: --gpus must be a whole number >= 1 or 'all', not '$gpus'" >&2; exit 2; }
+if ((gpus > 1 && ${#merge[@]} == 0)); then
+    # One pytest process per GPU, each pinned to its device, so no two cells ever share a GPU. Runner shard I/N
+    # becomes global shards (I-1)*G+1 .. I*G of N*G: the same cell always lands in the same place.
+    IFS=/ read -r index count <<<"${shard:-1/1}"
+    step "$gpus pytest processes, one per GPU"
+    pids=()
+    for ((g = 0; g < gpus; g++)); do
+        CUDA_VISIBLE_DEVICES=$g "$0" --tier "$tier" --python "$python" --baselines "$baselines" \
+            --shard "$(((index - 1) * gpus + g + 1))/$((count * gpus))" --out "$out/gpu$g" -- "${pytest_extra[@]}" \
+            >"$out/gpu$g.log" 2>&1 &
+        pids+=($!)
+    done
+    for pid in "${pids[@]}"; do wait "$pid" || status=1; done
+    merge=("$out"/gpu*/results.json)
+    [[ -e "${merge[0]}" ]] || { echo "ci/nightly.sh: no GPU process wrote results (see $out/gpu*.log)" >&2; exit 1; }
+fi
 if ((${#merge[@]})); then
     step "merge ${#merge[@]} shard(s)"
     bp merge "${merge[@]}" --out "$results"
+    if [[ -n "$shard" ]]; then  # this runner's GPUs are merged; report, comparison and history come in the merge job
+        exit "$status"
+    fi
 else
     # --- GPU health (soft facts, warnings only) --------------------------------------------------------------
     step "GPU health"
