@@ -97,4 +97,4 @@ def test_schema_check_catches_a_broken_workflow(tmp_path: Path) -> None:
 def test_workflow_runs_on_a_self_hosted_gpu_runner_nightly_and_by_hand() -> None:
     text = WORKFLOW.read_text()
     assert "runs-on: [self-hosted, gpu]" in text and "schedule:" in text and "workflow_dispatch:" in text
-    assert "ci/nightly.sh --tier gpu --shard" in text and "ci/nightly.sh --tier gpu --merge" in text
+    assert "ci/nightly.sh --tier gpu --gpus all --shard" in text and "ci/nightly.sh --tier gpu --merge" in text
