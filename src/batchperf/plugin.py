@@ -17,12 +17,16 @@ from batchperf.matrix import AXES, TIERS, CellParams, Tier, narrowed
 from batchperf.pool import BackendPool, ModelPool
 from batchperf.progress import add_progress_option, register_progress
 
+# Sharding (--batchperf-shard=I/N) lives in its own plugin module.
+pytest_plugins = ["batchperf.shard"]
+
 OPTION_AXES = {
     "models": "models (registry names, see `batchperf models`)",
     "backends": "backends (hf-static, continuous, vllm, …)",
     "batch_sizes": "batch sizes (max requests per batch)",
     "prompt_lens": "prompt lengths: 512, short/medium/long, a range 64-512, or a mix [64,256,512]",
     "concurrency": "concurrencies (max requests in flight)",
+    "tp": "tensor-parallel sizes of vllm cells (GPUs per cell; a cell skips when fewer are visible)",
 }
 
 
