@@ -63,3 +63,24 @@ def test_bad_arrival_specs(text: str) -> None:
 def test_bad_global_setting_is_rejected() -> None:
     with pytest.raises(ValueError, match="num_prompts"):
         narrowed(TIERS["cpu"], num_prompts="zero")
+
+
+def test_tp_is_an_axis_of_vllm_cells_only() -> None:
+    tier = narrowed(TIERS["gpu"], models="m", backends="hf-static,vllm", batch_sizes="8", prompt_lens="128",
+                    concurrency="16", tp="1,2")
+    ids = [c.id for c in tier.cells()]
+    assert ids == ["gpu-m-hf-static-bs8-p128-c16", "gpu-m-vllm-bs8-p128-c16-tp1", "gpu-m-vllm-bs8-p128-c16-tp2"]
+    hf, _, vllm2 = (c.resolve() for c in tier.cells())
+    assert "tp" not in hf.describe() and hf.tp == 1  # other backends' identity (and baselines) unchanged
+    assert vllm2.tp == 2 and vllm2.describe()["tp"] == 2
+
+
+def test_default_tp_is_one() -> None:
+    assert TIERS["gpu"].tp == ("1",) and all(c.tp == "1" for c in TIERS["gpu"].cells())
+
+
+def test_bad_tp_fails_its_cell() -> None:
+    (cell,) = narrowed(TIERS["gpu"], models="m", backends="vllm", batch_sizes="8", prompt_lens="128",
+                       concurrency="16", tp="two").cells()
+    with pytest.raises(ValueError, match="invalid tensor-parallel size 'two'"):
+        cell.resolve()
