@@ -8,6 +8,7 @@ and build backends live in the repository's ``fixtures/`` (wired by the root
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -15,6 +16,10 @@ import pytest
 
 from batchperf.matrix import AXES, TIERS, CellParams, Tier, narrowed
 from batchperf.pool import BackendPool, ModelPool
+from batchperf.progress import add_progress_option, register_progress
+
+# Sharding (--batchperf-shard=I/N) lives in its own plugin module.
+pytest_plugins = ["batchperf.shard"]
 
 OPTION_AXES = {
     "models": "models (registry names, see `batchperf models`)",
@@ -22,6 +27,7 @@ OPTION_AXES = {
     "batch_sizes": "batch sizes (max requests per batch)",
     "prompt_lens": "prompt lengths: 512, short/medium/long, a range 64-512, or a mix [64,256,512]",
     "concurrency": "concurrencies (max requests in flight)",
+    "tp": "tensor-parallel sizes of vllm cells (GPUs per cell; a cell skips when fewer are visible)",
 }
 
 
@@ -47,6 +53,7 @@ def pytest_addoption(parser: pytest.Parser) -> None:
                     metavar="NAME=PATH", help="load model NAME from PATH (a local folder or hub id); repeatable")
     group.addoption("--batchperf-server-url", dest="batchperf_server_url", default=None, metavar="URL",
                     help="use this running OpenAI-compatible server for the vllm-server backend")
+    add_progress_option(group.addoption)
 
 
 @dataclass
@@ -79,6 +86,9 @@ def pytest_configure(config: pytest.Config) -> None:
     except ValueError as exc:
         raise pytest.UsageError(f"batchperf: {exc}") from None
     config.stash[STATE] = SessionState(tiers, ModelPool(_model_overrides(config.getoption("batchperf_model_path"))))
+    register_progress(config)
+    if url := config.getoption("batchperf_server_url"):  # read by the vllm-server backend
+        os.environ["BATCHPERF_SERVER_URL"] = url
 
 
 def state(config: pytest.Config) -> SessionState:
