@@ -5,10 +5,17 @@ import pytest
 from batchperf.matrix import TIERS, narrowed, parse_arrival, split_list
 
 
-def test_default_cpu_matrix_is_27_cells_per_backend_with_readable_ids() -> None:
-    cells = TIERS["cpu"].cells()
-    assert len(cells) == 27 * len(TIERS["cpu"].backends)
-    assert "cpu-tiny-qwen2-hf-static-bs8-p512-c16" in {c.id for c in cells}
+def test_default_cpu_matrix_with_readable_ids() -> None:
+    """27 cells each for hf-static and continuous; the peers on their few cells (the tier's limits)."""
+    ids = [c.id for c in TIERS["cpu"].cells()]
+    assert len(ids) == len(set(ids)) == 27 * 2 + 2 * 3
+    assert "cpu-tiny-qwen2-hf-static-bs8-p512-c16" in ids and "cpu-tiny-qwen2-continuous-bs1-p64-c4" in ids
+    assert {i for i in ids if "vllm-bs" in i} == {"cpu-tiny-qwen2-vllm-bs4-p64-c4", "cpu-tiny-qwen2-vllm-bs4-p64-c16"}
+
+
+def test_an_axis_from_the_command_line_replaces_a_backends_limit() -> None:
+    tier = narrowed(TIERS["cpu"], backends="vllm", batch_sizes="1,8")
+    assert [c.id for c in tier.cells()] == [f"cpu-tiny-qwen2-vllm-bs{b}-p64-c{c}" for b in (1, 8) for c in (4, 16)]
 
 
 def test_narrowing_replaces_axes() -> None:
@@ -69,7 +76,7 @@ def test_tp_is_an_axis_of_vllm_cells_only() -> None:
     tier = narrowed(TIERS["gpu"], models="m", backends="hf-static,vllm", batch_sizes="8", prompt_lens="128",
                     concurrency="16", tp="1,2")
     ids = [c.id for c in tier.cells()]
-    assert ids == ["gpu-m-hf-static-bs8-p128-c16", "gpu-m-vllm-bs8-p128-c16-tp1", "gpu-m-vllm-bs8-p128-c16-tp2"]
+    assert ids == ["gpu-m-hf-static-bs8-p128-c16", "gpu-m-vllm-bs8-p128-c16", "gpu-m-vllm-bs8-p128-c16-tp2"]
     hf, _, vllm2 = (c.resolve() for c in tier.cells())
     assert "tp" not in hf.describe() and hf.tp == 1  # other backends' identity (and baselines) unchanged
     assert vllm2.tp == 2 and vllm2.describe()["tp"] == 2

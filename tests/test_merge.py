@@ -11,7 +11,8 @@ from batchperf.results import load_results
 
 REPO = Path(__file__).resolve().parents[1]
 # Two cells: bs2-p8-c1 hashes to shard 1 of 2, bs2-p8-c2 to shard 2.
-SMALL = ["-m", "cpu", "--batchperf-batch-sizes=2", "--batchperf-prompt-lens=8", "--batchperf-concurrency=1,2",
+SMALL = ["-m", "cpu", "--batchperf-backends=hf-static", "--batchperf-batch-sizes=2", "--batchperf-prompt-lens=8",
+         "--batchperf-concurrency=1,2",
          "--batchperf-num-prompts=3", "--batchperf-rounds=1", "--batchperf-output-lens=2,3", "-p", "no:cacheprovider"]
 
 

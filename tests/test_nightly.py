@@ -13,7 +13,7 @@ import pytest
 from batchperf.nightly import baseline_path, confirmed_regressions, history_name
 
 REPO = Path(__file__).resolve().parents[1]
-NARROW = ["--batchperf-batch-sizes=2", "--batchperf-prompt-lens=8", "--batchperf-concurrency=1,2",
+NARROW = ["--batchperf-backends=hf-static", "--batchperf-batch-sizes=2", "--batchperf-prompt-lens=8", "--batchperf-concurrency=1,2",
           "--batchperf-num-prompts=3", "--batchperf-rounds=1", "--batchperf-output-lens=2,3"]
 
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import itertools
 import math
-from dataclasses import dataclass, fields, replace
+from dataclasses import dataclass, field, fields, replace
 
 from batchperf.workload import Arrival, LengthSpec, WorkloadSpec
 
@@ -30,13 +30,19 @@ class Tier:
     arrival: str = "closed"
     output_lens: str = "16,32"  # per-request targets, cycled (the study alternates 16 and 32)
     tp: tuple[str, ...] = ("1",)  # tensor-parallel sizes; an axis of vllm cells only (GPUs per cell)
+    # backend -> axis -> values: a smaller sub-matrix for that backend (an axis given on the
+    # command line replaces the limit too)
+    limits: dict[str, dict[str, tuple[str, ...]]] = field(default_factory=dict, hash=False)
+
+    def _axis(self, backend: str, axis: str) -> tuple[str, ...]:
+        return self.limits.get(backend, {}).get(axis, getattr(self, axis))
 
     def cells(self) -> list[CellParams]:
-        axes = itertools.product(self.models, self.backends, self.batch_sizes, self.prompt_lens, self.concurrency)
         return [
             CellParams(self.name, self.device, m, b, bs, p, c, str(self.num_prompts), self.rounds,
                        self.warmup_rounds, self.arrival, self.output_lens, tp=tp)
-            for m, b, bs, p, c in axes
+            for m, b in itertools.product(self.models, self.backends)
+            for bs, p, c in itertools.product(*(self._axis(b, a) for a in ("batch_sizes", "prompt_lens", "concurrency")))
             for tp in (self.tp if takes_tp(b) else ("1",))
         ]
 
@@ -46,16 +52,22 @@ def takes_tp(backend: str) -> bool:
     return backend.startswith("vllm")
 
 
+# The peer backends are measured on a few cells of the CPU tier: enough to exercise them for
+# real on every change, while the two first-principles backends cover the whole matrix.
+_CPU_PEER_CELLS = {"batch_sizes": ("4",), "prompt_lens": ("64",), "concurrency": ("4", "16")}
+
 TIERS: dict[str, Tier] = {
     # The CPU tier: every code path on a tiny random-weight model, small enough for CI on 2 cores.
     "cpu": Tier(
-        "cpu", "cpu", models=("tiny-qwen2",), backends=("hf-static", "hf-continuous", "vllm", "vllm-server"),
+        "cpu", "cpu", models=("tiny-qwen2",),
+        backends=("hf-static", "continuous", "hf-continuous", "vllm", "vllm-server"),
         batch_sizes=("1", "4", "8"), prompt_lens=("64", "256", "512"), concurrency=("4", "8", "16"),
         num_prompts=16, rounds=2,
+        limits={name: _CPU_PEER_CELLS for name in ("hf-continuous", "vllm", "vllm-server")},
     ),
     # The GPU tier: real checkpoints, hundreds of requests per cell so P99 means something.
     "gpu": Tier(
-        "gpu", "cuda", models=("qwen2.5-0.5b", "qwen2.5-1.5b"), backends=("hf-static",),
+        "gpu", "cuda", models=("qwen2.5-0.5b", "qwen2.5-1.5b"), backends=("hf-static", "continuous", "vllm"),
         batch_sizes=("1", "4", "8", "16", "32", "64"), prompt_lens=("128", "512", "2048"),
         concurrency=("16", "64"), num_prompts=256, rounds=3,
     ),
@@ -115,7 +127,7 @@ class CellParams:
         except ValueError:
             plabel = self.prompt_len
         base = f"{self.tier}-{self.model}-{self.backend}-bs{self.batch_size}-p{plabel}-c{self.concurrency}"
-        return f"{base}-tp{self.tp}" if takes_tp(self.backend) else base
+        return f"{base}-tp{self.tp}" if takes_tp(self.backend) and self.tp != "1" else base
 
     def resolve(self) -> Cell:
         return Cell(
@@ -195,4 +207,5 @@ def narrowed(tier: Tier, **overrides: str | None) -> Tier:
             changes[key] = _positive_int(key, value) if key != "warmup_rounds" else int(value)
         else:
             changes[key] = value
-    return replace(tier, **changes)
+    limits = {b: {a: v for a, v in axes.items() if a not in changes} for b, axes in tier.limits.items()}
+    return replace(tier, **changes, limits=limits)
