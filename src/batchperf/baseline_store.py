@@ -247,10 +247,11 @@ def _fsync_dir(folder: Path) -> None:
 
 def append_history(folder: Path, provenance: dict[str, Any]) -> None:
     path = folder / HISTORY_FILE
-    cut_short = path.exists() and path.stat().st_size > 0 and not path.read_bytes().endswith(b"\n")
+    if path.exists() and path.stat().st_size > 0:
+        raw = path.read_bytes()
+        if not raw.endswith(b"\n"):  # a crash cut the last append: drop the fragment (repair_history restores it)
+            os.truncate(path, raw.rfind(b"\n") + 1)
     with open(path, "a", encoding="utf-8") as fh:
-        if cut_short:  # a crash cut the last append: end that line so the new one stands alone
-            fh.write("\n")
         fh.write(json.dumps(provenance, sort_keys=True) + "\n")
         fh.flush()
         os.fsync(fh.fileno())

@@ -98,6 +98,15 @@ def summary_counts(verdicts: Iterable[CellVerdict]) -> dict[Verdict, int]:
     return counts
 
 
+def make_console() -> Any:
+    """A rich console that never wraps a line: logs and CI summaries stay greppable."""
+    import sys
+
+    from rich.console import Console
+
+    return Console(soft_wrap=True, width=None if sys.stdout.isatty() else 200)
+
+
 def render_rich(verdicts: list[CellVerdict], console: Any, extras: dict[str, list[tuple[str, ...]]] | None = None,
                 title: str = "") -> None:
     from rich.table import Table
@@ -147,8 +156,6 @@ def render_markdown(verdicts: list[CellVerdict], a: Path, b: Path,
 
 
 def main(args: argparse.Namespace) -> int:
-    from rich.console import Console
-
     try:
         config = gate_config(args.batchperf_k, args.batchperf_tolerance)
         a, b = load_results(args.a), load_results(args.b)
@@ -158,7 +165,7 @@ def main(args: argparse.Namespace) -> int:
     extras = {v.name: extra_rows(a, b, v, config) for v in verdicts} if args.all_metrics else None
     if a.fingerprint is None or b.fingerprint is None:
         print("note: a file has no batchperf fingerprint (machine_info.batchperf): hardware identity not checked")
-    render_rich(verdicts, Console(), extras, title=f"{args.a} → {args.b}")
+    render_rich(verdicts, make_console(), extras, title=f"{args.a} → {args.b}")
     if args.markdown is not None:
         text = render_markdown(verdicts, args.a, args.b, extras)
         if args.markdown == "-":

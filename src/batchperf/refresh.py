@@ -29,7 +29,7 @@ from batchperf.baseline_store import (
     BASELINE_FILE, DEFAULT_ROOT, BaselineError, RunFile, baseline_entry, folder_for, load_baseline, load_results,
     locked, repair_history, stale_temporaries, write_baseline,
 )
-from batchperf.compare_cli import add_gate_args, gate_config, render_rich
+from batchperf.compare_cli import add_gate_args, gate_config, make_console, render_rich
 from batchperf.gate import CellVerdict, GateConfig, Verdict, compare_cell
 
 
@@ -193,8 +193,8 @@ def refresh(args: argparse.Namespace, results_path: Path, console: Any) -> int:
             for r in refusals:
                 console.print(f"  - {r}")
             return 2
-        keep = {} if old is None else {n: e for n, e in old.entries.items() if n not in plan.selected}
         store = {n: e for n, e in plan.selected.items() if n not in plan.failed}
+        keep = {} if old is None else {n: e for n, e in old.entries.items() if n not in store}  # incl. failed cells
         entries = [*keep.values(), *(baseline_entry(e) for e in store.values())]
         stored = sorted(plan.results.cell_ids[n] for n in store)
         if args.dry_run:
@@ -207,9 +207,7 @@ def refresh(args: argparse.Namespace, results_path: Path, console: Any) -> int:
 
 
 def main(args: argparse.Namespace) -> int:
-    from rich.console import Console
-
-    console = Console()
+    console = make_console()
     if args.accept_regression and not args.reason:
         raise SystemExit("batchperf refresh: --accept-regression needs --reason \"why the regression is intended\"")
     if (args.results is None) == (args.run is None):
