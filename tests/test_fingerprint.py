@@ -57,3 +57,10 @@ def test_versions_and_soft_warnings() -> None:
     assert lines == ["hostname differs: baseline a, now b", "GPU 0: power_limit_w 700 → 500",
                      "GPU 0: 2 other process(es) running on it",
                      "CPU load average 5.0 exceeds the 2 cores this run may use: expect noise"]
+
+
+def test_an_injected_slowdown_is_recorded_and_warned_about(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("BATCHPERF_INJECT_SLOWDOWN", "0.3")
+    soft = fp.current().soft
+    assert soft["injected"] == {"BATCHPERF_INJECT_SLOWDOWN": "0.3"}
+    assert "this run was measured with an injected slowdown: BATCHPERF_INJECT_SLOWDOWN=0.3" in fp.soft_warnings({}, soft)

@@ -33,7 +33,8 @@ HISTORY_FILE = "history.jsonl"
 LOCK_FILE = ".refresh.lock"
 DEFAULT_ROOT = Path("baselines")
 REQUIRED_CELL_FIELDS = ("cell", "metrics")
-DROPPED_FIELDS = ("traces",)  # raw timestamps: in results files, not in committed baselines
+# Raw timestamps and the gate's own notes: in results files, not in committed baselines.
+DROPPED_FIELDS = ("traces", "gate", "gate_remeasured")
 
 
 class BaselineError(Exception):

@@ -196,6 +196,9 @@ def current(cpu_only: bool = False) -> Fingerprint:
     gpus, gpu_upgrade, gpu_soft = ((), {}, {}) if cpu_only else _gpu_facts()
     identity = HardwareIdentity(platform.machine() or "unknown", cpu_model(), cpu_cores(), gpus)
     soft: dict[str, Any] = {"hostname": socket.gethostname(), **gpu_soft}
+    injected = {k: v for k, v in os.environ.items() if k.startswith("BATCHPERF_INJECT_") and v.strip()}
+    if injected:  # an artificial slowdown (batchperf.inject): whoever reads these results must know
+        soft["injected"] = injected
     try:
         soft["load_avg_1m"] = round(os.getloadavg()[0], 2)
         soft["cpu_cores"] = identity.cpu_cores
@@ -263,6 +266,10 @@ def soft_warnings(baseline: dict[str, Any], current: dict[str, Any]) -> list[str
     for gpu in current.get("gpus", []):
         if gpu.get("other_processes"):
             lines.append(f"GPU {gpu.get('index')}: {gpu['other_processes']} other process(es) running on it")
+    for label, facts in (("baseline", baseline), ("this run", current)):
+        if facts.get("injected"):
+            lines.append(f"{label} was measured with an injected slowdown: "
+                         + ", ".join(f"{k}={v}" for k, v in sorted(facts["injected"].items())))
     load, cores = current.get("load_avg_1m"), current.get("cpu_cores")
     if load is not None and cores and load > cores:
         lines.append(f"CPU load average {load} exceeds the {cores} cores this run may use: expect noise")

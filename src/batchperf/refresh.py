@@ -160,6 +160,7 @@ def provenance(plan: Plan, args: argparse.Namespace, stored: list[str]) -> dict[
         "cells": stored,
         "accepted_regressions": [n for n in plan.regressions if n in stored],
         "left_out_failed": sorted(plan.results.cell_ids[n] for n in plan.failed),
+        "injected": dict(fp.soft.get("injected", {})) if fp else {},
         "flags": {k: bool(getattr(args, k)) for k in ("accept_regression", "allow_failed", "allow_dirty", "partial")},
     }
 
@@ -187,6 +188,9 @@ def refresh(args: argparse.Namespace, results_path: Path, console: Any) -> int:
         old = load_baseline(path, results.fingerprint) if path.exists() else None
         plan = plan_refresh(results, old, config, args.cells)
         render_rich(plan.verdicts, console, title=f"{path} ← {results_path}")
+        if injected := results.fingerprint.soft.get("injected"):
+            console.print("[bold yellow]warning:[/bold yellow] these results were measured with an injected slowdown ("
+                          + ", ".join(f"{k}={v}" for k, v in sorted(injected.items())) + "); the history records it")
         refusals = check_plan(plan, args)
         if refusals:
             console.print("[bold red]refresh refused; nothing was written:[/bold red]")
