@@ -174,11 +174,11 @@ class WorkloadSpec:
                 prompt = tuple(int(t) for t in rng.integers(first_token_id, vocab_size, size=length))
             seen.add(prompt)
             prompts.append(prompt)
-        targets = [self.output_lens[i % len(self.output_lens)] for i in range(total)]
-        warm = [RequestSpec(-(i + 1), prompts[i], targets[i]) for i in range(self.num_warmup)]
+        cycle = self.output_lens
+        warm = [RequestSpec(-(i + 1), prompts[i], cycle[i % len(cycle)]) for i in range(self.num_warmup)]
         measured_offsets = self.arrival.offsets(rng, self.num_prompts)
         measured = [
-            RequestSpec(i, prompts[self.num_warmup + i], targets[self.num_warmup + i], measured_offsets[i])
+            RequestSpec(i, prompts[self.num_warmup + i], cycle[i % len(cycle)], measured_offsets[i])
             for i in range(self.num_prompts)
         ]
         return Workload(spec=self, requests=tuple(measured), warmup=tuple(warm))

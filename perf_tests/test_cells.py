@@ -1,0 +1,33 @@
+"""The performance suite: one test per cell (tier × model × backend × batch size × prompt length × concurrency).
+
+The matrix lives in ``batchperf.matrix``; narrow it with ``--batchperf-*`` options or ``-k``/``-m``.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from batchperf.backends import Backend
+from batchperf.matrix import Cell
+from batchperf.measure import cell_record, run_rounds
+from batchperf.models import LoadedModel
+from batchperf.plugin import record
+from batchperf.workload import Workload
+
+
+def test_cell(
+    benchmark: Any,
+    request: pytest.FixtureRequest,
+    batchperf_cell: Cell,
+    batchperf_model: LoadedModel,
+    batchperf_backend: Backend,
+    batchperf_workload: Workload,
+) -> None:
+    traces = run_rounds(benchmark, batchperf_backend, batchperf_cell, batchperf_workload)
+    data = cell_record(batchperf_cell, batchperf_model, traces)
+    benchmark.extra_info.update(data)
+    record(request.config, data)
+    errors = data["token_count_errors"]
+    assert not errors, f"{len(errors)} request(s) did not produce their target token count:\n" + "\n".join(errors)

@@ -1,0 +1,36 @@
+"""The ``batchperf`` command: one subcommand per job, each an ``add_cli_args`` + ``main`` pair.
+
+Heavy libraries are imported inside each ``main`` so ``batchperf --help`` is instant.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import sys
+
+# subcommand -> (module, one-line help); each module has add_cli_args(parser) and main(args) -> int
+SUBCOMMANDS: dict[str, tuple[str, str]] = {
+    "run": ("batchperf.run_cli", "run the performance cells of a tier (pytest perf_tests) and save results JSON"),
+    "kv": ("batchperf.kv", "KV-cache bytes per token and per request from a model config"),
+    "models": ("batchperf.models_cli", "list the registered models and backends"),
+}
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="batchperf", description="LLM inference batching performance suite")
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    for name, (module, help_text) in SUBCOMMANDS.items():
+        sub_parser = sub.add_parser(name, help=help_text, description=help_text)
+        importlib.import_module(module).add_cli_args(sub_parser)
+        sub_parser.set_defaults(_module=module)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    return int(importlib.import_module(args._module).main(args) or 0)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

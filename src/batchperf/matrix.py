@@ -1,0 +1,185 @@
+"""The cell matrix: every tier's models, backends, batch sizes, prompt lengths, concurrencies.
+
+This is the one place to edit the default matrix. The command line narrows or
+replaces any axis (``--batchperf-batch-sizes 1,8`` …, see the plugin). Axis
+values stay raw strings until a cell runs, so one bad entry fails its own cells
+with a message naming it while every other cell still runs.
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+from dataclasses import dataclass, fields, replace
+
+from batchperf.workload import Arrival, LengthSpec, WorkloadSpec
+
+
+@dataclass(frozen=True, slots=True)
+class Tier:
+    name: str
+    device: str  # "cpu" or "cuda"
+    models: tuple[str, ...]
+    backends: tuple[str, ...]
+    batch_sizes: tuple[str, ...]
+    prompt_lens: tuple[str, ...]
+    concurrency: tuple[str, ...]
+    num_prompts: int
+    rounds: int  # measured rounds per cell; their spread feeds the regression gate
+    warmup_rounds: int = 1  # whole-cell rounds run first and not counted
+    arrival: str = "closed"
+    output_lens: str = "16,32"  # per-request targets, cycled (the study alternates 16 and 32)
+
+    def cells(self) -> list[CellParams]:
+        axes = itertools.product(self.models, self.backends, self.batch_sizes, self.prompt_lens, self.concurrency)
+        return [
+            CellParams(self.name, self.device, m, b, bs, p, c, str(self.num_prompts), self.rounds,
+                       self.warmup_rounds, self.arrival, self.output_lens)
+            for m, b, bs, p, c in axes
+        ]
+
+
+TIERS: dict[str, Tier] = {
+    # The CPU tier: every code path on a tiny random-weight model, small enough for CI on 2 cores.
+    "cpu": Tier(
+        "cpu", "cpu", models=("tiny-qwen2",), backends=("hf-static",),
+        batch_sizes=("1", "4", "8"), prompt_lens=("64", "256", "512"), concurrency=("4", "8", "16"),
+        num_prompts=16, rounds=2,
+    ),
+    # The GPU tier: real checkpoints, hundreds of requests per cell so P99 means something.
+    "gpu": Tier(
+        "gpu", "cuda", models=("qwen2.5-0.5b", "qwen2.5-1.5b"), backends=("hf-static",),
+        batch_sizes=("1", "4", "8", "16", "32", "64"), prompt_lens=("128", "512", "2048"),
+        concurrency=("16", "64"), num_prompts=256, rounds=3,
+    ),
+}
+
+AXES = ("models", "backends", "batch_sizes", "prompt_lens", "concurrency")
+
+
+def parse_arrival(text: str) -> Arrival:
+    """``closed``, ``burst``, or ``rate:R[:BURSTINESS]`` (requests/s, gamma gaps)."""
+    kind, *rest = text.strip().split(":")
+    try:
+        if kind == "rate":
+            rate = float(rest[0])
+            return Arrival("rate", rate, float(rest[1]) if len(rest) > 1 else 1.0)
+        if rest:
+            raise ValueError
+        return Arrival(kind)  # type: ignore[arg-type]
+    except (IndexError, ValueError) as exc:
+        detail = f": {exc}" if str(exc) else ""
+        raise ValueError(f"bad arrival {text!r}{detail}; use closed, burst or rate:REQ_PER_S[:BURSTINESS]") from None
+
+
+def _positive_int(name: str, raw: str) -> int:
+    try:
+        value = int(raw)
+    except ValueError:
+        value = 0
+    if value < 1 or str(value) != raw.strip():
+        raise ValueError(f"invalid {name} {raw!r}: must be a whole number >= 1")
+    return value
+
+
+@dataclass(frozen=True, slots=True)
+class CellParams:
+    """One cell as given (raw strings); :meth:`resolve` validates it."""
+
+    tier: str
+    device: str
+    model: str
+    backend: str
+    batch_size: str
+    prompt_len: str
+    concurrency: str
+    num_prompts: str
+    rounds: int
+    warmup_rounds: int
+    arrival: str
+    output_lens: str = "16,32"
+    seed: int = 0
+
+    @property
+    def id(self) -> str:
+        try:
+            plabel = LengthSpec.parse(self.prompt_len).label
+        except ValueError:
+            plabel = self.prompt_len
+        return f"{self.tier}-{self.model}-{self.backend}-bs{self.batch_size}-p{plabel}-c{self.concurrency}"
+
+    def resolve(self) -> Cell:
+        return Cell(
+            params=self,
+            batch_size=_positive_int("batch size", self.batch_size),
+            concurrency=_positive_int("concurrency", self.concurrency),
+            workload=WorkloadSpec(
+                num_prompts=_positive_int("num_prompts", self.num_prompts),
+                prompt_len=LengthSpec.parse(self.prompt_len),
+                arrival=parse_arrival(self.arrival),
+                output_lens=tuple(_positive_int("output length", v) for v in split_list(self.output_lens)),
+                num_warmup=WorkloadSpec.default_warmup(_positive_int("num_prompts", self.num_prompts)),
+                seed=self.seed,
+            ),
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class Cell:
+    params: CellParams
+    batch_size: int
+    concurrency: int
+    workload: WorkloadSpec
+
+    @property
+    def id(self) -> str:
+        return self.params.id
+
+    def describe(self) -> dict[str, object]:
+        """The cell's parameters as stored in results (``extra_info["cell"]``)."""
+        arrival = self.workload.arrival
+        return {
+            "id": self.id, "tier": self.params.tier, "model": self.params.model, "backend": self.params.backend,
+            "batch_size": self.batch_size, "prompt_len": self.params.prompt_len, "concurrency": self.concurrency,
+            "num_prompts": self.workload.num_prompts, "num_warmup": self.workload.num_warmup,
+            "output_lens": list(self.workload.output_lens),
+            "arrival": {"kind": arrival.kind, "rate": arrival.rate if math.isfinite(arrival.rate) else None,
+                        "burstiness": arrival.burstiness},
+            "seed": self.workload.seed, "rounds": self.params.rounds, "warmup_rounds": self.params.warmup_rounds,
+            "device": self.params.device,
+        }
+
+
+def split_list(text: str) -> tuple[str, ...]:
+    """``"1, 4,8"`` -> ``("1", "4", "8")``; prompt mixes keep their own commas inside brackets: ``[64,256]``."""
+    items, depth, current = [], 0, ""
+    for ch in text:
+        if ch == "[":
+            depth += 1
+        elif ch == "]":
+            depth -= 1
+        if ch == "," and depth == 0:
+            items.append(current)
+            current = ""
+        else:
+            current += ch
+    items.append(current)
+    return tuple(i.strip().strip("[]") for i in items if i.strip())
+
+
+def narrowed(tier: Tier, **overrides: str | None) -> Tier:
+    """``tier`` with any axis (``models``, ``batch_sizes`` …) or ``num_prompts``/``rounds``/``arrival`` replaced."""
+    changes: dict[str, object] = {}
+    names = {f.name for f in fields(Tier)}
+    for key, value in overrides.items():
+        if value is None:
+            continue
+        if key not in names:
+            raise ValueError(f"unknown matrix setting {key!r}")
+        if key in AXES:
+            changes[key] = split_list(value)
+        elif key in ("num_prompts", "rounds", "warmup_rounds"):
+            changes[key] = _positive_int(key, value) if key != "warmup_rounds" else int(value)
+        else:
+            changes[key] = value
+    return replace(tier, **changes)

@@ -1,0 +1,83 @@
+"""Measure one cell under pytest-benchmark and build the record it stores in ``extra_info``."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import statistics
+from typing import Any
+
+from batchperf.backends import Backend
+from batchperf.kv import kv_bytes_per_request, kv_bytes_per_token
+from batchperf.matrix import Cell
+from batchperf.metrics import compute_metrics, token_count_errors
+from batchperf.models import LoadedModel
+from batchperf.runner import run_cell
+from batchperf.trace import RunTrace
+from batchperf.workload import Workload
+
+SCHEMA_VERSION = 1
+
+
+def config_hash(config: Any) -> str:
+    """A short stable hash of a model config (its JSON, keys sorted)."""
+    data = config.to_dict() if hasattr(config, "to_dict") else dict(config)
+    blob = json.dumps(data, sort_keys=True, default=str).encode()
+    return hashlib.sha256(blob).hexdigest()[:16]
+
+
+def build_workload(cell: Cell, model: LoadedModel) -> Workload:
+    return cell.workload.build(model.vocab_size, model.max_model_len)
+
+
+def run_rounds(benchmark: Any, backend: Backend, cell: Cell, workload: Workload) -> list[RunTrace]:
+    """Time ``rounds`` runs of the cell with ``benchmark.pedantic``; warm-up rounds are run and dropped."""
+    traces: list[RunTrace] = []
+
+    def one_round() -> None:
+        traces.append(run_cell(backend, workload, cell.batch_size, cell.concurrency))
+
+    rounds, warmup = cell.params.rounds, cell.params.warmup_rounds
+    benchmark.pedantic(one_round, rounds=rounds, warmup_rounds=warmup, iterations=1)
+    # pedantic runs the warm-up rounds first; with --benchmark-disable it runs the target once.
+    return traces[-rounds:] if len(traces) > rounds else traces
+
+
+def kv_figures(traces: list[RunTrace], model: LoadedModel) -> dict[str, Any]:
+    last = traces[-1]
+    held = [r for r in last.requests if r.kv_bytes is not None and r.kv_tokens]
+    analytic_per_token = kv_bytes_per_token(model.config, model.dtype)
+    figures: dict[str, Any] = {
+        "bytes_per_token_analytic": analytic_per_token,
+        "kv_bytes_per_request_analytic_mean": statistics.fmean(
+            kv_bytes_per_request(model.config, model.dtype, r.prompt_len, r.output_len) for r in last.requests
+        ),
+        **{k: v for k, v in last.kv.items()},
+    }
+    if held:
+        figures["bytes_per_token_measured"] = sum(r.kv_bytes for r in held) / sum(r.kv_tokens for r in held)
+        figures["kv_bytes_per_request_mean"] = statistics.fmean(r.kv_bytes for r in held)
+        figures["kv_tokens_per_request_mean"] = statistics.fmean(r.kv_tokens for r in held)
+    return figures
+
+
+def summarise(rounds: list[dict[str, float]]) -> dict[str, float]:
+    """Median over rounds of every metric (sample counts come from the last round)."""
+    keys = rounds[-1].keys()
+    return {k: (rounds[-1][k] if k.startswith("n_") else statistics.median(r[k] for r in rounds)) for k in keys}
+
+
+def cell_record(cell: Cell, model: LoadedModel, traces: list[RunTrace]) -> dict[str, Any]:
+    """Everything a cell stores: parameters, metrics (median and per round), KV, memory, raw traces."""
+    rounds = [compute_metrics(t) for t in traces]
+    return {
+        "batchperf_schema": SCHEMA_VERSION,
+        "cell": {**cell.describe(), "dtype": model.spec.dtype},
+        "model": {"source": str(model.spec.source), "path": str(model.path), "config_hash": config_hash(model.config)},
+        "metrics": summarise(rounds),
+        "rounds": rounds,
+        "kv": kv_figures(traces, model),
+        "memory": traces[-1].memory,
+        "token_count_errors": token_count_errors(traces[-1]),
+        "traces": [t.to_dict() for t in traces],
+    }

@@ -1,0 +1,132 @@
+"""batchperf's pytest plugin: options, one parametrized test per cell, and the summary.
+
+Registered through the ``pytest11`` entry point. The fixtures that load models
+and build backends live in the repository's ``fixtures/`` (wired by the root
+``conftest.py``); they read the session state this plugin keeps in
+``config.stash``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+import pytest
+
+from batchperf.matrix import AXES, TIERS, CellParams, Tier, narrowed
+from batchperf.pool import BackendPool, ModelPool
+
+OPTION_AXES = {
+    "models": "models (registry names, see `batchperf models`)",
+    "backends": "backends (hf-static, continuous, vllm, …)",
+    "batch_sizes": "batch sizes (max requests per batch)",
+    "prompt_lens": "prompt lengths: 512, short/medium/long, a range 64-512, or a mix [64,256,512]",
+    "concurrency": "concurrencies (max requests in flight)",
+}
+
+
+def add_matrix_options(add: Any) -> None:
+    """Options that narrow the matrix; shared by the plugin and `batchperf run`."""
+    for axis, what in OPTION_AXES.items():
+        add(f"--batchperf-{axis.replace('_', '-')}", dest=f"batchperf_{axis}", default=None, metavar="LIST",
+            help=f"comma-separated {what}; replaces the tier's default")
+    add("--batchperf-num-prompts", dest="batchperf_num_prompts", default=None, metavar="N",
+        help="measured requests per cell (default: the tier's)")
+    add("--batchperf-rounds", dest="batchperf_rounds", default=None, metavar="N",
+        help="measured rounds per cell (default: the tier's)")
+    add("--batchperf-output-lens", dest="batchperf_output_lens", default=None, metavar="LIST",
+        help="output tokens per request, cycled over the requests (default: 16,32)")
+    add("--batchperf-arrival", dest="batchperf_arrival", default=None, metavar="SPEC",
+        help="closed (default: N in flight, a new one as each finishes), burst, or rate:REQ_PER_S[:BURSTINESS]")
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    group = parser.getgroup("batchperf", "batchperf: LLM batching performance cells")
+    add_matrix_options(group.addoption)
+    group.addoption("--batchperf-model-path", dest="batchperf_model_path", action="append", default=[],
+                    metavar="NAME=PATH", help="load model NAME from PATH (a local folder or hub id); repeatable")
+    group.addoption("--batchperf-server-url", dest="batchperf_server_url", default=None, metavar="URL",
+                    help="use this running OpenAI-compatible server for the vllm-server backend")
+
+
+@dataclass
+class SessionState:
+    tiers: dict[str, Tier]
+    models: ModelPool
+    backends: BackendPool = field(default_factory=BackendPool)
+    records: list[dict[str, Any]] = field(default_factory=list)
+
+
+STATE = pytest.StashKey[SessionState]()
+
+
+def _model_overrides(entries: list[str]) -> dict[str, str]:
+    overrides = {}
+    for entry in entries:
+        name, sep, path = entry.partition("=")
+        if not sep or not name or not path:
+            raise pytest.UsageError(f"--batchperf-model-path {entry!r}: expected NAME=PATH, e.g. qwen2.5-0.5b=/models/qwen")
+        overrides[name.strip()] = path.strip()
+    return overrides
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    settings = {axis: config.getoption(f"batchperf_{axis}") for axis in AXES}
+    for key in ("num_prompts", "rounds", "arrival", "output_lens"):
+        settings[key] = config.getoption(f"batchperf_{key}")
+    try:
+        tiers = {name: narrowed(tier, **settings) for name, tier in TIERS.items()}
+    except ValueError as exc:
+        raise pytest.UsageError(f"batchperf: {exc}") from None
+    config.stash[STATE] = SessionState(tiers, ModelPool(_model_overrides(config.getoption("batchperf_model_path"))))
+
+
+def state(config: pytest.Config) -> SessionState:
+    return config.stash[STATE]
+
+
+def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
+    if "batchperf_params" not in metafunc.fixturenames:
+        return
+    params = [
+        pytest.param(cell, id=cell.id, marks=[getattr(pytest.mark, cell.tier)])
+        for tier in state(metafunc.config).tiers.values()
+        for cell in tier.cells()
+    ]
+    metafunc.parametrize("batchperf_params", params)
+
+
+def record(config: pytest.Config, data: dict[str, Any]) -> None:
+    state(config).records.append(data)
+
+
+def pytest_sessionfinish(session: pytest.Session) -> None:
+    if STATE in session.config.stash:
+        for error in state(session.config).backends.close():
+            session.config.issue_config_time_warning(pytest.PytestWarning(f"batchperf: closing {error}"), stacklevel=2)
+
+
+def summary_rows(records: list[dict[str, Any]]) -> list[str]:
+    header = f"{'cell':<48} {'out tok/s':>10} {'P99 E2EL ms':>12} {'mean TTFT ms':>13} {'KV B/req':>10} {'n':>4}"
+    rows = [header]
+    for rec in records:
+        m, kv = rec["metrics"], rec["kv"]
+        kv_req = kv.get("kv_bytes_per_request_mean")
+        rows.append(
+            f"{rec['cell']['id']:<48} {m['output_throughput']:>10.1f} {m['p99_e2el_ms']:>12.1f} "
+            f"{m['mean_ttft_ms']:>13.1f} {(f'{kv_req:,.0f}' if kv_req is not None else '-'):>10} {m['n_e2el']:>4}"
+        )
+    return rows
+
+
+def pytest_terminal_summary(terminalreporter: Any, config: pytest.Config) -> None:
+    if STATE not in config.stash:
+        return
+    st = state(config)
+    if not st.records and not st.models.loads:
+        return
+    terminalreporter.section("batchperf")
+    for line in summary_rows(st.records):
+        terminalreporter.write_line(line)
+    loads = st.models.loads
+    terminalreporter.write_line(f"models loaded: {len(loads)}" + (f" ({', '.join(loads)})" if loads else ""))

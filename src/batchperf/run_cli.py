@@ -1,0 +1,41 @@
+"""``batchperf run``: the performance cells of one tier, through pytest, into a results JSON."""
+
+from __future__ import annotations
+
+import argparse
+import time
+from pathlib import Path
+
+from batchperf.plugin import add_matrix_options
+
+
+def add_cli_args(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--tier", default="cpu", choices=["cpu", "gpu"], help="which tier's cells (default: cpu)")
+    parser.add_argument("--out", type=Path, default=None,
+                        help="results JSON (default: results/<tier>-<time>.json)")
+    parser.add_argument("--suite", type=Path, default=Path("perf_tests"),
+                        help="folder of the performance suite (default: ./perf_tests of a batchperf checkout)")
+    add_matrix_options(parser.add_argument)
+    parser.add_argument("pytest_args", nargs="*", help="more pytest arguments, after --")
+
+
+def pytest_argv(args: argparse.Namespace, out: Path) -> list[str]:
+    argv = [str(args.suite), "-m", args.tier, f"--benchmark-json={out}", "-p", "no:cacheprovider"]
+    for key, value in vars(args).items():
+        if key.startswith("batchperf_") and value is not None:
+            argv.append(f"--{key.replace('_', '-')}={value}")
+    return argv + list(args.pytest_args)
+
+
+def main(args: argparse.Namespace) -> int:
+    import pytest
+
+    if not args.suite.is_dir():
+        raise SystemExit(f"batchperf run: no performance suite at {args.suite}/; "
+                         f"run from a batchperf checkout or pass --suite PATH")
+    out = args.out or Path("results") / f"{args.tier}-{time.strftime('%Y%m%d-%H%M%S')}.json"
+    out.parent.mkdir(parents=True, exist_ok=True)
+    code = pytest.main(pytest_argv(args, out))
+    if out.exists():
+        print(f"batchperf: results of the {args.tier} tier in {out}")
+    return int(code)

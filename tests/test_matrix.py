@@ -1,0 +1,64 @@
+"""The cell matrix: ids, narrowing from the command line, per-cell validation."""
+
+import pytest
+
+from batchperf.matrix import TIERS, narrowed, parse_arrival, split_list
+
+
+def test_default_cpu_matrix_is_27_cells_with_readable_ids() -> None:
+    cells = TIERS["cpu"].cells()
+    assert len(cells) == 27
+    assert "cpu-tiny-qwen2-hf-static-bs8-p512-c16" in {c.id for c in cells}
+
+
+def test_narrowing_replaces_axes() -> None:
+    tier = narrowed(TIERS["cpu"], batch_sizes="1,8", prompt_lens="64", concurrency=None, num_prompts="4")
+    assert tier.batch_sizes == ("1", "8") and tier.prompt_lens == ("64",) and tier.concurrency == ("4", "8", "16")
+    assert tier.num_prompts == 4 and len(tier.cells()) == 6
+
+
+def test_prompt_mix_keeps_its_commas_in_brackets() -> None:
+    assert split_list("64,[64,256,512],64-128") == ("64", "64,256,512", "64-128")
+
+
+def test_a_bad_entry_fails_only_its_own_cells() -> None:
+    cells = narrowed(TIERS["cpu"], batch_sizes="4,x", prompt_lens="64", concurrency="4").cells()
+    good, bad = cells
+    assert good.resolve().batch_size == 4
+    with pytest.raises(ValueError, match="invalid batch size 'x'"):
+        bad.resolve()
+
+
+@pytest.mark.parametrize(("axis", "value", "message"), [
+    ("concurrency", "0", "invalid concurrency '0'"),
+    ("prompt_lens", "-64", "prompt length must be >= 1"),
+    ("batch_sizes", "2.5", "invalid batch size '2.5'"),
+])
+def test_bad_entries_are_named(axis: str, value: str, message: str) -> None:
+    (cell,) = narrowed(TIERS["cpu"], **{"batch_sizes": "1", "prompt_lens": "64", "concurrency": "4", axis: value}).cells()
+    with pytest.raises(ValueError, match=message):
+        cell.resolve()
+
+
+def test_resolved_cell_describes_itself() -> None:
+    cell = TIERS["cpu"].cells()[0].resolve()
+    d = cell.describe()
+    assert d["id"] == cell.id and d["batch_size"] == cell.batch_size and d["num_warmup"] == 1
+
+
+@pytest.mark.parametrize(("text", "kind", "rate"), [("closed", "closed", float("inf")), ("burst", "burst", float("inf")),
+                                                   ("rate:4", "rate", 4.0), ("rate:4:0.5", "rate", 4.0)])
+def test_arrival_specs(text: str, kind: str, rate: float) -> None:
+    a = parse_arrival(text)
+    assert (a.kind, a.rate) == (kind, rate)
+
+
+@pytest.mark.parametrize("text", ["poisson", "rate", "rate:x", "closed:3"])
+def test_bad_arrival_specs(text: str) -> None:
+    with pytest.raises(ValueError, match="arrival"):
+        parse_arrival(text)
+
+
+def test_bad_global_setting_is_rejected() -> None:
+    with pytest.raises(ValueError, match="num_prompts"):
+        narrowed(TIERS["cpu"], num_prompts="zero")
