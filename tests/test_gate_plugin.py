@@ -12,8 +12,6 @@ from batchperf import fingerprint, refresh
 from batchperf.baseline_store import BASELINE_FILE
 from gate_samples import GPU_FP, results_file, cell_info
 
-pytest_plugins = ["pytester"]
-
 CELL_TEST = """
 import os, time
 from batchperf.gate_plugin import gate_cell

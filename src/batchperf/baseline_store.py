@@ -25,9 +25,9 @@ from pathlib import Path
 from typing import Any
 
 from batchperf.fingerprint import Fingerprint
+from batchperf.measure import SCHEMA_VERSION as RESULTS_SCHEMA  # of each cell's extra_info
 
 SCHEMA = 1  # of the batchperf_baseline block
-RESULTS_SCHEMA = 1  # of each cell's extra_info (batchperf_schema)
 BASELINE_FILE = "baseline.json"
 HISTORY_FILE = "history.jsonl"
 LOCK_FILE = ".refresh.lock"
@@ -109,6 +109,8 @@ def _check_entries(path: Path, benchmarks: list[Any], what: str) -> dict[str, di
         if not name or not isinstance(info, dict):
             problems.append(f"benchmark #{i} has no fullname or extra_info")
             continue
+        if "batchperf_schema" not in info:
+            continue  # another plugin's benchmark in the same file
         missing = [f for f in REQUIRED_CELL_FIELDS if not isinstance(info.get(f), dict)]
         if missing:
             problems.append(f"{name}: extra_info lacks {', '.join(missing)}")
@@ -118,6 +120,8 @@ def _check_entries(path: Path, benchmarks: list[Any], what: str) -> dict[str, di
             problems.append(f"{name}: cell schema {schema!r}, this batchperf reads {RESULTS_SCHEMA}")
             continue
         entries[name] = bench
+    if not entries and not problems:
+        problems.append("no batchperf cell in it (no extra_info.batchperf_schema)")
     if problems:
         shown = "; ".join(problems[:5]) + (f"; and {len(problems) - 5} more" if len(problems) > 5 else "")
         raise BaselineError(path, f"{len(problems)} {what} entr{'y' if len(problems) == 1 else 'ies'} unusable: {shown}",

@@ -16,6 +16,9 @@ import pytest
 from batchperf.matrix import AXES, TIERS, CellParams, Tier, narrowed
 from batchperf.pool import BackendPool, ModelPool
 
+# The regression gate (baselines, --benchmark-compare, the per-cell verdict) lives in its own plugin module.
+pytest_plugins = ["batchperf.gate_plugin"]
+
 OPTION_AXES = {
     "models": "models (registry names, see `batchperf models`)",
     "backends": "backends (hf-static, continuous, vllm, …)",
