@@ -64,3 +64,15 @@ def test_an_injected_slowdown_is_recorded_and_warned_about(monkeypatch: pytest.M
     soft = fp.current().soft
     assert soft["injected"] == {"BATCHPERF_INJECT_SLOWDOWN": "0.3"}
     assert "this run was measured with an injected slowdown: BATCHPERF_INJECT_SLOWDOWN=0.3" in fp.soft_warnings({}, soft)
+
+
+def test_thread_count_must_match_but_does_not_name_the_folder(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("OMP_NUM_THREADS", "1")
+    one = fp.current()
+    monkeypatch.delenv("OMP_NUM_THREADS")
+    default = fp.current()
+    assert one.identity.cpu_threads == 1 and default.identity.cpu_threads == default.identity.cpu_cores
+    assert one.key == default.key
+    if default.identity.cpu_cores > 1:
+        assert fp.identity_diff(one.identity.to_dict(), default.identity.to_dict()) == [
+            f"cpu_threads: 1 → {default.identity.cpu_cores}"]

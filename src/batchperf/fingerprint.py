@@ -51,27 +51,37 @@ class HardwareIdentity:
     cpu_model: str
     cpu_cores: int  # cores this process may run on (affinity), not the host's total
     gpus: tuple[GPU, ...] = ()
+    # Intra-op threads torch will use (OMP_NUM_THREADS, else one per core): CPU parallelism. It must
+    # match to compare, but it is a setting, not hardware, so it does not name the baseline folder.
+    cpu_threads: int | None = None
 
     def __post_init__(self) -> None:
         if self.cpu_cores < 1:
             raise ValueError(f"cpu_cores must be >= 1, got {self.cpu_cores}")
+        if self.cpu_threads is not None and self.cpu_threads < 1:
+            raise ValueError(f"cpu_threads must be >= 1, got {self.cpu_threads}")
 
-    def to_dict(self) -> dict[str, Any]:
-        return {"arch": self.arch, "cpu_model": self.cpu_model, "cpu_cores": self.cpu_cores,
-                "gpus": [asdict(g) for g in self.gpus]}
+    def to_dict(self, with_threads: bool = True) -> dict[str, Any]:
+        data: dict[str, Any] = {"arch": self.arch, "cpu_model": self.cpu_model, "cpu_cores": self.cpu_cores,
+                                "gpus": [asdict(g) for g in self.gpus]}
+        if with_threads and self.cpu_threads is not None:
+            data["cpu_threads"] = self.cpu_threads
+        return data
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> HardwareIdentity:
         try:
             gpus = tuple(GPU(g["name"], int(g["memory_mib"])) for g in data.get("gpus", []))
-            return cls(str(data["arch"]), str(data["cpu_model"]), int(data["cpu_cores"]), gpus)
+            threads = data.get("cpu_threads")
+            return cls(str(data["arch"]), str(data["cpu_model"]), int(data["cpu_cores"]), gpus,
+                       None if threads is None else int(threads))
         except (KeyError, TypeError) as exc:
             raise ValueError(f"not a hardware identity (missing {exc})") from None
 
     @property
     def key(self) -> str:
         """``<readable>-<hash>``: the baseline folder name. The hash covers every identity field."""
-        digest = hashlib.sha256(json.dumps(self.to_dict(), sort_keys=True).encode()).hexdigest()[:10]
+        digest = hashlib.sha256(json.dumps(self.to_dict(with_threads=False), sort_keys=True).encode()).hexdigest()[:10]
         if self.gpus:
             names = sorted({g.name for g in self.gpus})
             readable = f"{len(self.gpus)}x-" + "+".join(names)
@@ -82,7 +92,8 @@ class HardwareIdentity:
     def describe(self) -> str:
         if self.gpus:
             return ", ".join(f"{g.name} ({g.memory_mib} MiB)" for g in self.gpus)
-        return f"{self.cpu_model}, {self.cpu_cores} cores ({self.arch})"
+        threads = f", {self.cpu_threads} threads" if self.cpu_threads else ""
+        return f"{self.cpu_model}, {self.cpu_cores} cores{threads} ({self.arch})"
 
 
 @dataclass(frozen=True, slots=True)
@@ -191,10 +202,17 @@ def package_versions() -> dict[str, str]:
     return versions
 
 
+def cpu_threads(cores: int) -> int:
+    """Threads torch's CPU kernels will use: OMP_NUM_THREADS when set (torch reads it at start), else one per core."""
+    raw = os.environ.get("OMP_NUM_THREADS", "").strip()
+    return int(raw) if raw.isdigit() and int(raw) > 0 else cores
+
+
 def current(cpu_only: bool = False) -> Fingerprint:
     """This machine's fingerprint. ``cpu_only`` leaves the GPUs out (the identity of CPU-tier-only runs)."""
     gpus, gpu_upgrade, gpu_soft = ((), {}, {}) if cpu_only else _gpu_facts()
-    identity = HardwareIdentity(platform.machine() or "unknown", cpu_model(), cpu_cores(), gpus)
+    cores = cpu_cores()
+    identity = HardwareIdentity(platform.machine() or "unknown", cpu_model(), cores, gpus, cpu_threads(cores))
     soft: dict[str, Any] = {"hostname": socket.gethostname(), **gpu_soft}
     injected = {k: v for k, v in os.environ.items() if k.startswith("BATCHPERF_INJECT_") and v.strip()}
     if injected:  # an artificial slowdown (batchperf.inject): whoever reads these results must know
