@@ -30,7 +30,7 @@ from pathlib import Path
 from batchperf.gate import RULES, Direction, lookup, relative_change
 from batchperf.inject import ENV_SLOWDOWN
 
-NARROW = ("-m cpu -p no:cacheprovider --batchperf-backends hf-static --batchperf-batch-sizes 4,8 "
+NARROW = ("-m cpu -p no:cacheprovider --batchperf-backends hf-static --batchperf-batch-sizes 4 "
           "--batchperf-prompt-lens 64 --batchperf-concurrency 8 perf_tests")
 
 
