@@ -23,7 +23,7 @@ def test_cell(benchmark, request):
     info = scaled(cell_info(), float(os.environ.get("SLOW", "1")))
     benchmark.extra_info.update(info)
     again = float(os.environ.get("AGAIN", os.environ.get("SLOW", "1")))
-    gate_cell(request, info, remeasure=lambda: scaled(cell_info(), again))
+    gate_cell(request, benchmark.extra_info, remeasure=lambda: scaled(cell_info(), again))
 """
 PLUGINS = ("-p", "no:batchperf", "-p", "batchperf.gate_plugin", "-p", "no:cacheprovider")
 
@@ -61,8 +61,10 @@ def test_pinned_baseline_passes_then_a_confirmed_slowdown_fails_with_the_table(
     ok = run(suite, monkeypatch, "--benchmark-compare")
     assert ok.ret == 0
     ok.stdout.fnmatch_lines(["*batchperf gate*", f"compared with {path}: 1 pass"])
-    bad = run(suite, monkeypatch, "--benchmark-compare", SLOW="1.5")
+    bad = run(suite, monkeypatch, "--benchmark-compare", "--benchmark-json=bad.json", SLOW="1.5")
     assert bad.ret == 1
+    gate = json.loads((suite.path / "bad.json").read_text())["benchmarks"][0]["extra_info"]["gate"]
+    assert gate["verdict"] == "regression" and gate["remeasured"] and "output_throughput" in gate["regressed"]
     bad.stdout.fnmatch_lines([
         "*batchperf gate: cpu-tiny-qwen2-hf-static-bs4-p64-c8: REGRESSION (confirmed by a re-measurement)",
         "*metric*baseline*measured*change*tolerance*verdict",

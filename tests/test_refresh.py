@@ -18,10 +18,11 @@ from gate_samples import CPU_FP, GPU_FP, cell_info, results_file, scaled
 A, B = "cpu-tiny-qwen2-hf-static-bs4-p64-c8", "cpu-tiny-qwen2-hf-static-bs8-p64-c8"
 
 
-def run(tmp_path: Path, results: Path, *flags: str) -> int:
+def run(tmp_path: Path, results: Path | list[Path], *flags: str) -> int:
     parser = argparse.ArgumentParser()
     refresh.add_cli_args(parser)
-    args = parser.parse_args([str(results), "--baselines", str(tmp_path / "baselines"), *flags])
+    files = [str(p) for p in (results if isinstance(results, list) else [results])]
+    args = parser.parse_args([*files, "--baselines", str(tmp_path / "baselines"), *flags])
     return refresh.main(args)
 
 
@@ -42,7 +43,8 @@ def test_first_refresh_writes_a_baseline_pytest_benchmark_can_read(tmp_path: Pat
     assert data["batchperf_baseline"]["schema"] == 1
     assert data["batchperf_baseline"]["fingerprint"]["key"] == CPU_FP.key
     prov = data["batchperf_baseline"]["provenance"]
-    assert prov["results_sha256"] == hashlib.sha256((tmp_path / "r0.json").read_bytes()).hexdigest()
+    assert prov["results"] == [{"file": str(tmp_path / "r0.json"),
+                                "sha256": hashlib.sha256((tmp_path / "r0.json").read_bytes()).hexdigest()}]
     assert prov["reason"] == "initial baseline" and prov["cells"] == [A, B] and prov["user"]
     assert prov["versions"] == CPU_FP.upgrade and prov["results_commit"]["id"] == "c0ffee"
     assert all("traces" not in b["extra_info"] and len(b["extra_info"]["rounds"]) == 3 for b in data["benchmarks"])
@@ -208,3 +210,33 @@ def test_history_with_a_torn_last_line_still_reads_and_appends(tmp_path: Path, p
     assert len(read_history(pinned.parent)) == 1
     assert run(tmp_path, results_file(tmp_path / "r.json", [cell_info(A), cell_info(B)]), "--reason", "x") == 0
     assert len(read_history(pinned.parent)) == 2
+
+
+def test_several_runs_are_pooled_so_the_baseline_carries_their_spread(tmp_path: Path, folder: Path) -> None:
+    fast, slow = scaled(cell_info(A, spread=0.0), 0.8), scaled(cell_info(A, spread=0.0), 1.25)
+    files = [results_file(tmp_path / f"r{i}.json", [info]) for i, info in enumerate((cell_info(A, spread=0.0), fast, slow))]
+    assert run(tmp_path, files) == 0
+    stored = load_baseline(folder / BASELINE_FILE)
+    info = next(iter(stored.entries.values()))["extra_info"]
+    assert info["pooled_runs"] == 3 and len(info["rounds"]) == 9
+    assert info["metrics"]["output_throughput"] == pytest.approx(100.0)  # the median of 80, 100, 125 (×3 each)
+    assert [r["sha256"] for r in stored.provenance["results"]] == [
+        hashlib.sha256(f.read_bytes()).hexdigest() for f in files]
+    from batchperf.gate import relative_spread
+
+    assert relative_spread(info, "metrics.output_throughput") > 0.15  # the run-to-run spread, now in the baseline
+
+
+def test_runs_of_other_versions_or_cells_are_not_pooled(tmp_path: Path) -> None:
+    from batchperf.fingerprint import Fingerprint
+
+    newer = Fingerprint(CPU_FP.identity, {**CPU_FP.upgrade, "torch": "9.0"}, CPU_FP.soft)
+    a = results_file(tmp_path / "a.json", [cell_info(A)])
+    b = results_file(tmp_path / "b.json", [cell_info(A)], fp=newer)
+    with pytest.raises(SystemExit, match=r"b.json: cannot be pooled with .*a.json: torch: 2.13.0 → 9.0"):
+        run(tmp_path, [a, b])
+    other = cell_info(A)
+    other["cell"]["seed"] = 7
+    c = results_file(tmp_path / "c.json", [other])
+    with pytest.raises(SystemExit, match=r"c.json: .*differs from the other runs: seed: 0 → 7"):
+        run(tmp_path, [a, c])

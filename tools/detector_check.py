@@ -1,7 +1,8 @@
 #!/usr/bin/env python
 """Does the gate catch real slowdowns and stay quiet on noise? A/A reruns and injected slowdowns on the CPU tier.
 
-One reference run of a narrowed CPU cell set, then ``--aa`` reruns of the same
+``--ref-runs`` reference runs of a narrowed CPU cell set, pooled as ``batchperf
+refresh`` pools them (so the reference carries their run-to-run spread), then ``--aa`` reruns of the same
 code (A/A) and ``--trials`` reruns per slowdown size with
 ``BATCHPERF_INJECT_SLOWDOWN`` set (each forward pass sleeps that fraction of its
 own time; see ``batchperf.inject``). Every rerun is a real ``pytest
@@ -27,7 +28,8 @@ import tempfile
 import time
 from pathlib import Path
 
-from batchperf.gate import RULES, Direction, lookup, relative_change
+from batchperf.baseline_store import load_results, pool_runs
+from batchperf.gate import RULES, Direction, lookup, relative_change, relative_spread
 from batchperf.inject import ENV_SLOWDOWN
 
 NARROW = ("-m cpu -p no:cacheprovider --batchperf-backends hf-static --batchperf-batch-sizes 4 "
@@ -59,6 +61,7 @@ def adverse(rule_metric: str, direction: Direction, base: dict, cur: dict) -> fl
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--ref-runs", type=int, default=3, help="reference runs, pooled (default 3)")
     parser.add_argument("--aa", type=int, default=10, help="A/A reruns (default 10)")
     parser.add_argument("--trials", type=int, default=10, help="reruns per slowdown size (default 10)")
     parser.add_argument("--slowdowns", default="0.1,0.3", help="comma-separated forward-pass slowdowns (default 0.1,0.3)")
@@ -71,9 +74,17 @@ def main() -> int:
     work.mkdir(parents=True, exist_ok=True)
     started = time.monotonic()
 
+    ref_runs = []
+    for i in range(args.ref_runs):
+        pytest_run(selection, work / f"ref-{i}.json", 0.0)
+        ref_runs.append(load_results(work / f"ref-{i}.json"))
+    pooled = pool_runs(ref_runs)
     ref_path = work / "ref.json"
-    ref = cells(pytest_run(selection, ref_path, 0.0))
-    print(f"reference: {len(ref)} cell(s) -> {ref_path}", flush=True)
+    ref_path.write_text(json.dumps(pooled.data))
+    ref = cells(pooled.data)
+    for name, info in ref.items():
+        spread = ", ".join(f"{m} ±{relative_spread(info, 'metrics.' + m):.1%}" for m in ("output_throughput", "p99_e2el_ms"))
+        print(f"reference {name}: {len(info['rounds'])} rounds from {args.ref_runs} runs; spread {spread}", flush=True)
     compare = [*selection, f"--benchmark-compare={ref_path}"]
     plan = [(0.0, i) for i in range(args.aa)] + [(s, i) for s in sizes for i in range(args.trials)]
     rows: dict[float, list[tuple[bool, bool, list[float], list[float]]]] = {}
@@ -113,7 +124,7 @@ def main() -> int:
         if rule.name in worst_aa:
             floor = "exact" if rule.direction is Direction.EXACT else f"floor {rule.floor('cpu'):.0%}"
             print(f"  {rule.name:<28} {worst_aa[rule.name]:+.1%}   ({floor})")
-    print(f"\n{len(plan) + 1} pytest runs in {time.monotonic() - started:.0f}s; results in {work}")
+    print(f"\n{len(plan) + args.ref_runs} pytest runs in {time.monotonic() - started:.0f}s; results in {work}")
     return 0
 
 

@@ -24,8 +24,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from batchperf.fingerprint import Fingerprint
+from batchperf.fingerprint import Fingerprint, cell_identity, identity_diff, version_diff
 from batchperf.measure import SCHEMA_VERSION as RESULTS_SCHEMA  # of each cell's extra_info
+from batchperf.measure import summarise
 
 SCHEMA = 1  # of the batchperf_baseline block
 BASELINE_FILE = "baseline.json"
@@ -55,6 +56,7 @@ class RunFile:
     entries: dict[str, dict[str, Any]]  # pytest fullname -> benchmark entry
     sha256: str
     provenance: dict[str, Any] = field(default_factory=dict)
+    sources: tuple[tuple[str, str], ...] = ()  # (file, sha256) of every results file pooled into this one
 
     def extra_info(self, fullname: str) -> dict[str, Any] | None:
         entry = self.entries.get(fullname)
@@ -142,7 +144,54 @@ def load_results(path: Path) -> RunFile:
         except ValueError as exc:
             raise BaselineError(path, f"machine_info.batchperf is not a fingerprint ({exc})",
                                 "Re-run the cells with this batchperf") from None
-    return RunFile(path, data, fingerprint, entries, digest)
+    return RunFile(path, data, fingerprint, entries, digest, sources=((str(path), digest),))
+
+
+def pool_runs(runs: list[RunFile]) -> RunFile:
+    """Several runs of the same cells as one: every cell's rounds concatenated, its metrics the median over all.
+
+    A baseline pooled from separate runs carries their run-to-run spread in ``rounds``,
+    which the gate's k × spread tolerance then honours (A/A noise measured, not guessed).
+    """
+    if len(runs) == 1:
+        return runs[0]
+    first = runs[0]
+    for run in runs[1:]:
+        if first.fingerprint is None or run.fingerprint is None:
+            continue
+        diffs = identity_diff(first.fingerprint.identity.to_dict(), run.fingerprint.identity.to_dict())
+        versions = version_diff(first.fingerprint.upgrade, run.fingerprint.upgrade)
+        diffs += [f"{k}: {a} → {b}" for k, (a, b) in versions.items()]
+        commits = [(r.data.get("commit_info") or {}).get("id") for r in (first, run)]
+        if commits[0] != commits[1]:
+            diffs.append(f"commit: {commits[0]} → {commits[1]}")
+        if diffs:
+            raise BaselineError(run.path, f"cannot be pooled with {first.path}: {'; '.join(diffs)}",
+                                "Pool only runs of the same commit, versions and hardware")
+    entries: dict[str, dict[str, Any]] = {}
+    for run in runs:
+        for name, bench in run.entries.items():
+            if name not in entries:
+                entries[name] = json.loads(json.dumps(bench))  # a deep copy we may change
+                entries[name]["extra_info"]["pooled_runs"] = 1
+                continue
+            pooled, info = entries[name]["extra_info"], bench["extra_info"]
+            if diff := identity_diff(cell_identity(pooled), cell_identity(info)):
+                raise BaselineError(run.path, f"{name} differs from the other runs: {'; '.join(diff)}",
+                                    "Pool only runs of the same cells")
+            pooled["rounds"] = [*pooled.get("rounds", []), *info.get("rounds", [])]
+            pooled["token_count_errors"] = [*pooled.get("token_count_errors", []), *info.get("token_count_errors", [])]
+            pooled["pooled_runs"] += 1
+    for bench in entries.values():
+        info = bench["extra_info"]
+        if info["pooled_runs"] > 1 and info.get("rounds"):
+            info["metrics"] = summarise(info["rounds"])
+    dirty = any((r.data.get("commit_info") or {}).get("dirty") for r in runs)
+    data = {**first.data, "commit_info": {**(first.data.get("commit_info") or {}), "dirty": dirty},
+            "benchmarks": list(entries.values())}
+    sources = tuple(src for r in runs for src in r.sources)
+    digest = hashlib.sha256("".join(sha for _, sha in sources).encode()).hexdigest()
+    return RunFile(first.path, data, first.fingerprint, entries, digest, sources=sources)
 
 
 def load_baseline(path: Path, expected: Fingerprint | None = None) -> RunFile:

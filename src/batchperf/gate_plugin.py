@@ -22,7 +22,7 @@ import pytest
 from batchperf import fingerprint as fp
 from batchperf.baseline_store import DEFAULT_ROOT, BaselineError, RunFile, load_baseline, load_results, pinned_path
 from batchperf.compare_cli import add_gate_args, gate_config
-from batchperf.gate import CellVerdict, GateConfig, Verdict, compare_cell, confirm, render_table
+from batchperf.gate import CellVerdict, GateConfig, Verdict, compare_cell, confirm, fmt_change, render_table
 
 
 @dataclass(slots=True)
@@ -144,10 +144,11 @@ def summary_lines(gate: GateSession) -> list[str]:
              + (", ".join(f"{n} {k.value}" for k, n in counts.items()) or "no cell checked")]
     for v in gate.verdicts:
         if v.failed:
-            worst = ", ".join(f"{m.name} {m.change * 100:+.1f}%" for m in v.metrics if m.verdict.failed)
+            worst = ", ".join(f"{m.name} {fmt_change(m.change) if m.measured is not None else 'missing'}"
+                              for m in v.metrics if m.verdict.failed)
             lines.append(f"REGRESSION {v.name}: {worst}")
         elif v.verdict is Verdict.IMPROVEMENT:
-            better = ", ".join(f"{m.name} {m.change * 100:+.1f}%" for m in v.metrics if m.verdict is Verdict.IMPROVEMENT)
+            better = ", ".join(f"{m.name} {fmt_change(m.change)}" for m in v.metrics if m.verdict is Verdict.IMPROVEMENT)
             lines.append(f"improvement {v.name}: {better} — refresh suggested (batchperf refresh)")
         elif v.verdict is Verdict.NO_BASELINE:
             lines.append(f"no baseline {v.name}: " + "; ".join(v.identity_diff[:4])

@@ -27,7 +27,7 @@ from typing import Any
 
 from batchperf.baseline_store import (
     BASELINE_FILE, DEFAULT_ROOT, BaselineError, RunFile, baseline_entry, folder_for, load_baseline, load_results,
-    locked, repair_history, stale_temporaries, write_baseline,
+    locked, pool_runs, repair_history, stale_temporaries, write_baseline,
 )
 from batchperf.compare_cli import add_gate_args, gate_config, make_console, render_rich
 from batchperf.gate import CellVerdict, GateConfig, Verdict, compare_cell
@@ -38,9 +38,12 @@ class RefreshRefused(Exception):
 
 
 def add_cli_args(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("results", nargs="?", type=Path, help="results JSON written by pytest --benchmark-json")
+    parser.add_argument("results", nargs="*", type=Path,
+                        help="results JSON written by pytest --benchmark-json; several runs of the same cells are "
+                             "pooled (their rounds together), so the baseline carries their run-to-run spread")
     parser.add_argument("--run", nargs=argparse.REMAINDER, metavar="PYTEST_ARGS",
                         help="run pytest with these arguments first and refresh from its results (put it last)")
+    parser.add_argument("--repeat", type=int, default=1, metavar="N", help="with --run: run N times and pool them")
     parser.add_argument("--reason", default=None, help="why the baseline changes (recorded in the history)")
     parser.add_argument("--baselines", type=Path, default=DEFAULT_ROOT, help="baselines root (default: baselines)")
     parser.add_argument("--cells", action="append", default=[], metavar="GLOB",
@@ -152,8 +155,7 @@ def provenance(plan: Plan, args: argparse.Namespace, stored: list[str]) -> dict[
         "user": getpass.getuser(),
         "host": socket.gethostname(),
         "reason": args.reason or "initial baseline",
-        "results_file": str(plan.results.path),
-        "results_sha256": plan.results.sha256,
+        "results": [{"file": f, "sha256": sha} for f, sha in plan.results.sources],
         "results_commit": {k: commit.get(k) for k in ("id", "branch", "dirty", "time")},
         "tool_commit": _git("rev-parse", "HEAD"),
         "versions": dict(fp.upgrade) if fp else {},
@@ -171,12 +173,15 @@ def run_pytest(pytest_args: list[str], out: Path) -> int:
     return subprocess.run(cmd, check=False).returncode
 
 
-def refresh(args: argparse.Namespace, results_path: Path, console: Any) -> int:
+def refresh(args: argparse.Namespace, results_paths: list[Path], console: Any) -> int:
     config = gate_config(args.batchperf_k, args.batchperf_tolerance)
-    results = load_results(results_path)
-    if results.fingerprint is None:
-        raise BaselineError(results_path, "has no batchperf fingerprint (machine_info.batchperf)",
-                            "Run the cells with the batchperf pytest plugin active so the file records its hardware")
+    runs = [load_results(p) for p in results_paths]
+    for run in runs:
+        if run.fingerprint is None:
+            raise BaselineError(run.path, "has no batchperf fingerprint (machine_info.batchperf)",
+                                "Run the cells with the batchperf pytest plugin active so the file records its hardware")
+    results = pool_runs(runs)
+    results_label = ", ".join(str(p) for p in results_paths)
     folder = folder_for(args.baselines, results.fingerprint)
     with locked(folder):
         for tmp in stale_temporaries(folder):
@@ -187,7 +192,7 @@ def refresh(args: argparse.Namespace, results_path: Path, console: Any) -> int:
         path = folder / BASELINE_FILE
         old = load_baseline(path, results.fingerprint) if path.exists() else None
         plan = plan_refresh(results, old, config, args.cells)
-        render_rich(plan.verdicts, console, title=f"{path} ← {results_path}")
+        render_rich(plan.verdicts, console, title=f"{path} ← {results_label}")
         if injected := results.fingerprint.soft.get("injected"):
             console.print("[bold yellow]warning:[/bold yellow] these results were measured with an injected slowdown ("
                           + ", ".join(f"{k}={v}" for k, v in sorted(injected.items())) + "); the history records it")
@@ -214,19 +219,25 @@ def main(args: argparse.Namespace) -> int:
     console = make_console()
     if args.accept_regression and not args.reason:
         raise SystemExit("batchperf refresh: --accept-regression needs --reason \"why the regression is intended\"")
-    if (args.results is None) == (args.run is None):
-        raise SystemExit("batchperf refresh: give a results JSON or --run PYTEST_ARGS (one of the two)")
+    if bool(args.results) == (args.run is not None):
+        raise SystemExit("batchperf refresh: give results JSON file(s) or --run PYTEST_ARGS (one of the two)")
+    if args.repeat < 1:
+        raise SystemExit(f"batchperf refresh: --repeat must be >= 1, got {args.repeat}")
     try:
         if args.run is None:
             return refresh(args, args.results, console)
         with tempfile.TemporaryDirectory(prefix="batchperf-refresh-") as tmp:
-            out = Path(tmp) / "results.json"
-            rc = run_pytest(args.run, out)
-            if not out.exists():
-                raise SystemExit(f"batchperf refresh: pytest exited {rc} without writing results; nothing was written")
-            if rc not in (0, 1) and not args.partial:  # 2: interrupted, 3+: internal/usage errors
-                raise SystemExit(f"batchperf refresh: pytest exited {rc} (interrupted or broken): the run is "
-                                 "incomplete; nothing was written (--partial stores what it has)")
-            return refresh(args, out, console)
+            outs = []
+            for i in range(args.repeat):
+                out = Path(tmp) / f"results-{i}.json"
+                rc = run_pytest(args.run, out)
+                if not out.exists():
+                    raise SystemExit(f"batchperf refresh: pytest exited {rc} without writing results; "
+                                     "nothing was written")
+                if rc not in (0, 1) and not args.partial:  # 2: interrupted, 3+: internal/usage errors
+                    raise SystemExit(f"batchperf refresh: pytest exited {rc} (interrupted or broken): the run is "
+                                     "incomplete; nothing was written (--partial stores what it has)")
+                outs.append(out)
+            return refresh(args, outs, console)
     except (BaselineError, RefreshRefused, ValueError) as exc:
         raise SystemExit(f"batchperf refresh: {exc}") from None
