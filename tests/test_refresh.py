@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import hashlib
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -40,6 +41,9 @@ def pinned(tmp_path: Path, folder: Path) -> Path:
 
 def test_first_refresh_writes_a_baseline_pytest_benchmark_can_read(tmp_path: Path, pinned: Path) -> None:
     data = json.loads(pinned.read_text())
+    umask = os.umask(0)
+    os.umask(umask)
+    assert pinned.stat().st_mode & 0o777 == 0o666 & ~umask  # readable by others: it gets committed
     assert data["batchperf_baseline"]["schema"] == 1
     assert data["batchperf_baseline"]["fingerprint"]["key"] == CPU_FP.key
     prov = data["batchperf_baseline"]["provenance"]
