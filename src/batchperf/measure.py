@@ -13,6 +13,7 @@ from batchperf.matrix import Cell
 from batchperf.metrics import compute_metrics, token_count_errors
 from batchperf.models import LoadedModel
 from batchperf.runner import run_cell
+from batchperf.telemetry import Sampler
 from batchperf.trace import RunTrace
 from batchperf.workload import Workload
 
@@ -35,7 +36,7 @@ def run_rounds(benchmark: Any, backend: Backend, cell: Cell, workload: Workload)
     traces: list[RunTrace] = []
 
     def one_round() -> None:
-        traces.append(run_cell(backend, workload, cell.batch_size, cell.concurrency))
+        traces.append(run_cell(backend, workload, cell.batch_size, cell.concurrency, Sampler(cell.params.device)))
 
     rounds, warmup = cell.params.rounds, cell.params.warmup_rounds
     benchmark.pedantic(one_round, rounds=rounds, warmup_rounds=warmup, iterations=1)
@@ -78,6 +79,7 @@ def cell_record(cell: Cell, model: LoadedModel, traces: list[RunTrace]) -> dict[
         "rounds": rounds,
         "kv": kv_figures(traces, model),
         "memory": traces[-1].memory,
+        "telemetry": traces[-1].telemetry,  # of the last measured round; every round's is in its trace
         "token_count_errors": token_count_errors(traces[-1]),
         "traces": [t.to_dict() for t in traces],
     }

@@ -165,7 +165,9 @@ def load_model(spec: ModelSpec, device: str = "cpu") -> LoadedModel:
     """``from_pretrained`` the model and its tokenizer onto ``device`` in ``spec.dtype``."""
     import torch
     from transformers import AutoConfig, AutoModelForCausalLM, AutoTokenizer
+    from transformers.utils import logging as hf_logging
 
+    hf_logging.disable_progress_bar()  # the suite shows its own progress; these bars only clutter the log
     source = resolve_source(spec)
     dtype = getattr(torch, spec.dtype)
     try:
@@ -179,5 +181,4 @@ def load_model(spec: ModelSpec, device: str = "cpu") -> LoadedModel:
             f"this machine has no hub access, so a hub id must already be in the local cache."
         ) from exc
     inject.install(model, device=torch.device(device))  # BATCHPERF_INJECT_*: the documented slowdown hook
-    path = Path(source) if Path(str(source)).exists() else Path(str(source))
-    return LoadedModel(spec, path, model, tokenizer, config, torch.device(device), dtype)
+    return LoadedModel(spec, Path(str(source)), model, tokenizer, config, torch.device(device), dtype)

@@ -15,6 +15,7 @@ import pytest
 
 from batchperf.matrix import AXES, TIERS, CellParams, Tier, narrowed
 from batchperf.pool import BackendPool, ModelPool
+from batchperf.progress import add_progress_option, register_progress
 
 # The regression gate (baselines, --benchmark-compare, the per-cell verdict) lives in its own plugin module.
 pytest_plugins = ["batchperf.gate_plugin"]
@@ -50,6 +51,7 @@ def pytest_addoption(parser: pytest.Parser) -> None:
                     metavar="NAME=PATH", help="load model NAME from PATH (a local folder or hub id); repeatable")
     group.addoption("--batchperf-server-url", dest="batchperf_server_url", default=None, metavar="URL",
                     help="use this running OpenAI-compatible server for the vllm-server backend")
+    add_progress_option(group.addoption)
 
 
 @dataclass
@@ -82,6 +84,7 @@ def pytest_configure(config: pytest.Config) -> None:
     except ValueError as exc:
         raise pytest.UsageError(f"batchperf: {exc}") from None
     config.stash[STATE] = SessionState(tiers, ModelPool(_model_overrides(config.getoption("batchperf_model_path"))))
+    register_progress(config)
 
 
 def state(config: pytest.Config) -> SessionState:

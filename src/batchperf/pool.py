@@ -6,8 +6,6 @@ the same clear error without trying again, while other models' cells run.
 
 from __future__ import annotations
 
-from typing import Any
-
 from batchperf.backends import Backend, create_backend
 from batchperf.models import LoadedModel, ModelSpec, get_model_spec, load_model
 
@@ -63,6 +61,3 @@ class BackendPool:
         self._backends.clear()
         return errors
 
-
-def describe(obj: Any) -> str:
-    return f"{type(obj).__name__}: {obj}"

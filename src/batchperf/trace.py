@@ -56,6 +56,7 @@ class RunTrace:
     warmup_excluded: int = 0  # warm-up requests run before ``start``, not in ``requests``
     memory: dict[str, float] = field(default_factory=dict)  # e.g. peak_rss_bytes
     kv: dict[str, Any] = field(default_factory=dict)  # backend KV figures (pool, block size…)
+    telemetry: dict[str, Any] = field(default_factory=dict)  # batchperf.telemetry.Sampler.summary() of the run
 
     @property
     def duration(self) -> float:

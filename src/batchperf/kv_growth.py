@@ -1,0 +1,96 @@
+"""The suite's "KV-cache growth" check: measured KV bytes per request against tokens held.
+
+Across the cells of one model × backend (different prompt lengths, so
+different numbers of tokens held), a least-squares line through
+(tokens held per request, measured KV bytes per request) must have the slope
+:mod:`batchperf.kv` predicts: ``2 × layers × kv_heads × head_dim × dtype_bytes``
+per token. A backend that leaks, duplicates or over-allocates its cache per
+token shows up as a steeper slope; fixed per-request overhead lands in the
+intercept and does not fail the check.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+# Paged caches hold whole blocks, so bytes/token measured per request is rounded up to a block;
+# over prompt lengths a few blocks apart that bends the slope by a little, never by 2%.
+DEFAULT_REL_TOL = 0.02
+
+
+@dataclass(frozen=True, slots=True)
+class KVGrowth:
+    """The fitted growth of one model × backend, and the analytic bytes per token it must match."""
+
+    model: str
+    backend: str
+    tokens: tuple[float, ...]  # tokens held per request, one per cell
+    kv_bytes: tuple[float, ...]  # measured KV bytes per request, one per cell
+    slope: float  # bytes per token, fitted
+    intercept: float  # bytes
+    analytic: float  # bytes per token, from batchperf.kv
+    run: str = ""  # the results file, when several are compared
+
+    @property
+    def relative_error(self) -> float:
+        return (self.slope - self.analytic) / self.analytic
+
+    def agrees(self, rel_tol: float = DEFAULT_REL_TOL) -> bool:
+        return abs(self.relative_error) <= rel_tol
+
+    def describe(self) -> str:
+        lo, hi = min(self.tokens), max(self.tokens)
+        where = f" ({self.run})" if self.run else ""
+        return (f"KV-cache growth of {self.model} on {self.backend}{where}: slope {self.slope:,.1f} B/token "
+                f"over {len(set(self.tokens))} token counts ({lo:g}..{hi:g} tokens held) vs analytic "
+                f"{self.analytic:,.0f} B/token ({100 * self.relative_error:+.2f}%)")
+
+
+def fit_slope(tokens: Sequence[float], kv_bytes: Sequence[float]) -> tuple[float, float]:
+    """(slope, intercept) of the least-squares line; needs two distinct token counts."""
+    if len(tokens) != len(kv_bytes):
+        raise ValueError(f"tokens and kv_bytes differ in length: {len(tokens)} vs {len(kv_bytes)}")
+    if len(set(tokens)) < 2:
+        raise ValueError("KV-cache growth needs cells at two or more distinct token counts (prompt lengths) "
+                         f"to fit a slope; got {sorted(set(tokens))}")
+    slope, intercept = np.polyfit(np.asarray(tokens, float), np.asarray(kv_bytes, float), 1)
+    return float(slope), float(intercept)
+
+
+def kv_growth(records: Iterable[Mapping[str, Any]], run: str = "") -> tuple[list[KVGrowth], list[str]]:
+    """Fit each model × backend over cell records (``extra_info`` dicts).
+
+    Returns the fits and, for the groups that cannot be fitted (one prompt
+    length only, or no measured KV), one line each saying why.
+    """
+    groups: dict[tuple[str, str], list[Mapping[str, Any]]] = {}
+    for rec in records:
+        groups.setdefault((rec["cell"]["model"], rec["cell"]["backend"]), []).append(rec)
+    fits: list[KVGrowth] = []
+    skipped: list[str] = []
+    for (model, backend), recs in sorted(groups.items()):
+        points = [(r["kv"]["kv_tokens_per_request_mean"], r["kv"]["kv_bytes_per_request_mean"])
+                  for r in recs if r.get("kv", {}).get("kv_bytes_per_request_mean") is not None]
+        analytic = {r["kv"]["bytes_per_token_analytic"] for r in recs if "bytes_per_token_analytic" in r.get("kv", {})}
+        if len(analytic) > 1:
+            raise ValueError(f"{model} on {backend}: cells disagree on analytic KV bytes/token {sorted(analytic)}; "
+                             "were they run with different dtypes or configs?")
+        if not points or not analytic:
+            skipped.append(f"KV-cache growth of {model} on {backend}: no measured KV bytes in its cells")
+            continue
+        tokens, kv_bytes = zip(*points)
+        if len(set(tokens)) < 2:
+            skipped.append(f"KV-cache growth of {model} on {backend}: one token count only ({tokens[0]:g}); "
+                           "run two or more prompt lengths to fit a slope")
+            continue
+        slope, intercept = fit_slope(tokens, kv_bytes)
+        value = analytic.pop()
+        if not (math.isfinite(value) and value > 0):
+            raise ValueError(f"{model} on {backend}: analytic KV bytes/token must be > 0, got {value}")
+        fits.append(KVGrowth(model, backend, tuple(tokens), tuple(kv_bytes), slope, intercept, float(value), run))
+    return fits, skipped

@@ -1,0 +1,180 @@
+"""``batchperf recommend``: the batch size with the most throughput whose tail latency meets the SLOs.
+
+Per model × prompt length × backend × concurrency, every measured batch size
+is a candidate. A candidate is rejected when a request failed or generated the
+wrong number of tokens, or when one of its P99s (median over rounds) exceeds
+its SLO. Of those left, the one with the highest output throughput wins (or
+the highest goodput with ``--by goodput``: requests per second that met every
+SLO individually, recomputed from the raw traces); a tie goes to the smaller
+batch size, which has the lower latency. The exit status is 1 when some group
+has no batch size meeting the SLOs, so a CI step can gate on it.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Literal
+
+if TYPE_CHECKING:
+    from batchperf.runs import CellRecord
+
+Ranking = Literal["throughput", "goodput"]
+
+
+@dataclass(frozen=True, slots=True)
+class SLOTargets:
+    """P99 limits in milliseconds; ``None`` leaves that percentile free."""
+
+    p99_e2el_ms: float | None = None
+    p99_ttft_ms: float | None = None
+    p99_tpot_ms: float | None = None
+
+    def __post_init__(self) -> None:
+        values = asdict(self)
+        if all(v is None for v in values.values()):
+            raise ValueError("give at least one SLO: --p99-e2el-ms, --p99-ttft-ms or --p99-tpot-ms")
+        for name, value in values.items():
+            if value is not None and not value > 0:
+                raise ValueError(f"{name} must be > 0 ms, got {value}")
+
+    def violations(self, metrics: dict[str, float]) -> list[str]:
+        out = []
+        for name, label in (("p99_e2el_ms", "P99 E2EL"), ("p99_ttft_ms", "P99 TTFT"), ("p99_tpot_ms", "P99 TPOT")):
+            limit = getattr(self, name)
+            if limit is not None and metrics[name] > limit:
+                out.append(f"{label} {metrics[name]:,.1f} ms > {limit:,.1f} ms")
+        return out
+
+    def describe(self) -> str:
+        return ", ".join(f"{k.removesuffix('_ms').replace('_', ' ').upper()} <= {v:g} ms"
+                         for k, v in asdict(self).items() if v is not None)
+
+
+@dataclass(frozen=True, slots=True)
+class Candidate:
+    batch_size: int
+    score: float  # output tokens/s, or goodput in requests/s
+    p99_e2el_ms: float
+    p99_ttft_ms: float
+    p99_tpot_ms: float
+    verdict: str  # "recommended", or why not
+
+
+@dataclass(frozen=True, slots=True)
+class Recommendation:
+    model: str
+    prompt_len: str
+    backend: str
+    concurrency: int
+    by: Ranking
+    batch_size: int | None  # None: no batch size meets the SLOs
+    candidates: tuple[Candidate, ...]
+
+
+def goodput(cell: CellRecord, slo: SLOTargets) -> float:
+    """Median over rounds of requests/s meeting every SLO, from the raw traces."""
+    from batchperf.metrics import SLO, compute_metrics
+    from batchperf.trace import RunTrace
+
+    if not cell.traces:
+        raise ValueError(f"cell {cell.id} kept no raw traces, so its goodput cannot be computed; "
+                         "rank by throughput (--by throughput) or rerun keeping traces")
+    per_request = SLO(ttft_ms=slo.p99_ttft_ms, tpot_ms=slo.p99_tpot_ms, e2el_ms=slo.p99_e2el_ms)
+    return statistics.median(compute_metrics(RunTrace.from_dict(t), per_request)["request_goodput"]
+                             for t in cell.traces)
+
+
+def _problems(cell: CellRecord) -> list[str]:
+    out = []
+    if failed := int(cell.metrics.get("failed", 0)):
+        out.append(f"{failed} failed request(s)")
+    if errors := len(cell.token_count_errors):
+        out.append(f"{errors} request(s) with the wrong number of tokens")
+    return out
+
+
+def recommend(cells: list[CellRecord], slo: SLOTargets, by: Ranking = "throughput") -> list[Recommendation]:
+    if by not in ("throughput", "goodput"):
+        raise ValueError(f"rank by throughput or goodput, not {by!r}")
+    groups: dict[tuple[str, str, str, int], list[CellRecord]] = {}
+    for c in cells:
+        groups.setdefault((c.model, c.prompt_label, c.backend, c.concurrency), []).append(c)
+    out = []
+    # models, then prompt lengths shortest first, then backends and concurrencies
+    order = sorted(groups.items(), key=lambda kv: (kv[0][0], kv[1][0].prompt_tokens, kv[0][2], kv[0][3]))
+    for (model, prompt, backend, conc), mine in order:
+        mine.sort(key=lambda c: c.batch_size)
+        sizes = [c.batch_size for c in mine]
+        if len(set(sizes)) < len(sizes):
+            raise ValueError(f"{model} · prompt {prompt} · {backend} · c{conc}: batch sizes {sizes} repeat; "
+                             "pass one results file per run")
+        scores = {c.batch_size: goodput(c, slo) if by == "goodput" else c.metrics["output_throughput"] for c in mine}
+        reasons = {c.batch_size: _problems(c) + slo.violations(c.metrics) for c in mine}
+        feasible = [c.batch_size for c in mine if not reasons[c.batch_size]]
+        best = max(feasible, key=lambda b: (scores[b], -b)) if feasible else None
+        unit = "tok/s" if by == "throughput" else "req/s goodput"
+        candidates = []
+        for c in mine:
+            b = c.batch_size
+            if b == best:
+                verdict = "recommended"
+            elif reasons[b]:
+                verdict = "rejected: " + "; ".join(reasons[b])
+            else:
+                verdict = f"meets the SLOs, but {scores[b]:,.2f} < {scores[best]:,.2f} {unit} of bs {best}"
+            candidates.append(Candidate(b, scores[b], c.metrics["p99_e2el_ms"], c.metrics["p99_ttft_ms"],
+                                        c.metrics["p99_tpot_ms"], verdict))
+        out.append(Recommendation(model, prompt, backend, conc, by, best, tuple(candidates)))
+    return out
+
+
+def render(recs: list[Recommendation], slo: SLOTargets) -> str:
+    lines = [f"SLOs: {slo.describe()}; ranked by {recs[0].by if recs else 'throughput'}", ""]
+    for r in recs:
+        head = f"{r.model} · prompt {r.prompt_len} · {r.backend} · concurrency {r.concurrency}: "
+        if r.batch_size is None:
+            lines.append(head + "NO batch size meets the SLOs")
+        else:
+            best = next(c for c in r.candidates if c.batch_size == r.batch_size)
+            unit = "output tok/s" if r.by == "throughput" else "req/s goodput"
+            lines.append(head + f"batch size {r.batch_size} ({best.score:,.2f} {unit}, "
+                         f"P99 E2EL {best.p99_e2el_ms:,.1f} ms)")
+        score = "tok/s" if r.by == "throughput" else "goodput"
+        lines.append(f"  {'bs':>4} {score:>10} {'P99 E2EL':>10} {'P99 TTFT':>10} {'P99 TPOT':>10}  verdict")
+        for c in r.candidates:
+            lines.append(f"  {c.batch_size:>4} {c.score:>10,.2f} {c.p99_e2el_ms:>10,.1f} {c.p99_ttft_ms:>10,.1f} "
+                         f"{c.p99_tpot_ms:>10,.1f}  {c.verdict}")
+        lines.append("")
+    missing = sum(r.batch_size is None for r in recs)
+    lines.append(f"{len(recs) - missing} of {len(recs)} groups have a batch size meeting the SLOs"
+                 + (f"; {missing} have none: relax the SLOs, or measure smaller batch sizes" if missing else ""))
+    return "\n".join(lines)
+
+
+def add_cli_args(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("results", type=Path, metavar="RESULTS.json", help="a results file of a batch-size sweep")
+    parser.add_argument("--p99-e2el-ms", type=float, help="P99 end-to-end latency limit (ms)")
+    parser.add_argument("--p99-ttft-ms", type=float, help="P99 time-to-first-token limit (ms)")
+    parser.add_argument("--p99-tpot-ms", type=float, help="P99 time-per-output-token limit (ms)")
+    parser.add_argument("--by", choices=("throughput", "goodput"), default="throughput",
+                        help="rank the batch sizes that meet the SLOs by output throughput (default) or by goodput")
+    parser.add_argument("--json", action="store_true", help="print JSON instead of tables")
+
+
+def main(args: argparse.Namespace) -> int:
+    from batchperf.runs import load_cells
+
+    try:
+        slo = SLOTargets(args.p99_e2el_ms, args.p99_ttft_ms, args.p99_tpot_ms)
+        recs = recommend(load_cells([args.results]), slo, args.by)
+    except ValueError as exc:
+        raise SystemExit(f"batchperf recommend: {exc}")
+    if args.json:
+        print(json.dumps({"slo": asdict(slo), "by": args.by, "groups": [asdict(r) for r in recs]}, indent=1))
+    else:
+        print(render(recs, slo))
+    return 1 if any(r.batch_size is None for r in recs) else 0

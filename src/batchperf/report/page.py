@@ -1,0 +1,139 @@
+"""The report's HTML: one static page, the PNGs beside it, tables of the numbers behind them."""
+
+from __future__ import annotations
+
+import html
+from collections.abc import Container
+from pathlib import Path
+from typing import Any
+
+from batchperf.runs import CellRecord
+from batchperf.kv_growth import DEFAULT_REL_TOL, KVGrowth
+from batchperf.report.knee import KNEE_FRACTION, knee
+from batchperf.report.plots import MIB, peak_memory
+
+CAPTIONS: dict[str, tuple[str, str]] = {
+    "throughput": ("Throughput", "Output tokens per second over the measured requests (median of rounds), one panel "
+                   f"per prompt length. ★ marks the knee: the smallest batch size reaching {KNEE_FRACTION:.0%} of "
+                   "that line's maximum; larger batches buy little more throughput."),
+    "latency": ("Tail latency", "P99 end-to-end latency and P99 time to first token, from the client's send time "
+                "(vllm bench serve definitions)."),
+    "ttft_concurrency": ("TTFT vs concurrency", "How long a request waits for its first token as more requests are "
+                         "in flight; one line per backend and batch size."),
+    "itl": ("Inter-token latency", "Every gap between consecutive tokens of every measured request, from the raw "
+            "traces; boxes span the quartiles, whiskers P1–P99."),
+    "kv": ("KV-cache growth", "Measured KV bytes per request against the tokens it held; the black line is "
+           "2 × layers × kv_heads × head_dim × dtype bytes per token (batchperf.kv), dashed lines the fits."),
+    "memory": ("Memory", "Peak memory of each cell (torch's peak allocated on CUDA, sampled process RSS on the "
+               "CPU) and the backend's own KV-cache peak."),
+}
+
+CSS = """
+body { font-family: system-ui, sans-serif; margin: 2em auto; max-width: 1320px; color: #222; }
+h1 { margin-bottom: 0.2em; } h2 { border-bottom: 1px solid #ccc; padding-bottom: 0.2em; margin-top: 1.6em; }
+table { border-collapse: collapse; font-size: 0.85em; margin: 0.6em 0; }
+th, td { border: 1px solid #ddd; padding: 3px 8px; text-align: right; }
+th { background: #f3f3f3; } td.l, th.l { text-align: left; white-space: nowrap; }
+img { max-width: 100%; border: 1px solid #eee; } .caption { color: #555; max-width: 70em; }
+.bad { color: #b00020; font-weight: 600; } .ok { color: #1b7f2a; } .meta { color: #555; font-size: 0.9em; }
+"""
+
+
+def _fmt(value: Any, spec: str = ",.1f") -> str:
+    return "–" if value is None else format(value, spec)
+
+
+def _table(header: list[str], rows: list[list[str]], left: Container[int] = (0,)) -> str:
+    """Numbers right-aligned, the columns in ``left`` (text) left-aligned; cells are HTML already."""
+    th = "".join(f'<th class="{"l" if i in left else ""}">{html.escape(h)}</th>' for i, h in enumerate(header))
+    body = "".join(
+        "<tr>" + "".join(f'<td class="{"l" if i in left else ""}">{cell}</td>' for i, cell in enumerate(row)) + "</tr>"
+        for row in rows)
+    return f"<table><tr>{th}</tr>{body}</table>"
+
+
+def _runs(meta: list[dict[str, Any]]) -> str:
+    rows = []
+    for m in meta:
+        machine = m.get("machine_info", {})
+        commit = m.get("commit_info", {})
+        rows.append([html.escape(m["name"]), html.escape(str(m.get("datetime", "–"))),
+                     html.escape(f"{machine.get('cpu', {}).get('brand_raw', machine.get('processor', '–'))}"),
+                     html.escape(str(machine.get("python_version", "–"))),
+                     html.escape(str(commit.get("id", "–"))[:10] + (" (dirty)" if commit.get("dirty") else "")),
+                     str(m["cells"])])
+    return _table(["results file", "date", "machine", "python", "commit", "cells"], rows, left=range(5))
+
+
+def _knees(cells: list[CellRecord]) -> str:
+    groups: dict[tuple[Any, ...], list[CellRecord]] = {}
+    for c in cells:
+        groups.setdefault((c.source, c.model, c.backend, c.prompt_label, c.concurrency), []).append(c)
+    rows = []
+    order = sorted(groups.items(), key=lambda kv: (kv[0][:3], kv[1][0].prompt_tokens, kv[0][4]))
+    for (source, model, backend, prompt, conc), mine in order:
+        mine.sort(key=lambda c: c.batch_size)
+        ys = [c.metrics.get("output_throughput") for c in mine]
+        k = knee([c.batch_size for c in mine], ys)
+        at = next((c for c in mine if c.batch_size == k), None)
+        best = max(mine, key=lambda c: c.metrics.get("output_throughput", 0.0))
+        rows.append([html.escape(f"{source} · {model} · {backend}"), html.escape(prompt), str(conc),
+                     " ".join(str(c.batch_size) for c in mine), str(best.batch_size),
+                     _fmt(best.metrics.get("output_throughput")), str(k),
+                     _fmt(at.metrics.get("output_throughput") if at else None),
+                     _fmt(at.metrics.get("p99_e2el_ms") if at else None)])
+    return _table(["run · model · backend", "prompt", "conc.", "batch sizes", "best bs", "max tok/s", "knee bs",
+                   "tok/s at knee", "P99 E2EL ms at knee"], rows, left=(0, 1))
+
+
+def _kv_table(fits: list[KVGrowth], skipped: list[str]) -> str:
+    rows = [[html.escape(" · ".join(p for p in (f.run, f.model, f.backend) if p)), str(len(f.tokens)),
+             _fmt(f.slope), _fmt(f.analytic, ",.0f"),
+             _fmt(100 * f.relative_error, "+.2f") + "%", _fmt(round(f.intercept), ",d"),  # an int: never "-0"
+             '<span class="ok">agrees</span>' if f.agrees() else '<span class="bad">DIFFERS</span>'] for f in fits]
+    notes = "".join(f'<p class="meta">{html.escape(s)}</p>' for s in skipped)
+    return _table(["model · backend", "cells", "fitted B/token", "analytic B/token", "difference", "intercept B",
+                   f"within {DEFAULT_REL_TOL:.0%}"], rows) + notes
+
+
+def _cells_table(cells: list[CellRecord]) -> str:
+    rows = []
+    several = len({c.source for c in cells}) > 1
+    for c in sorted(cells, key=lambda c: (c.source, c.model, c.backend, c.prompt_tokens, c.batch_size, c.concurrency)):
+        m, t = c.metrics, c.telemetry
+        mem, _ = peak_memory(c)
+        errors = len(c.token_count_errors) + int(m.get("failed", 0))
+        nvml = str(t.get("nvml", "–"))
+        rows.append([html.escape(f"{c.source}: {c.id}" if several else c.id), _fmt(m.get("output_throughput")),
+                     _fmt(m.get("request_throughput"), ".2f"), _fmt(m.get("p99_e2el_ms")), _fmt(m.get("p99_ttft_ms")),
+                     _fmt(m.get("median_itl_ms"), ".2f"), _fmt(mem / MIB if mem else None, ",.0f"),
+                     _fmt(t.get("joules_per_output_token"), ".3f"),
+                     f'<span title="{html.escape(nvml)}">{html.escape(nvml.split(":")[0])}</span>',
+                     f'<span class="bad">{errors}</span>' if errors else "0"])
+    return _table(["cell", "out tok/s", "req/s", "P99 E2EL ms", "P99 TTFT ms", "median ITL ms", "peak MiB",
+                   "J/token", "NVML", "errors"], rows, left=(0, 8))
+
+
+def write_page(out: Path, cells: list[CellRecord], meta: list[dict[str, Any]],
+               figures: list[tuple[str, Path | None]], fits: list[KVGrowth], skipped: list[str]) -> Path:
+    parts = [f"<!doctype html><html><head><meta charset='utf-8'><title>batchperf report</title>"
+             f"<style>{CSS}</style></head><body>",
+             "<h1>batchperf report</h1>",
+             f'<p class="meta">{len(cells)} cells from {len(meta)} results file(s). Every number is the median over '
+             "the measured rounds; warm-up requests and rounds are excluded.</p>",
+             _runs(meta),
+             "<h2>Knees and best batch sizes</h2>", _knees(cells)]
+    for key, path in figures:
+        title, caption = CAPTIONS[key]
+        parts.append(f"<h2>{html.escape(title)}</h2><p class='caption'>{html.escape(caption)}</p>")
+        if path is None:
+            parts.append("<p class='meta'>No data for this figure in these results "
+                         + ("(the cells kept no raw traces)." if key == "itl" else "(no measured KV bytes).") + "</p>")
+        else:
+            parts.append(f"<img src='{html.escape(path.name)}' alt='{html.escape(title)}'>")
+        if key == "kv":
+            parts.append(_kv_table(fits, skipped))
+    parts += ["<h2>All cells</h2>", _cells_table(cells), "</body></html>"]
+    index = out / "index.html"
+    index.write_text("\n".join(parts))
+    return index

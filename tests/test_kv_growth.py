@@ -1,0 +1,96 @@
+"""The KV-cache growth fit: slope of measured bytes per request over tokens held vs analytic bytes/token."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from batchperf.kv_growth import KVGrowth, fit_slope, kv_growth
+
+
+def rec(model: str, backend: str, tokens: float | None, kv_bytes: float | None, analytic: int = 8192) -> dict:
+    kv = {"bytes_per_token_analytic": analytic}
+    if kv_bytes is not None:
+        kv |= {"kv_tokens_per_request_mean": tokens, "kv_bytes_per_request_mean": kv_bytes}
+    return {"cell": {"model": model, "backend": backend}, "kv": kv}
+
+
+def test_fit_recovers_slope_and_intercept():
+    slope, intercept = fit_slope([100, 200, 400], [1000 + 8 * 100, 1000 + 8 * 200, 1000 + 8 * 400])
+    assert slope == pytest.approx(8.0) and intercept == pytest.approx(1000.0)
+    with pytest.raises(ValueError, match="two or more distinct token counts"):
+        fit_slope([64, 64], [1.0, 2.0])
+    with pytest.raises(ValueError, match="differ in length"):
+        fit_slope([1, 2], [1.0])
+
+
+def test_dense_cache_agrees_and_a_doubled_cache_is_caught_by_name():
+    exact = [rec("m", "hf-static", t, 8192 * t) for t in (79, 271, 527)]
+    doubled = [rec("m", "leaky", t, 2 * 8192 * t) for t in (79, 271, 527)]
+    fits, skipped = kv_growth(exact + doubled)
+    assert skipped == []
+    by_backend = {f.backend: f for f in fits}
+    assert by_backend["hf-static"].agrees() and by_backend["hf-static"].relative_error == pytest.approx(0, abs=1e-9)
+    leaky = by_backend["leaky"]
+    assert not leaky.agrees() and leaky.relative_error == pytest.approx(1.0)
+    assert leaky.describe() == ("KV-cache growth of m on leaky: slope 16,384.0 B/token over 3 token counts "
+                                "(79..527 tokens held) vs analytic 8,192 B/token (+100.00%)")
+
+
+def test_block_rounding_stays_within_the_default_tolerance():
+    # a paged cache of 16-token blocks holds ceil(t / 16) × 16 tokens' worth of bytes
+    tokens = [79, 271, 527, 1039]
+    fits, _ = kv_growth([rec("m", "paged", t, 8192 * 16 * -(-t // 16)) for t in tokens])
+    assert fits[0].agrees() and abs(fits[0].relative_error) > 0
+
+
+def test_groups_that_cannot_be_fitted_say_why():
+    fits, skipped = kv_growth([rec("m", "one", 79, 8192 * 79), rec("m", "one", 79, 8192 * 79),
+                               rec("m", "none", None, None)])
+    assert fits == []
+    assert skipped == ["KV-cache growth of m on none: no measured KV bytes in its cells",
+                       "KV-cache growth of m on one: one token count only (79); "
+                       "run two or more prompt lengths to fit a slope"]
+
+
+def test_cells_disagreeing_on_the_analytic_value_are_an_error():
+    with pytest.raises(ValueError, match="disagree on analytic"):
+        kv_growth([rec("m", "b", 79, 1.0, analytic=8192), rec("m", "b", 271, 2.0, analytic=4096)])
+
+
+def test_run_name_appears_in_the_description():
+    fit = KVGrowth("m", "b", (1.0, 2.0), (2.0, 4.0), 2.0, 0.0, 2.0, run="after")
+    assert "on b (after)" in fit.describe() and fit.agrees()
+
+
+SUITE_CHECK = Path(__file__).parent.parent / "perf_tests" / "test_kv_growth.py"
+
+
+def _run_check(pytester, records: list[dict]):
+    metrics = {"output_throughput": 1.0, "p99_e2el_ms": 1.0, "mean_ttft_ms": 1.0, "n_e2el": 1}  # for the summary
+    records = [{**r, "cell": {**r["cell"], "id": f"cell{i}"}, "metrics": metrics} for i, r in enumerate(records)]
+    pytester.makeconftest(f"""
+from pathlib import Path
+
+import pytest
+from batchperf.plugin import state
+
+@pytest.fixture(autouse=True)
+def cells_ran(request):
+    state(request.config).records.extend({records!r})
+""")
+    pytester.makepyfile(test_suite_kv_check=SUITE_CHECK.read_text())  # a name no loaded module has
+    return pytester.runpytest("-p", "no:cacheprovider")
+
+
+def test_the_suite_check_fails_by_name_when_the_slope_is_wrong(pytester):
+    result = _run_check(pytester, [rec("m", "leaky", t, 2 * 8192 * t) for t in (79, 271)])
+    result.assert_outcomes(failed=1)
+    result.stdout.fnmatch_lines(["*KV-cache growth differs from the analytic bytes/token by more than 2%*",
+                                 "*KV-cache growth of m on leaky: slope 16,384.0 B/token*(+100.00%)*"])
+
+
+def test_the_suite_check_passes_on_the_analytic_slope_and_skips_without_cells(pytester):
+    _run_check(pytester, [rec("m", "b", t, 8192 * t) for t in (79, 271)]).assert_outcomes(passed=1)
+    _run_check(pytester, []).assert_outcomes(skipped=1)

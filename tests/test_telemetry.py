@@ -1,0 +1,166 @@
+"""The telemetry sampler, on the CPU and against a fake NVML module."""
+
+from __future__ import annotations
+
+import time
+from types import SimpleNamespace
+
+import numpy as np
+import psutil
+import pytest
+
+from batchperf.telemetry import Sampler, _integrate
+
+
+class FakeNvml:
+    """Just enough of pynvml: a device whose readings come from the lists given."""
+
+    class NVMLError(Exception):
+        pass
+
+    def __init__(self, energy_mj: list[int] | None = None, mem: list[int] | None = None,
+                 util: list[int] | None = None, power_mw: list[int] | None = None,
+                 init_error: str | None = None, fail_after: int | None = None) -> None:
+        self.energy_mj = list(energy_mj) if energy_mj is not None else None
+        self.mem, self.util, self.power_mw = mem or [1000], util or [50], power_mw or [100_000]
+        self.init_error = init_error
+        self.fail_after = fail_after
+        self.calls = 0
+        self.shutdowns = 0
+
+    def nvmlInit(self) -> None:
+        if self.init_error:
+            raise self.NVMLError(self.init_error)
+
+    def nvmlShutdown(self) -> None:
+        self.shutdowns += 1
+
+    def nvmlDeviceGetHandleByIndex(self, index: int) -> str:
+        return f"gpu{index}"
+
+    def nvmlDeviceGetTotalEnergyConsumption(self, handle: str) -> int:
+        if self.energy_mj is None:
+            raise self.NVMLError("Not Supported")
+        return self.energy_mj.pop(0) if len(self.energy_mj) > 1 else self.energy_mj[0]
+
+    def _next(self, values: list[int]) -> int:
+        return values[min(self.calls, len(values) - 1)]
+
+    def nvmlDeviceGetMemoryInfo(self, handle: str) -> SimpleNamespace:
+        if self.fail_after is not None and self.calls >= self.fail_after:
+            raise self.NVMLError("GPU is lost")
+        return SimpleNamespace(used=self._next(self.mem))
+
+    def nvmlDeviceGetUtilizationRates(self, handle: str) -> SimpleNamespace:
+        return SimpleNamespace(gpu=self._next(self.util))
+
+    def nvmlDeviceGetPowerUsage(self, handle: str) -> int:
+        value = self._next(self.power_mw)
+        self.calls += 1
+        return value
+
+
+def test_cpu_cell_reports_its_own_peak_rss_and_no_nvml():
+    before = psutil.Process().memory_info().rss
+    with Sampler("cpu", interval_s=0.01) as s:
+        block = np.ones(64 * 2**20 // 8)  # 64 MiB, every page written
+        time.sleep(0.05)
+        del block
+    out = s.summary(output_tokens=10)
+    assert out["nvml"].startswith("not used")
+    assert out["samples"] >= 3
+    assert out["peak_rss_bytes"] >= before + 48 * 2**20
+    assert "energy_j" not in out and "joules_per_output_token" not in out
+    assert 0 < out["sampler_cpu_s"] < out["duration_s"]
+
+
+def test_energy_per_token_from_the_total_energy_counter():
+    fake = FakeNvml(energy_mj=[1_000_000, 1_012_000], mem=[2_000, 6_000, 4_000], util=[10, 90, 50])
+    with Sampler("cpu", interval_s=0.01, nvml_module=fake) as s:
+        time.sleep(0.05)
+    out = s.summary(output_tokens=6)
+    assert out["nvml"] == "ok"
+    assert out["energy_source"] == "total_energy_counter"
+    assert out["energy_j"] == pytest.approx(12.0)
+    assert out["joules_per_output_token"] == pytest.approx(2.0)
+    assert out["gpu_memory_used_peak_bytes"] == 6_000
+    assert out["gpu_util_peak_pct"] == 90
+    n = fake.calls  # one reading per sample; the first three differ, the rest repeat the last
+    assert out["gpu_memory_used_mean_bytes"] == pytest.approx((2_000 + 6_000 + 4_000 * (n - 2)) / n)
+    assert fake.shutdowns == 1
+
+
+def test_energy_integrates_power_when_the_counter_is_not_supported():
+    fake = FakeNvml(energy_mj=None, power_mw=[100_000])  # a constant 100 W
+    with Sampler("cpu", interval_s=0.01, nvml_module=fake) as s:
+        time.sleep(0.05)
+    out = s.summary(output_tokens=4)
+    assert out["energy_source"] == "power_samples"
+    # the samples span at least the 50 ms slept: at least 5 J at 100 W
+    assert 5.0 <= out["energy_j"] <= 100 * out["duration_s"] + 1e-9
+    assert out["joules_per_output_token"] == pytest.approx(out["energy_j"] / 4)
+
+
+def test_nvml_that_cannot_start_leaves_the_cell_running():
+    fake = FakeNvml(init_error="NVML Shared Library Not Found")
+    with Sampler("cpu", interval_s=0.01, nvml_module=fake) as s:
+        time.sleep(0.02)
+    out = s.summary(output_tokens=4)
+    assert out["nvml"] == "unavailable: NVML Shared Library Not Found"
+    assert out["samples"] >= 2 and out["peak_rss_bytes"] > 0
+    assert "gpu_util_mean_pct" not in out
+
+
+def test_nvml_that_fails_mid_cell_keeps_what_it_had_and_says_so():
+    fake = FakeNvml(energy_mj=[5_000, 9_000], fail_after=2)
+    with Sampler("cpu", interval_s=0.01, nvml_module=fake) as s:
+        time.sleep(0.05)
+    out = s.summary(output_tokens=2)
+    assert out["nvml"] == "failed during the cell: GPU is lost"
+    assert out["samples"] > 2  # RSS sampling went on
+    assert out["energy_source"] == "power_samples"  # the counter's end was never read
+    assert fake.shutdowns == 1
+
+
+def test_summary_needs_a_finished_block_and_interval_must_be_positive():
+    with pytest.raises(RuntimeError, match="finished"):
+        Sampler("cpu").summary()
+    with pytest.raises(ValueError, match="interval_s"):
+        Sampler("cpu", interval_s=0)
+
+
+def test_trapezoid_integration():
+    assert _integrate((0.0, 1.0, 3.0), (10.0, 20.0, 20.0)) == pytest.approx(15.0 + 40.0)
+
+
+class _Backend:
+    """Records, for each run, whether the sampler was watching."""
+
+    name = "fake"
+
+    def __init__(self, sampler: Sampler) -> None:
+        self.sampler = sampler
+        self.watched: list[bool] = []
+
+    def run(self, workload, batch_size, concurrency):
+        from batchperf.trace import RequestTrace, RunTrace
+
+        self.watched.append(self.sampler._thread is not None and self.sampler._thread.is_alive())
+        reqs = [RequestTrace(r.request_id, r.prompt_len, r.target_len, 0.0, 0.0, (0.1, 0.2)) for r in workload.requests]
+        return RunTrace(self.name, batch_size, concurrency, reqs, end=0.2)
+
+    def close(self) -> None:
+        pass
+
+
+def test_run_cell_samples_the_measured_run_only():
+    from batchperf.runner import run_cell
+    from batchperf.workload import LengthSpec, WorkloadSpec
+
+    workload = WorkloadSpec(3, LengthSpec.parse("8"), num_warmup=1).build(100, 64)
+    sampler = Sampler("cpu", interval_s=0.01)
+    backend = _Backend(sampler)
+    trace = run_cell(backend, workload, 2, 2, sampler=sampler)
+    assert backend.watched == [False, True]  # warm-up unwatched, measured run watched
+    assert trace.telemetry["samples"] >= 2 and trace.telemetry["peak_rss_bytes"] > 0
+    assert trace.to_dict()["telemetry"] == trace.telemetry
