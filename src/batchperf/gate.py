@@ -69,16 +69,21 @@ class Rule:
         return self.metric.rsplit(".", 1)[1]
 
 
-# CPU-tier floors come from A/A reruns on a shared 2-core machine (tools/detector_check.py, docs/baselines.md);
-# GPU floors are the usual few percent of a dedicated device.
-_TIME = {"cpu": 0.15, "gpu": 0.05, "*": 0.10}
-_TAIL = {"cpu": 0.20, "gpu": 0.10, "*": 0.15}
+# CPU-tier floors come from A/A reruns (tools/detector_check.py, docs/baselines.md) on a 2-core VM that three
+# other engineers' benchmarks kept at load average 8-12: the worst A/A changes were throughput -39%, P99 TTFT
+# +70%, E2EL +80%, TPOT +194%, ITL +448% (a P99 over pooled gaps is one scheduler hiccup). They are set above
+# those so CI never fails on noise; measure a quieter runner and tighten with --batchperf-tolerance.
+# GPU floors are the usual few percent of a dedicated device (not yet measured here: no GPU in this session).
+_TPUT = {"cpu": 0.45, "gpu": 0.05, "*": 0.10}
+_TAIL = {"cpu": 1.00, "gpu": 0.10, "*": 0.15}  # P99 TTFT and E2EL
+_STEP = {"cpu": 2.50, "gpu": 0.10, "*": 0.15}  # P99 TPOT
+_GAP = {"cpu": 5.00, "gpu": 0.15, "*": 0.20}  # P99 ITL
 RULES: tuple[Rule, ...] = (
-    Rule("metrics.output_throughput", Direction.HIGHER, _TIME),
-    Rule("metrics.request_throughput", Direction.HIGHER, _TIME),
+    Rule("metrics.output_throughput", Direction.HIGHER, _TPUT),
+    Rule("metrics.request_throughput", Direction.HIGHER, _TPUT),
     Rule("metrics.p99_ttft_ms", Direction.LOWER, _TAIL),
-    Rule("metrics.p99_tpot_ms", Direction.LOWER, _TAIL),
-    Rule("metrics.p99_itl_ms", Direction.LOWER, _TAIL),
+    Rule("metrics.p99_tpot_ms", Direction.LOWER, _STEP),
+    Rule("metrics.p99_itl_ms", Direction.LOWER, _GAP),
     Rule("metrics.p99_e2el_ms", Direction.LOWER, _TAIL),
     Rule("kv.bytes_per_token_measured", Direction.EXACT),
     Rule("kv.kv_bytes_per_request_mean", Direction.EXACT),
