@@ -22,7 +22,7 @@ def run(*argv: str) -> int:
 @pytest.fixture
 def files(tmp_path: Path) -> tuple[Path, Path]:
     a = results_file(tmp_path / "a.json", [cell_info(A), cell_info(B)])
-    b = results_file(tmp_path / "b.json", [scaled(cell_info(A), 1.5), scaled(cell_info(B), 0.5)])
+    b = results_file(tmp_path / "b.json", [scaled(cell_info(A), 3.0), scaled(cell_info(B), 0.5)])
     return a, b
 
 
@@ -36,7 +36,7 @@ def test_terminal_table_and_markdown(files: tuple[Path, Path], tmp_path: Path,
     assert "1 REGRESSION, 1 improvement (refresh suggested)" in out
     text = md.read_text()
     assert "| metric | baseline | measured | change | tolerance | verdict |" in text
-    assert "| **output_throughput** | **100** | **66.67** | **-33.3%** | **-15.0%** | **REGRESSION** |" in text
+    assert "| **output_throughput** | **100** | **33.33** | **-66.7%** | **-45.0%** | **REGRESSION** |" in text
     assert text.index(f"### ❌ `{A}`") < text.index(f"### ⬆️ `{B}`")  # regressions first
 
 

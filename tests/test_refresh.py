@@ -62,7 +62,7 @@ def test_first_refresh_writes_a_baseline_pytest_benchmark_can_read(tmp_path: Pat
 def test_a_regression_is_refused_unless_accepted_with_a_reason(tmp_path: Path, pinned: Path,
                                                                capsys: pytest.CaptureFixture[str]) -> None:
     before = pinned.read_bytes()
-    slow = results_file(tmp_path / "slow.json", [scaled(cell_info(A), 1.5), cell_info(B)])
+    slow = results_file(tmp_path / "slow.json", [scaled(cell_info(A), 3.0), cell_info(B)])
     assert run(tmp_path, slow, "--reason", "try") == 2
     out = capsys.readouterr().out
     assert "refresh refused; nothing was written" in out and f"regressed against the current baseline: {A}" in out
@@ -74,7 +74,7 @@ def test_a_regression_is_refused_unless_accepted_with_a_reason(tmp_path: Path, p
     assert len(history) == 2 and history[-1]["accepted_regressions"] == [A]
     assert history[-1]["reason"] == "torch 2.14 is slower; accepted"
     assert load_baseline(pinned).extra_info(f"perf_tests/test_cells.py::test_cell[{A}]")["metrics"][
-        "output_throughput"] == pytest.approx(100 / 1.5)
+        "output_throughput"] == pytest.approx(100 / 3.0)
 
 
 def test_replacing_needs_a_reason_and_an_improvement_passes_with_one(tmp_path: Path, pinned: Path) -> None:
