@@ -5,14 +5,14 @@ import pytest
 from batchperf.matrix import TIERS, narrowed, parse_arrival, split_list
 
 
-def test_default_cpu_matrix_is_27_cells_with_readable_ids() -> None:
+def test_default_cpu_matrix_is_27_cells_per_backend_with_readable_ids() -> None:
     cells = TIERS["cpu"].cells()
-    assert len(cells) == 27
+    assert len(cells) == 27 * len(TIERS["cpu"].backends)
     assert "cpu-tiny-qwen2-hf-static-bs8-p512-c16" in {c.id for c in cells}
 
 
 def test_narrowing_replaces_axes() -> None:
-    tier = narrowed(TIERS["cpu"], batch_sizes="1,8", prompt_lens="64", concurrency=None, num_prompts="4")
+    tier = narrowed(TIERS["cpu"], backends="hf-static", batch_sizes="1,8", prompt_lens="64", concurrency=None, num_prompts="4")
     assert tier.batch_sizes == ("1", "8") and tier.prompt_lens == ("64",) and tier.concurrency == ("4", "8", "16")
     assert tier.num_prompts == 4 and len(tier.cells()) == 6
 
@@ -22,7 +22,7 @@ def test_prompt_mix_keeps_its_commas_in_brackets() -> None:
 
 
 def test_a_bad_entry_fails_only_its_own_cells() -> None:
-    cells = narrowed(TIERS["cpu"], batch_sizes="4,x", prompt_lens="64", concurrency="4").cells()
+    cells = narrowed(TIERS["cpu"], backends="hf-static", batch_sizes="4,x", prompt_lens="64", concurrency="4").cells()
     good, bad = cells
     assert good.resolve().batch_size == 4
     with pytest.raises(ValueError, match="invalid batch size 'x'"):
@@ -35,7 +35,8 @@ def test_a_bad_entry_fails_only_its_own_cells() -> None:
     ("batch_sizes", "2.5", "invalid batch size '2.5'"),
 ])
 def test_bad_entries_are_named(axis: str, value: str, message: str) -> None:
-    (cell,) = narrowed(TIERS["cpu"], **{"batch_sizes": "1", "prompt_lens": "64", "concurrency": "4", axis: value}).cells()
+    (cell,) = narrowed(TIERS["cpu"], **{"backends": "hf-static", "batch_sizes": "1", "prompt_lens": "64",
+                                        "concurrency": "4", axis: value}).cells()
     with pytest.raises(ValueError, match=message):
         cell.resolve()
 
@@ -62,3 +63,24 @@ def test_bad_arrival_specs(text: str) -> None:
 def test_bad_global_setting_is_rejected() -> None:
     with pytest.raises(ValueError, match="num_prompts"):
         narrowed(TIERS["cpu"], num_prompts="zero")
+
+
+def test_tp_is_an_axis_of_vllm_cells_only() -> None:
+    tier = narrowed(TIERS["gpu"], models="m", backends="hf-static,vllm", batch_sizes="8", prompt_lens="128",
+                    concurrency="16", tp="1,2")
+    ids = [c.id for c in tier.cells()]
+    assert ids == ["gpu-m-hf-static-bs8-p128-c16", "gpu-m-vllm-bs8-p128-c16-tp1", "gpu-m-vllm-bs8-p128-c16-tp2"]
+    hf, _, vllm2 = (c.resolve() for c in tier.cells())
+    assert "tp" not in hf.describe() and hf.tp == 1  # other backends' identity (and baselines) unchanged
+    assert vllm2.tp == 2 and vllm2.describe()["tp"] == 2
+
+
+def test_default_tp_is_one() -> None:
+    assert TIERS["gpu"].tp == ("1",) and all(c.tp == "1" for c in TIERS["gpu"].cells())
+
+
+def test_bad_tp_fails_its_cell() -> None:
+    (cell,) = narrowed(TIERS["gpu"], models="m", backends="vllm", batch_sizes="8", prompt_lens="128",
+                       concurrency="16", tp="two").cells()
+    with pytest.raises(ValueError, match="invalid tensor-parallel size 'two'"):
+        cell.resolve()

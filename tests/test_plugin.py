@@ -7,7 +7,8 @@ import pytest
 
 REPO = Path(__file__).resolve().parents[1]
 SMALL = ["-m", "cpu", "--batchperf-batch-sizes=2", "--batchperf-prompt-lens=8", "--batchperf-concurrency=2",
-         "--batchperf-num-prompts=3", "--batchperf-rounds=1", "--batchperf-output-lens=2,3", "-p", "no:cacheprovider"]
+         "--batchperf-num-prompts=3", "--batchperf-rounds=1", "--batchperf-output-lens=2,3", "-p", "no:cacheprovider",
+         "--batchperf-backends=hf-static"]
 FAST = [*SMALL, "--benchmark-disable"]  # one run per cell, for tests of what happens around the cells
 
 

@@ -18,6 +18,9 @@ SUBCOMMANDS: dict[str, tuple[str, str]] = {
     "refresh": ("batchperf.refresh", "pin a reviewed run as this hardware's baseline (baselines/<fingerprint>/)"),
     "report": ("batchperf.report", "an HTML page of plots (throughput, latency, ITL, KV growth, memory) from results"),
     "recommend": ("batchperf.recommend", "the batch size with the most throughput whose P99s meet your SLOs"),
+    "merge": ("batchperf.merge", "join per-shard results files (--batchperf-shard=I/N) into one results file"),
+    "gpu-health": ("batchperf.gpu_health", "record GPU health (other processes, clocks, persistence mode) as JSON"),
+    "history": ("batchperf.history", "change points per cell and metric over a folder of nightly results files"),
 }
 
 

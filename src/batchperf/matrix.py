@@ -29,20 +29,27 @@ class Tier:
     warmup_rounds: int = 1  # whole-cell rounds run first and not counted
     arrival: str = "closed"
     output_lens: str = "16,32"  # per-request targets, cycled (the study alternates 16 and 32)
+    tp: tuple[str, ...] = ("1",)  # tensor-parallel sizes; an axis of vllm cells only (GPUs per cell)
 
     def cells(self) -> list[CellParams]:
         axes = itertools.product(self.models, self.backends, self.batch_sizes, self.prompt_lens, self.concurrency)
         return [
             CellParams(self.name, self.device, m, b, bs, p, c, str(self.num_prompts), self.rounds,
-                       self.warmup_rounds, self.arrival, self.output_lens)
+                       self.warmup_rounds, self.arrival, self.output_lens, tp=tp)
             for m, b, bs, p, c in axes
+            for tp in (self.tp if takes_tp(b) else ("1",))
         ]
+
+
+def takes_tp(backend: str) -> bool:
+    """Only vLLM backends shard a model over GPUs (tensor_parallel_size)."""
+    return backend.startswith("vllm")
 
 
 TIERS: dict[str, Tier] = {
     # The CPU tier: every code path on a tiny random-weight model, small enough for CI on 2 cores.
     "cpu": Tier(
-        "cpu", "cpu", models=("tiny-qwen2",), backends=("hf-static",),
+        "cpu", "cpu", models=("tiny-qwen2",), backends=("hf-static", "hf-continuous", "vllm", "vllm-server"),
         batch_sizes=("1", "4", "8"), prompt_lens=("64", "256", "512"), concurrency=("4", "8", "16"),
         num_prompts=16, rounds=2,
     ),
@@ -54,7 +61,7 @@ TIERS: dict[str, Tier] = {
     ),
 }
 
-AXES = ("models", "backends", "batch_sizes", "prompt_lens", "concurrency")
+AXES = ("models", "backends", "batch_sizes", "prompt_lens", "concurrency", "tp")
 
 
 def parse_arrival(text: str) -> Arrival:
@@ -99,6 +106,7 @@ class CellParams:
     arrival: str
     output_lens: str = "16,32"
     seed: int = 0
+    tp: str = "1"
 
     @property
     def id(self) -> str:
@@ -106,13 +114,15 @@ class CellParams:
             plabel = LengthSpec.parse(self.prompt_len).label
         except ValueError:
             plabel = self.prompt_len
-        return f"{self.tier}-{self.model}-{self.backend}-bs{self.batch_size}-p{plabel}-c{self.concurrency}"
+        base = f"{self.tier}-{self.model}-{self.backend}-bs{self.batch_size}-p{plabel}-c{self.concurrency}"
+        return f"{base}-tp{self.tp}" if takes_tp(self.backend) else base
 
     def resolve(self) -> Cell:
         return Cell(
             params=self,
             batch_size=_positive_int("batch size", self.batch_size),
             concurrency=_positive_int("concurrency", self.concurrency),
+            tp=_positive_int("tensor-parallel size", self.tp),
             workload=WorkloadSpec(
                 num_prompts=_positive_int("num_prompts", self.num_prompts),
                 prompt_len=LengthSpec.parse(self.prompt_len),
@@ -130,6 +140,7 @@ class Cell:
     batch_size: int
     concurrency: int
     workload: WorkloadSpec
+    tp: int = 1
 
     @property
     def id(self) -> str:
@@ -147,6 +158,8 @@ class Cell:
                         "burstiness": arrival.burstiness},
             "seed": self.workload.seed, "rounds": self.params.rounds, "warmup_rounds": self.params.warmup_rounds,
             "device": self.params.device,
+            # vllm cells only, so the identity of every other cell (and its baseline) is unchanged
+            **({"tp": self.tp} if takes_tp(self.params.backend) else {}),
         }
 
 

@@ -8,6 +8,7 @@ and build backends live in the repository's ``fixtures/`` (wired by the root
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -17,8 +18,9 @@ from batchperf.matrix import AXES, TIERS, CellParams, Tier, narrowed
 from batchperf.pool import BackendPool, ModelPool
 from batchperf.progress import add_progress_option, register_progress
 
-# The regression gate (baselines, --benchmark-compare, the per-cell verdict) lives in its own plugin module.
-pytest_plugins = ["batchperf.gate_plugin"]
+# Plugins of their own: the regression gate (baselines, --benchmark-compare, the per-cell verdict) and
+# sharding (--batchperf-shard=I/N).
+pytest_plugins = ["batchperf.gate_plugin", "batchperf.shard"]
 
 OPTION_AXES = {
     "models": "models (registry names, see `batchperf models`)",
@@ -26,6 +28,7 @@ OPTION_AXES = {
     "batch_sizes": "batch sizes (max requests per batch)",
     "prompt_lens": "prompt lengths: 512, short/medium/long, a range 64-512, or a mix [64,256,512]",
     "concurrency": "concurrencies (max requests in flight)",
+    "tp": "tensor-parallel sizes of vllm cells (GPUs per cell; a cell skips when fewer are visible)",
 }
 
 
@@ -85,6 +88,8 @@ def pytest_configure(config: pytest.Config) -> None:
         raise pytest.UsageError(f"batchperf: {exc}") from None
     config.stash[STATE] = SessionState(tiers, ModelPool(_model_overrides(config.getoption("batchperf_model_path"))))
     register_progress(config)
+    if url := config.getoption("batchperf_server_url"):  # read by the vllm-server backend
+        os.environ["BATCHPERF_SERVER_URL"] = url
 
 
 def state(config: pytest.Config) -> SessionState:

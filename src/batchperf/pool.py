@@ -35,13 +35,15 @@ class ModelPool:
 
 class BackendPool:
     def __init__(self) -> None:
-        self._backends: dict[tuple[str, int], Backend | Exception] = {}
+        self._backends: dict[tuple[str, int, int], Backend | Exception] = {}
 
-    def get(self, name: str, model: LoadedModel) -> Backend:
-        key = (name, id(model))
+    def get(self, name: str, model: LoadedModel, tp: int = 1) -> Backend:
+        key = (name, id(model), tp)
         if key not in self._backends:
             try:
-                self._backends[key] = create_backend(name, model)
+                # only a tensor-parallel cell passes the option, so other backends' factories need not take it
+                options = {"tensor_parallel_size": tp} if tp > 1 else {}
+                self._backends[key] = create_backend(name, model, **options)
             except Exception as exc:
                 self._backends[key] = exc
         found = self._backends[key]
@@ -52,7 +54,7 @@ class BackendPool:
     def close(self) -> list[str]:
         """Close every backend; returns the errors met (closing must not stop at the first)."""
         errors: list[str] = []
-        for (name, _), backend in self._backends.items():
+        for (name, _, _), backend in self._backends.items():
             if not isinstance(backend, Exception):
                 try:
                     backend.close()

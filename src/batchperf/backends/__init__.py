@@ -9,6 +9,7 @@ reason; the suite turns that into a skip.
 from __future__ import annotations
 
 import importlib
+import inspect
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Protocol, runtime_checkable
 
@@ -40,6 +41,10 @@ BackendFactory = Callable[["LoadedModel"], Backend]
 # name -> "module:attribute"; imported only when that backend is created.
 _BUILTIN: dict[str, str] = {
     "hf-static": "batchperf.backends.hf_static:HFStaticBackend",
+    "hf-continuous": "batchperf.backends.hf_continuous:HFContinuousBackend",
+    "vllm": "batchperf.backends.vllm_engine:VLLMEngineBackend",
+    "vllm-prefix-cache": "batchperf.backends.vllm_engine:VLLMPrefixCacheBackend",
+    "vllm-server": "batchperf.backends.vllm_server:VLLMServerBackend",
 }
 _REGISTRY: dict[str, BackendFactory] = {}
 
@@ -56,8 +61,11 @@ def backend_names() -> list[str]:
     return sorted({*_BUILTIN, *_REGISTRY})
 
 
-def create_backend(name: str, model: LoadedModel) -> Backend:
-    """Build backend ``name`` for ``model``; ValueError if unknown, BackendUnavailable if it can't run."""
+def create_backend(name: str, model: LoadedModel, **options: object) -> Backend:
+    """Build backend ``name`` for ``model``; ValueError if unknown, BackendUnavailable if it can't run.
+
+    ``options`` go to the factory as keywords (``tensor_parallel_size`` for a vllm cell with tp > 1).
+    """
     factory = _REGISTRY.get(name)
     if factory is None:
         if name not in _BUILTIN:
@@ -68,4 +76,15 @@ def create_backend(name: str, model: LoadedModel) -> Backend:
         except ImportError as exc:
             raise BackendUnavailable(f"backend {name!r} needs a package that is not installed: {exc}") from exc
         factory = _REGISTRY[name] = getattr(module, attr)
-    return factory(model)
+    if unknown := _unknown_options(factory, options):
+        raise ValueError(f"backend {name!r} does not take {', '.join(unknown)} (needed by this cell)")
+    return factory(model, **options)
+
+
+def _unknown_options(factory: BackendFactory, options: dict[str, object]) -> list[str]:
+    if not options:
+        return []
+    params = inspect.signature(factory).parameters
+    if any(p.kind is inspect.Parameter.VAR_KEYWORD for p in params.values()):
+        return []
+    return [k for k in options if k not in params]

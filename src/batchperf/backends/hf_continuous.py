@@ -1,0 +1,164 @@
+"""``hf-continuous``: transformers' built-in continuous batching (``init_continuous_batching``).
+
+``batch_size`` is the manager's ``max_requests_per_batch``; block sharing
+(prefix caching) is off, as for the other backends. Requests are added as the
+workload's feed releases them, each with ``max_new_tokens`` = its target and no
+EOS (``eos_token_id=-1``), so it generates exactly its target. The manager
+records a ``time.perf_counter`` timestamp per generated token
+(``record_timestamps``), which is converted to run time; results are read as
+each request finishes.
+
+The manager (its paged KV cache, batch processor and generation thread) is
+built once per batch size and kept running across cells; restarting it costs
+a batch-processor reset at the start of every run. It is created with
+``auto_switch_to_flash=False`` so it keeps the model's (sdpa) attention, which
+other backends share; where it must switch (an eager model becomes
+``paged|eager``) it is stopped after each run, which switches the model back.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+from batchperf.backends._common import run_trace
+from batchperf.clock import RunClock
+from batchperf.feed import RequestFeed
+from batchperf.kv import kv_bytes_per_token, kv_tokens_held
+from batchperf.memory import memory_figures, reset_peak
+from batchperf.models import LoadedModel
+from batchperf.trace import RequestTrace
+from batchperf.workload import RequestSpec, Workload
+
+RESULT_POLL_S = 0.5  # longest wait for a result before checking that the manager's thread is alive
+START_TIMEOUT_S = 300.0  # building the batch processor allocates the whole KV pool
+
+# On a CPU, transformers' defaults are sized for a GPU: ~90% of free memory as KV pool, 8192-token
+# batches, and K/V padded to multiples of 16384 tokens (to bound the number of CUDA graphs).
+# Without graphs the padding is pure waste (a 64-token prompt's first step took 9 s), and its
+# warm-up runs the largest shapes (87 s). So on a CPU: a 1 GiB pool (as the vllm backend's),
+# vLLM's default 2048-token step budget, padding to one page, and no warm-up (the workload's
+# warm-up requests warm it instead).
+CPU_KV_POOL_BYTES = 1 << 30
+CPU_MAX_BATCH_TOKENS = 2048
+
+
+class HFContinuousBackend:
+    name = "hf-continuous"
+
+    def __init__(self, model: LoadedModel) -> None:
+        try:
+            from transformers import ContinuousBatchingConfig  # noqa: F401
+        except ImportError as exc:
+            from batchperf.backends import BackendUnavailable
+
+            raise BackendUnavailable(f"this transformers has no continuous batching ({exc}); need >= 5.0") from exc
+        self.model = model
+        self._manager: Any = None
+        self._manager_batch_size = 0
+
+    def close(self) -> None:
+        if self._manager is not None:
+            self._manager.destroy()
+            self.model.model.destroy_cached_continuous_batching_manager()
+            self._manager = None
+
+    def manager(self, batch_size: int) -> Any:
+        """The manager for ``batch_size``, started; built (and warmed up) on first use of that size."""
+        from transformers import ContinuousBatchingConfig, GenerationConfig
+
+        if self._manager is not None and self._manager_batch_size == batch_size and self._manager.is_running():
+            return self._manager
+        if self._manager is not None and self._manager_batch_size != batch_size:
+            self.close()
+        model = self.model.model
+        on_cpu = self.model.device.type == "cpu"
+        config = ContinuousBatchingConfig(
+            max_requests_per_batch=batch_size, allow_block_sharing=False, auto_switch_to_flash=False
+        )
+        if on_cpu:
+            block_bytes = config.page_size * kv_bytes_per_token(self.model.config, self.model.dtype)
+            config.num_blocks = max(CPU_KV_POOL_BYTES // block_bytes, 1)
+            config.max_batch_tokens = CPU_MAX_BATCH_TOKENS
+            config.kv_padding_interval_size = config.page_size
+        manager = model.init_continuous_batching(  # returns the cached manager when there is one
+            generation_config=GenerationConfig(do_sample=False, max_new_tokens=1, eos_token_id=-1),
+            continuous_batching_config=config,
+        )
+        if not on_cpu and not manager.warmed_up:
+            manager.warmup()  # captures CUDA graphs at the largest shapes
+        self._manager, self._manager_batch_size = manager, batch_size
+        manager.start()
+        # the thread builds the batch processor (and allocates the KV pool) first: not part of any run
+        deadline = time.monotonic() + START_TIMEOUT_S
+        while manager.batch_processor is None:
+            if not manager.is_running() or time.monotonic() > deadline:
+                raise RuntimeError(f"hf-continuous: the manager did not start "
+                                   f"({manager.background_thread_status.fatal_error or 'timed out'})")
+            time.sleep(0.01)
+        return manager
+
+    def run(self, workload: Workload, batch_size: int, concurrency: int) -> RunTrace:
+        clock = RunClock(self.model.device)
+        feed = RequestFeed(workload.requests, workload.max_in_flight(concurrency))
+        manager = self.manager(batch_size)
+        sent: dict[str, tuple[RequestSpec, float]] = {}
+        done: list[RequestTrace] = []
+        reset_peak(self.model.device)
+        try:
+            clock.start()
+            # transformers stamps tokens with time.perf_counter(); this maps them to run time
+            base = time.perf_counter() - clock.now()
+            while not feed.done:
+                for spec, arrival in feed.poll(clock.now()):
+                    key = f"bp-{spec.request_id}"
+                    sent[key] = (spec, arrival)
+                    manager.add_request(
+                        input_ids=list(spec.prompt_ids), request_id=key, max_new_tokens=spec.target_len,
+                        record_timestamps=True, eos_token_id=-1,
+                    )
+                release = feed.next_release()
+                wait = RESULT_POLL_S if release is None else min(RESULT_POLL_S, max(release - clock.now(), 0.0))
+                result = manager.get_result(timeout=wait) if sent else None
+                if result is None:
+                    if sent and not manager.is_running():
+                        raise RuntimeError(f"hf-continuous: the generation thread stopped "
+                                           f"({manager.background_thread_status.fatal_error})")
+                    if not sent and release is not None:
+                        clock.sleep_until(release)
+                    continue
+                spec, arrival = sent.pop(result.request_id)
+                trace = self._trace(spec, arrival, result, base)
+                feed.complete(spec.request_id, trace.finished)
+                done.append(trace)
+        finally:
+            for key in sent:  # a failed run must not leave requests in the kept manager
+                manager.cancel_request(key)
+            if manager._original_attn_impl is not None:  # it switched the shared model's attention: restore it
+                manager.stop(block=True, keep_for_next_session=True)
+        return run_trace(self.name, batch_size, concurrency, done, kv=self._kv_figures(manager),
+                         memory=memory_figures(self.model.device))
+
+    def _trace(self, spec: RequestSpec, arrival: float, result: Any, base: float) -> RequestTrace:
+        times = tuple(t - base for t in (result.timestamps or ()))
+        held = kv_tokens_held(spec.prompt_len, len(times))
+        return RequestTrace(
+            request_id=spec.request_id,
+            prompt_len=spec.prompt_len,
+            target_len=spec.target_len,
+            arrival=arrival,
+            scheduled=max(result.lifespan[0] - base, arrival),
+            token_times=times,
+            kv_tokens=held,
+            kv_bytes=held * kv_bytes_per_token(self.model.config, self.model.dtype),
+            error=result.error,
+        )
+
+    def _kv_figures(self, manager: Any) -> dict[str, Any]:
+        config = manager.continuous_batching_config
+        return {
+            "kv_layout": f"paged, {config.page_size}-token pages (transformers continuous batching)",
+            "block_size": config.page_size,
+            "kv_pool_blocks": config.num_blocks,
+            "max_batch_tokens": config.max_batch_tokens,
+        }

@@ -1,0 +1,222 @@
+"""``vllm``: vLLM's engine in this process, driven one step at a time.
+
+``batch_size`` is the engine's ``max_num_seqs``. Requests are token-id prompts
+sent when the workload's feed releases them; each asks for exactly its target
+(``ignore_eos``, ``max_tokens`` = target, greedy, no detokenisation). After
+every ``step()`` the clock is read and each token the step returned gets that
+time, so TTFT and ITL are per token, not averages. The engine is built once per
+batch size and prefix-caching setting and reused across cells (building one
+compiles the model: tens of seconds on a CPU).
+
+KV figures come from vLLM itself: the block size and bytes per block of its
+cache config, and the most blocks each request's block table held.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from typing import Any
+
+from batchperf.backends._vllm import import_vllm, kv_block_figures, third_party_warnings_ignored
+from batchperf.backends._common import run_trace
+from batchperf.clock import RunClock
+from batchperf.feed import RequestFeed
+from batchperf.kv import kv_bytes_per_token, kv_tokens_held
+from batchperf.memory import memory_figures, reset_peak
+from batchperf.models import LoadedModel
+from batchperf.trace import RequestTrace
+from batchperf.workload import RequestSpec, Workload
+
+
+@dataclass(slots=True)
+class _Live:
+    """A request the engine holds: its spec, when it was sent, and what it produced so far."""
+
+    spec: RequestSpec
+    arrival: float
+    scheduled: float | None = None
+    token_times: list[float] = field(default_factory=list)
+    max_blocks: int = 0
+
+    def trace(self, bytes_per_token: int) -> RequestTrace:
+        held = kv_tokens_held(self.spec.prompt_len, len(self.token_times))
+        return RequestTrace(
+            request_id=self.spec.request_id,
+            prompt_len=self.spec.prompt_len,
+            target_len=self.spec.target_len,
+            arrival=self.arrival,
+            scheduled=self.arrival if self.scheduled is None else self.scheduled,
+            token_times=tuple(self.token_times),
+            kv_tokens=held,
+            # the slots its tokens fill; whole blocks reserved are in RunTrace.kv
+            kv_bytes=held * bytes_per_token,
+        )
+
+
+class VLLMEngineBackend:
+    name = "vllm"
+    prefix_caching = False  # a warm prefix cache inflates numbers; ``vllm-prefix-cache`` turns it on
+
+    def __init__(self, model: LoadedModel, *, enforce_eager: bool = False) -> None:
+        import_vllm()
+        self.model = model
+        self.enforce_eager = enforce_eager
+        self._engines: dict[int, Any] = {}  # max_num_seqs -> LLMEngine
+        self._serving_threads = 1  # torch threads vLLM chose for its engine
+
+    def close(self) -> None:
+        for engine in self._engines.values():
+            _shutdown(engine)
+        self._engines.clear()
+
+    def engine(self, batch_size: int) -> Any:
+        """The engine for ``batch_size``, built on first use."""
+        if batch_size not in self._engines:
+            from vllm import EngineArgs
+            from vllm.v1.engine.llm_engine import LLMEngine
+
+            args = EngineArgs(
+                model=str(self.model.path),
+                dtype=self.model.spec.dtype,
+                max_num_seqs=batch_size,
+                max_model_len=self.model.max_model_len,
+                enable_prefix_caching=self.prefix_caching,
+                enforce_eager=self.enforce_eager,
+                seed=0,
+                disable_log_stats=True,  # we timestamp tokens ourselves
+            )
+            import torch
+
+            threads, set_threads = torch.get_num_threads(), torch.set_num_threads
+            try:
+                with third_party_warnings_ignored():
+                    self._engines[batch_size] = LLMEngine.from_engine_args(args)
+                # vLLM's in-process CPU worker sets torch to its serving thread count (1) and replaces
+                # torch.set_num_threads with a no-op for the whole process; every other backend in this
+                # session would then run single-threaded. Keep vLLM's count for vLLM's runs only.
+                self._serving_threads = torch.get_num_threads()
+            finally:
+                torch.set_num_threads = set_threads
+                set_threads(threads)
+        return self._engines[batch_size]
+
+    def run(self, workload: Workload, batch_size: int, concurrency: int) -> RunTrace:
+        engine = self.engine(batch_size)
+        with torch_threads(self._serving_threads):
+            return self._run(engine, workload, batch_size, concurrency)
+
+    def _run(self, engine: Any, workload: Workload, batch_size: int, concurrency: int) -> RunTrace:
+        from vllm import SamplingParams
+        from vllm.inputs import TokensPrompt
+        from vllm.sampling_params import RequestOutputKind
+
+        core = getattr(engine.engine_core, "engine_core", None)  # only the in-process client has it
+        if core is None:
+            raise RuntimeError("vllm: the engine core runs in another process, so its block tables cannot be "
+                               "read; run with VLLM_ENABLE_V1_MULTIPROCESSING=0 (batchperf's default)")
+        scheduler = core.scheduler
+        kv_manager = scheduler.kv_cache_manager
+        block_size, block_bytes = kv_block_figures(scheduler.kv_cache_config)
+        bytes_per_token = self._checked_bytes_per_token(block_size, block_bytes)
+        pool_blocks = kv_manager.block_pool.num_gpu_blocks - 1  # vLLM keeps one null block
+        blocks_held: dict[int, int] = {}  # request id -> most blocks its block table held
+        clock = RunClock(self.model.device)
+        feed = RequestFeed(workload.requests, workload.max_in_flight(concurrency))
+        live: dict[str, _Live] = {}  # vLLM's internal request id -> state
+        by_external: dict[str, str] = {}
+        done: list[RequestTrace] = []
+        peak_blocks = 0
+        reset_peak(self.model.device)
+        clock.start()
+        try:
+            while not feed.done:
+                for spec, arrival in feed.poll(clock.now()):
+                    params = SamplingParams(
+                        max_tokens=spec.target_len, ignore_eos=True, temperature=0.0,
+                        detokenize=False, output_kind=RequestOutputKind.DELTA,
+                    )
+                    prompt = TokensPrompt(prompt_token_ids=list(spec.prompt_ids))
+                    internal = engine.add_request(str(spec.request_id), prompt, params)
+                    live[internal] = _Live(spec, arrival)
+                    by_external[str(spec.request_id)] = internal
+                if not engine.has_unfinished_requests():
+                    release = feed.next_release()
+                    if release is None:
+                        raise RuntimeError("vllm: nothing queued and nothing to release; the feed is stuck")
+                    clock.sleep_until(release)
+                    continue
+                before = clock.now()
+                outputs = engine.step()
+                now = clock.now()
+                for request in scheduler.running:  # scheduled in this step or earlier
+                    state = live.get(request.request_id)
+                    if state is not None:
+                        if state.scheduled is None:
+                            state.scheduled = before
+                        blocks = len(kv_manager.get_block_ids(request.request_id)[0])  # first (only) cache group
+                        state.max_blocks = max(state.max_blocks, blocks)
+                peak_blocks = max(peak_blocks, pool_blocks - kv_manager.block_pool.get_num_free_blocks())
+                for out in outputs:
+                    state = live[by_external[out.request_id]]
+                    if state.scheduled is None:
+                        state.scheduled = before
+                    state.token_times.extend([now] * len(out.outputs[0].token_ids))
+                    if out.finished:
+                        del live[by_external.pop(out.request_id)]
+                        feed.complete(state.spec.request_id, now)
+                        blocks_held[state.spec.request_id] = state.max_blocks
+                        done.append(state.trace(bytes_per_token))
+        finally:
+            if by_external:  # a failed run must not leave requests in the reused engine
+                engine.abort_request(list(by_external), internal=False)
+        return run_trace(self.name, batch_size, concurrency, done, kv={
+            "kv_layout": f"paged, {block_size}-token blocks",
+            "block_size": block_size,
+            "bytes_per_block": block_bytes,
+            "bytes_per_token_backend": bytes_per_token,
+            "kv_pool_blocks": pool_blocks,
+            "kv_cache_peak_bytes": peak_blocks * block_bytes,
+            # whole blocks reserved per request, read from vLLM's block tables while it ran
+            "kv_blocks_per_request": [blocks_held[i] for i in sorted(blocks_held)],
+            "prefix_caching": self.prefix_caching,
+        }, memory=memory_figures(self.model.device))
+
+    def _checked_bytes_per_token(self, block_size: int, block_bytes: int) -> int:
+        """vLLM's bytes per token, which must equal batchperf.kv's analytic figure."""
+        analytic = kv_bytes_per_token(self.model.config, self.model.spec.dtype)
+        if block_bytes != analytic * block_size:
+            raise RuntimeError(
+                f"vllm: KV bytes per block from vLLM's cache config ({block_bytes} for {block_size} tokens) "
+                f"differ from batchperf.kv's analytic {analytic} bytes/token for {self.model.name}; "
+                f"one of them is wrong (quantised KV cache or an unusual attention layout?)"
+            )
+        return analytic
+
+
+class VLLMPrefixCacheBackend(VLLMEngineBackend):
+    """The engine with automatic prefix caching on: the cell parameter for cache-sensitive runs."""
+
+    name = "vllm-prefix-cache"
+    prefix_caching = True
+
+
+@contextmanager
+def torch_threads(n: int) -> Iterator[None]:
+    """torch's intra-op thread count set to ``n`` inside, restored after."""
+    import torch
+
+    before = torch.get_num_threads()
+    torch.set_num_threads(n)
+    try:
+        yield
+    finally:
+        torch.set_num_threads(before)
+
+
+def _shutdown(engine: Any) -> None:
+    """Release an in-process engine's executor and workers now rather than at garbage collection."""
+    core = getattr(engine, "engine_core", None)
+    if core is not None:
+        core.shutdown()
