@@ -14,6 +14,8 @@ SUBCOMMANDS: dict[str, tuple[str, str]] = {
     "run": ("batchperf.run_cli", "run the performance cells of a tier (pytest perf_tests) and save results JSON"),
     "kv": ("batchperf.kv", "KV-cache bytes per token and per request from a model config"),
     "models": ("batchperf.models_cli", "list the registered models and backends"),
+    "compare": ("batchperf.compare_cli", "per-cell changes of every metric between two results files, with the gate's verdicts"),
+    "refresh": ("batchperf.refresh", "pin a reviewed run as this hardware's baseline (baselines/<fingerprint>/)"),
     "report": ("batchperf.report", "an HTML page of plots (throughput, latency, ITL, KV growth, memory) from results"),
     "recommend": ("batchperf.recommend", "the batch size with the most throughput whose P99s meet your SLOs"),
     "merge": ("batchperf.merge", "join per-shard results files (--batchperf-shard=I/N) into one results file"),

@@ -15,6 +15,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from batchperf import inject
+
 TINY_CONFIG: dict[str, Any] = {
     # Sized so a decode step's matmuls, not Python, take most of the step on 2 cores.
     "hidden_size": 256,
@@ -178,4 +180,5 @@ def load_model(spec: ModelSpec, device: str = "cpu") -> LoadedModel:
             f"Check the path or hub id (override with --batchperf-model-path {spec.name}=PATH); "
             f"this machine has no hub access, so a hub id must already be in the local cache."
         ) from exc
+    inject.install(model, device=torch.device(device))  # BATCHPERF_INJECT_*: the documented slowdown hook
     return LoadedModel(spec, Path(str(source)), model, tokenizer, config, torch.device(device), dtype)

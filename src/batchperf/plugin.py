@@ -18,8 +18,9 @@ from batchperf.matrix import AXES, TIERS, CellParams, Tier, narrowed
 from batchperf.pool import BackendPool, ModelPool
 from batchperf.progress import add_progress_option, register_progress
 
-# Sharding (--batchperf-shard=I/N) lives in its own plugin module.
-pytest_plugins = ["batchperf.shard"]
+# Plugins of their own: the regression gate (baselines, --benchmark-compare, the per-cell verdict) and
+# sharding (--batchperf-shard=I/N).
+pytest_plugins = ["batchperf.gate_plugin", "batchperf.shard"]
 
 OPTION_AXES = {
     "models": "models (registry names, see `batchperf models`)",

@@ -1,0 +1,313 @@
+"""The regression gate: a direction and a noise-aware tolerance per metric, a verdict per metric and per cell.
+
+Every rule lives in :data:`RULES` (the one place to change a default). A metric
+regresses when it moved in its bad direction by more than its tolerance::
+
+    tolerance = max(floor[metric, tier], k × spread)
+
+where ``spread`` is the baseline's own round-to-round relative spread (population
+std / |median| over ``extra_info.rounds``). Exact metrics (KV bytes) have no
+tolerance at all: any change is a regression, everywhere. Changes are relative,
+so the unit a metric is stored in never matters.
+"""
+
+from __future__ import annotations
+
+import math
+import statistics
+from collections.abc import Mapping
+from dataclasses import dataclass, field, replace
+from enum import Enum
+from typing import Any
+
+from batchperf.fingerprint import Fingerprint, cell_identity, identity_diff, soft_warnings, version_diff
+
+
+class Direction(str, Enum):
+    HIGHER = "higher"  # higher is better (throughput)
+    LOWER = "lower"  # lower is better (latency, memory)
+    EXACT = "exact"  # any change is a regression (KV bytes)
+
+
+class Verdict(str, Enum):
+    REGRESSION = "regression"
+    MISSING = "missing"  # the baseline has it, this run does not: a check was lost
+    PASS = "pass"
+    IMPROVEMENT = "improvement"  # "refresh suggested"
+    NO_BASELINE = "no-baseline"
+
+    @property
+    def failed(self) -> bool:
+        return self in (Verdict.REGRESSION, Verdict.MISSING)
+
+
+# Best to worst, for "the verdict never improves as a slowdown grows".
+VERDICT_RANK = {Verdict.IMPROVEMENT: 2, Verdict.PASS: 1, Verdict.REGRESSION: 0, Verdict.MISSING: 0}
+EXACT_REL = 1e-9  # exact metrics are floats (means of integers): allow only float rounding
+
+
+@dataclass(frozen=True, slots=True)
+class Rule:
+    metric: str  # dotted path into a cell's extra_info, e.g. "metrics.output_throughput"
+    direction: Direction
+    floors: Mapping[str, float] = field(default_factory=dict)  # tier -> relative floor; "*" for any tier
+
+    def __post_init__(self) -> None:
+        if "." not in self.metric:
+            raise ValueError(f"rule metric must be a dotted extra_info path, got {self.metric!r}")
+        for tier, value in self.floors.items():
+            if not 0 <= value < 10:
+                raise ValueError(f"rule {self.metric}: floor for tier {tier!r} must be in [0, 10), got {value}")
+
+    def floor(self, tier: str) -> float:
+        if self.direction is Direction.EXACT:
+            return 0.0
+        return self.floors.get(tier, self.floors.get("*", 0.0))
+
+    @property
+    def name(self) -> str:
+        return self.metric.rsplit(".", 1)[1]
+
+
+# CPU-tier floors come from A/A reruns (tools/detector_check.py, docs/baselines.md) on a 2-core VM that three
+# other engineers' benchmarks kept at load average 8-12: the worst A/A changes were throughput -39%, P99 TTFT
+# +70%, E2EL +80%, TPOT +194%, ITL +448% (a P99 over pooled gaps is one scheduler hiccup). They are set above
+# those so CI never fails on noise; measure a quieter runner and tighten with --batchperf-tolerance.
+# GPU floors are the usual few percent of a dedicated device (not yet measured here: no GPU in this session).
+_TPUT = {"cpu": 0.45, "gpu": 0.05, "*": 0.10}
+_TAIL = {"cpu": 1.00, "gpu": 0.10, "*": 0.15}  # P99 TTFT and E2EL
+_STEP = {"cpu": 2.50, "gpu": 0.10, "*": 0.15}  # P99 TPOT
+_GAP = {"cpu": 5.00, "gpu": 0.15, "*": 0.20}  # P99 ITL
+RULES: tuple[Rule, ...] = (
+    Rule("metrics.output_throughput", Direction.HIGHER, _TPUT),
+    Rule("metrics.request_throughput", Direction.HIGHER, _TPUT),
+    Rule("metrics.p99_ttft_ms", Direction.LOWER, _TAIL),
+    Rule("metrics.p99_tpot_ms", Direction.LOWER, _STEP),
+    Rule("metrics.p99_itl_ms", Direction.LOWER, _GAP),
+    Rule("metrics.p99_e2el_ms", Direction.LOWER, _TAIL),
+    Rule("kv.bytes_per_token_measured", Direction.EXACT),
+    Rule("kv.kv_bytes_per_request_mean", Direction.EXACT),
+    Rule("kv.growth_slope_bytes_per_token", Direction.EXACT),
+    Rule("memory.torch_peak_allocated_bytes", Direction.LOWER, {"*": 0.05}),
+    # Process RSS peak depends on what ran earlier in the session: only a gross change means something.
+    Rule("memory.peak_rss_bytes", Direction.LOWER, {"*": 0.50}),
+)
+
+
+@dataclass(frozen=True, slots=True)
+class GateConfig:
+    rules: tuple[Rule, ...] = RULES
+    k: float = 3.0  # tolerance in units of the baseline's relative round-to-round spread
+
+    def __post_init__(self) -> None:
+        if not (self.k >= 0 and math.isfinite(self.k)):
+            raise ValueError(f"gate k must be a finite number >= 0, got {self.k}")
+        names = [r.metric for r in self.rules]
+        if len(set(names)) != len(names):
+            raise ValueError("gate rules name a metric twice")
+
+    def with_floor(self, metric: str, value: float, tier: str = "*") -> GateConfig:
+        """This config with ``metric``'s floor for ``tier`` set (``metric`` may omit its ``metrics.`` prefix)."""
+        matches = [r for r in self.rules if metric in (r.metric, r.name)]
+        if not matches:
+            raise ValueError(f"no gate rule for metric {metric!r}; known: {', '.join(r.name for r in self.rules)}")
+        target = matches[0]
+        if target.direction is Direction.EXACT:
+            raise ValueError(f"{target.metric} is exact: it has no tolerance to override")
+        new = replace(target, floors={**({} if tier == "*" else target.floors), tier: value})
+        return replace(self, rules=tuple(new if r is target else r for r in self.rules))
+
+
+def lookup(info: Mapping[str, Any], path: str) -> float | None:
+    """The number at dotted ``path`` in ``info``; None when absent or not a finite number."""
+    node: Any = info
+    for part in path.split("."):
+        if not isinstance(node, Mapping) or part not in node:
+            return None
+        node = node[part]
+    if isinstance(node, bool) or not isinstance(node, (int, float)) or not math.isfinite(node):
+        return None
+    return float(node)
+
+
+def relative_spread(info: Mapping[str, Any], path: str) -> float:
+    """Population std / |median| of ``path`` over ``info['rounds']``; 0 with fewer than two rounds."""
+    section, _, name = path.partition(".")
+    rounds = info.get("rounds") if section == "metrics" else None
+    if not isinstance(rounds, list):
+        return 0.0
+    values = [v for r in rounds if isinstance(r, Mapping) and (v := lookup(r, name)) is not None]
+    if len(values) < 2:
+        return 0.0
+    mid = abs(statistics.median(values))
+    return statistics.pstdev(values) / mid if mid > 0 else 0.0
+
+
+def relative_change(baseline: float, measured: float) -> float:
+    if baseline == measured:
+        return 0.0
+    if baseline == 0:
+        return math.copysign(math.inf, measured)
+    return (measured - baseline) / abs(baseline)
+
+
+@dataclass(frozen=True, slots=True)
+class MetricResult:
+    metric: str
+    direction: Direction
+    baseline: float
+    measured: float | None
+    change: float  # (measured - baseline) / |baseline|; NaN when missing
+    tolerance: float  # relative
+    verdict: Verdict
+    first_measured: float | None = None  # the first run's value when this one is the re-measurement
+
+    @property
+    def name(self) -> str:
+        return self.metric.rsplit(".", 1)[1]
+
+
+def judge(rule: Rule, baseline: Mapping[str, Any], current: Mapping[str, Any], tier: str, k: float) -> MetricResult | None:
+    """One metric's verdict; None when the baseline does not have the metric (nothing to compare)."""
+    base = lookup(baseline, rule.metric)
+    if base is None:
+        return None
+    measured = lookup(current, rule.metric)
+    if rule.direction is Direction.EXACT:
+        tolerance = EXACT_REL
+    else:
+        tolerance = max(rule.floor(tier), k * relative_spread(baseline, rule.metric))
+    if measured is None:
+        return MetricResult(rule.metric, rule.direction, base, None, math.nan, tolerance, Verdict.MISSING)
+    change = relative_change(base, measured)
+    worse = {Direction.HIGHER: -change, Direction.LOWER: change, Direction.EXACT: abs(change)}[rule.direction]
+    if worse > tolerance:
+        verdict = Verdict.REGRESSION
+    elif rule.direction is not Direction.EXACT and -worse > tolerance:
+        verdict = Verdict.IMPROVEMENT
+    else:
+        verdict = Verdict.PASS
+    return MetricResult(rule.metric, rule.direction, base, measured, change, tolerance, verdict)
+
+
+@dataclass(frozen=True, slots=True)
+class CellVerdict:
+    name: str
+    verdict: Verdict
+    metrics: tuple[MetricResult, ...] = ()
+    identity_diff: tuple[str, ...] = ()  # why there is no comparable baseline
+    versions: Mapping[str, tuple[str, str]] = field(default_factory=dict)  # upgrade axes that differ
+    warnings: tuple[str, ...] = ()
+    remeasured: bool = False
+
+    @property
+    def failed(self) -> bool:
+        return self.verdict.failed
+
+
+def _cell_verdict(results: list[MetricResult]) -> Verdict:
+    if any(r.verdict.failed for r in results):
+        return Verdict.REGRESSION
+    if any(r.verdict is Verdict.IMPROVEMENT for r in results):
+        return Verdict.IMPROVEMENT
+    return Verdict.PASS
+
+
+def compare_cell(
+    name: str,
+    baseline: Mapping[str, Any] | None,
+    current: Mapping[str, Any],
+    config: GateConfig = GateConfig(),
+    baseline_fp: Fingerprint | None = None,
+    current_fp: Fingerprint | None = None,
+) -> CellVerdict:
+    """Compare one cell's ``extra_info`` with its baseline's; never compares across a mismatched identity."""
+    if baseline is None:
+        return CellVerdict(name, Verdict.NO_BASELINE, identity_diff=("no baseline entry for this cell",))
+    diffs: list[str] = []
+    if baseline_fp is not None and current_fp is not None:
+        diffs += [f"hardware.{d}" for d in identity_diff(baseline_fp.identity.to_dict(), current_fp.identity.to_dict())]
+    try:
+        diffs += identity_diff(cell_identity(dict(baseline)), cell_identity(dict(current)))
+    except ValueError as exc:
+        diffs.append(str(exc))
+    if diffs:
+        return CellVerdict(name, Verdict.NO_BASELINE, identity_diff=tuple(diffs))
+    tier = str(current["cell"].get("tier", "*"))
+    results = [r for rule in config.rules if (r := judge(rule, baseline, current, tier, config.k)) is not None]
+    versions, warnings = {}, ()
+    if baseline_fp is not None and current_fp is not None:
+        versions = version_diff(baseline_fp.upgrade, current_fp.upgrade)
+        warnings = tuple(soft_warnings(baseline_fp.soft, current_fp.soft))
+    return CellVerdict(name, _cell_verdict(results), tuple(results), (), versions, warnings)
+
+
+def confirm(first: CellVerdict, second: CellVerdict) -> CellVerdict:
+    """Combine a first violation with its re-measurement: a metric fails only if it failed both times."""
+    if first.verdict is Verdict.NO_BASELINE or second.verdict is Verdict.NO_BASELINE:
+        return replace(second, remeasured=True)
+    before = {r.metric: r for r in first.metrics}
+    merged = []
+    for r in second.metrics:
+        prior = before.get(r.metric)
+        verdict = r.verdict
+        if verdict.failed and not (prior is not None and prior.verdict.failed):
+            verdict = Verdict.PASS  # failed only once: noise, not a confirmed regression
+        merged.append(replace(r, verdict=verdict, first_measured=prior.measured if prior else None))
+    return replace(second, verdict=_cell_verdict(merged), metrics=tuple(merged), remeasured=True)
+
+
+# --- the one table --------------------------------------------------------------------------------
+
+
+def fmt_value(value: float | None) -> str:
+    if value is None or math.isnan(value):
+        return "-"
+    if abs(value) >= 1e5:
+        return f"{value:,.0f}"
+    return f"{value:.4g}"
+
+
+def fmt_change(change: float) -> str:
+    if math.isnan(change):
+        return "-"
+    if math.isinf(change):
+        return "+inf" if change > 0 else "-inf"
+    return f"{change * 100:+.1f}%"
+
+
+def fmt_tolerance(r: MetricResult) -> str:
+    if r.direction is Direction.EXACT:
+        return "exact"
+    return f"{'-' if r.direction is Direction.HIGHER else '+'}{r.tolerance * 100:.1f}%"
+
+
+TABLE_HEADER = ("metric", "baseline", "measured", "change", "tolerance", "verdict")
+
+
+def table_rows(verdict: CellVerdict) -> list[tuple[str, ...]]:
+    rows = []
+    for r in verdict.metrics:
+        measured = fmt_value(r.measured)
+        if r.first_measured is not None:
+            measured += f" (1st {fmt_value(r.first_measured)})"
+        label = {Verdict.IMPROVEMENT: "improvement", Verdict.PASS: "ok"}.get(r.verdict, r.verdict.value.upper())
+        rows.append((r.name, fmt_value(r.baseline), measured, fmt_change(r.change), fmt_tolerance(r), label))
+    return rows
+
+
+def render_table(verdict: CellVerdict) -> str:
+    """The failure message: one aligned table, then the upgrade-axis versions that differ."""
+    rows = [TABLE_HEADER, *table_rows(verdict)]
+    widths = [max(len(row[i]) for row in rows) for i in range(len(TABLE_HEADER))]
+    lines = [f"batchperf gate: {verdict.name}: {verdict.verdict.value.upper()}"
+             + (" (confirmed by a re-measurement)" if verdict.remeasured and verdict.failed else "")]
+    for i, row in enumerate(rows):
+        lines.append("  ".join(c.ljust(w) if j == 0 else c.rjust(w) for j, (c, w) in enumerate(zip(row, widths))))
+        if i == 0:
+            lines.append("  ".join("-" * w for w in widths))
+    if verdict.versions:
+        lines.append("versions that differ from the baseline: "
+                     + ", ".join(f"{k} {a} → {b}" for k, (a, b) in verdict.versions.items()))
+    lines += [f"note: {w}" for w in verdict.warnings]
+    return "\n".join(lines)

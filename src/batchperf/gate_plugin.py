@@ -1,0 +1,174 @@
+"""The regression gate inside pytest: which baseline, one check per cell, the summary.
+
+``--benchmark-compare`` (no value) is taken over before pytest-benchmark reads
+it: it names this machine's pinned ``baselines/<fingerprint>/baseline.json``
+(never the last run saved under ``.benchmarks``), so pytest-benchmark's own
+comparison table and ``--benchmark-compare-fail`` use the same file.
+``--benchmark-compare=PATH`` compares with that file (a baseline or a results
+file). Each cell calls :func:`gate_cell` once with its ``extra_info``; a first
+violation is re-measured and only a confirmed regression fails the test, with
+the one-table message. This plugin is loaded by ``batchperf.plugin``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from batchperf import fingerprint as fp
+from batchperf.baseline_store import DEFAULT_ROOT, BaselineError, RunFile, load_baseline, load_results, pinned_path
+from batchperf.compare_cli import add_gate_args, gate_config
+from batchperf.gate import CellVerdict, GateConfig, Verdict, compare_cell, confirm, fmt_change, render_table
+
+
+@dataclass(slots=True)
+class GateSession:
+    fingerprint: fp.Fingerprint
+    config: GateConfig
+    require_baseline: bool
+    baseline: RunFile | None = None
+    source: str = ""  # what the cells are compared with, for the summary
+    active: bool = False  # --benchmark-compare was given
+    verdicts: list[CellVerdict] = field(default_factory=list)
+
+
+GATE = pytest.StashKey[GateSession]()
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    group = parser.getgroup("batchperf-gate", "batchperf: baselines and the regression gate")
+    group.addoption("--batchperf-baselines", dest="batchperf_baselines", default=None, metavar="DIR",
+                    help="baselines root holding <fingerprint>/baseline.json (default: <rootdir>/baselines)")
+    group.addoption("--batchperf-require-baseline", dest="batchperf_require_baseline", action="store_true",
+                    help="fail a cell that has no comparable baseline (default: report it in the summary)")
+    add_gate_args(group)
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    # Runs before pytest-benchmark's own (trylast) pytest_configure, which reads benchmark_compare.
+    try:
+        gate = GateSession(fp.current(), gate_config(config.getoption("batchperf_k"),
+                                                     config.getoption("batchperf_tolerance")),
+                           config.getoption("batchperf_require_baseline"))
+    except ValueError as exc:
+        raise pytest.UsageError(f"batchperf gate: {exc}") from None
+    config.stash[GATE] = gate
+    compare = config.getoption("benchmark_compare", None)
+    if not compare:
+        return
+    gate.active = True
+    if compare is True:
+        root = config.getoption("batchperf_baselines") or config.rootpath / DEFAULT_ROOT
+        path = pinned_path(Path(root), gate.fingerprint)
+        if not path.exists():
+            gate.source = f"no pinned baseline for this machine at {path}"
+            config.option.benchmark_compare = []  # keep pytest-benchmark off the last saved run
+            return
+        try:
+            gate.baseline = load_baseline(path, gate.fingerprint)
+        except BaselineError as exc:
+            raise pytest.UsageError(f"batchperf gate: {exc}") from None
+        config.option.benchmark_compare = str(path)  # pytest-benchmark's table and --benchmark-compare-fail
+        gate.source = str(path)
+        return
+    path = Path(compare)
+    if not path.is_file():  # a pytest-benchmark run number or id prefix: its business, not the gate's
+        gate.active = False
+        return
+    try:
+        gate.baseline = _load_any(path)
+    except BaselineError as exc:
+        raise pytest.UsageError(f"batchperf gate: {exc}") from None
+    gate.source = str(path)
+
+
+def _load_any(path: Path) -> RunFile:
+    """A baseline, or failing that a results file (comparing two runs is legitimate too)."""
+    try:
+        return load_baseline(path)
+    except BaselineError as exc:
+        if "batchperf_baseline" not in exc.problem:
+            raise
+        return load_results(path)
+
+
+def pytest_benchmark_update_machine_info(config: pytest.Config, machine_info: dict[str, Any]) -> None:
+    """Record the fingerprint in every results file: the refresh tool files it under this hardware."""
+    if GATE in config.stash:
+        machine_info["batchperf"] = config.stash[GATE].fingerprint.to_dict()
+
+
+def gate_cell(request: pytest.FixtureRequest, info: dict[str, Any],
+              remeasure: Callable[[], dict[str, Any]] | None = None) -> CellVerdict | None:
+    """Compare one cell with the baseline; fails the test on a confirmed regression. None: no comparison asked."""
+    config = request.config
+    gate = config.stash.get(GATE, None)
+    if gate is None or not gate.active:
+        return None
+    verdict = _compare(gate, request.node.nodeid, info)
+    if verdict.failed and remeasure is not None:
+        again = remeasure()
+        verdict = confirm(verdict, _compare(gate, request.node.nodeid, again))
+        info["gate_remeasured"] = {k: again[k] for k in ("metrics", "rounds") if k in again}
+    info["gate"] = {"verdict": verdict.verdict.value, "remeasured": verdict.remeasured,
+                    "regressed": [m.name for m in verdict.metrics if m.verdict.failed]}
+    gate.verdicts.append(verdict)
+    if verdict.failed:
+        pytest.fail(render_table(verdict), pytrace=False)
+    if verdict.verdict is Verdict.NO_BASELINE and gate.require_baseline:
+        pytest.fail(f"batchperf gate: {verdict.name}: no comparable baseline in {gate.source or 'any file'}: "
+                    + "; ".join(verdict.identity_diff)
+                    + ". Make one with `batchperf refresh`, or drop --batchperf-require-baseline", pytrace=False)
+    return verdict
+
+
+def _compare(gate: GateSession, nodeid: str, info: dict[str, Any]) -> CellVerdict:
+    cell_id = info["cell"].get("id", nodeid)
+    if gate.baseline is None:
+        return CellVerdict(cell_id, Verdict.NO_BASELINE, identity_diff=(gate.source,))
+    base = gate.baseline.find(nodeid, cell_id)
+    return compare_cell(cell_id, base, info, gate.config, gate.baseline.fingerprint, gate.fingerprint)
+
+
+def summary_lines(gate: GateSession) -> list[str]:
+    if not gate.active:
+        return []
+    counts: dict[Verdict, int] = {}
+    for v in gate.verdicts:
+        counts[v.verdict] = counts.get(v.verdict, 0) + 1
+    lines = [f"compared with {gate.source or '(nothing)'}: "
+             + (", ".join(f"{n} {k.value}" for k, n in counts.items()) or "no cell checked")]
+    for v in gate.verdicts:
+        if v.failed:
+            worst = ", ".join(f"{m.name} {fmt_change(m.change) if m.measured is not None else 'missing'}"
+                              for m in v.metrics if m.verdict.failed)
+            lines.append(f"REGRESSION {v.name}: {worst}")
+        elif v.verdict is Verdict.IMPROVEMENT:
+            better = ", ".join(f"{m.name} {fmt_change(m.change)}" for m in v.metrics if m.verdict is Verdict.IMPROVEMENT)
+            lines.append(f"improvement {v.name}: {better} — refresh suggested (batchperf refresh)")
+        elif v.verdict is Verdict.NO_BASELINE:
+            lines.append(f"no baseline {v.name}: " + "; ".join(v.identity_diff[:4])
+                         + (" …" if len(v.identity_diff) > 4 else ""))
+        elif v.remeasured:
+            lines.append(f"noise {v.name}: a first violation was not confirmed by the re-measurement")
+    compared = [v for v in gate.verdicts if v.metrics]
+    if compared:
+        ref = compared[0]
+        if ref.versions:
+            lines.append("versions that differ from the baseline: "
+                         + ", ".join(f"{k} {a} → {b}" for k, (a, b) in ref.versions.items()))
+        lines += [f"note: {w}" for w in ref.warnings]
+    return lines
+
+
+def pytest_terminal_summary(terminalreporter: Any, config: pytest.Config) -> None:
+    gate = config.stash.get(GATE, None)
+    lines = summary_lines(gate) if gate is not None else []
+    if lines:
+        terminalreporter.section("batchperf gate")
+        for line in lines:
+            terminalreporter.write_line(line)

@@ -1,0 +1,76 @@
+"""A documented slowdown hook, to prove the gate catches what it should.
+
+Two environment variables, read when a model is loaded (:func:`install` runs in
+``batchperf.models.load_model``, the one place every in-process backend's model
+comes from, so every forward pass of every backend goes through it):
+
+- ``BATCHPERF_INJECT_SLOWDOWN=0.3``: after each forward pass, sleep 0.3 × the
+  time that forward pass took (a proportional slowdown of the model's compute).
+- ``BATCHPERF_INJECT_DELAY_MS=2``: after each forward pass, sleep 2 ms.
+
+Both may be set; neither set means no hook at all. Out-of-process engines
+(a vLLM server) are not affected.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from dataclasses import dataclass
+from typing import Any
+
+from batchperf.clock import synchronize
+
+ENV_SLOWDOWN = "BATCHPERF_INJECT_SLOWDOWN"
+ENV_DELAY_MS = "BATCHPERF_INJECT_DELAY_MS"
+
+
+@dataclass(frozen=True, slots=True)
+class Injection:
+    slowdown: float = 0.0  # extra sleep as a fraction of each forward pass's own time
+    delay_ms: float = 0.0  # extra sleep per forward pass
+
+    def __post_init__(self) -> None:
+        if not (0 <= self.slowdown <= 100):
+            raise ValueError(f"{ENV_SLOWDOWN} must be a fraction in [0, 100], got {self.slowdown}")
+        if not (0 <= self.delay_ms <= 60_000):
+            raise ValueError(f"{ENV_DELAY_MS} must be milliseconds in [0, 60000], got {self.delay_ms}")
+
+    @property
+    def active(self) -> bool:
+        return self.slowdown > 0 or self.delay_ms > 0
+
+    @classmethod
+    def from_env(cls, env: dict[str, str] | None = None) -> Injection:
+        env = os.environ if env is None else env
+        values = {}
+        for field_name, var in (("slowdown", ENV_SLOWDOWN), ("delay_ms", ENV_DELAY_MS)):
+            raw = env.get(var, "").strip()
+            if raw:
+                try:
+                    values[field_name] = float(raw)
+                except ValueError:
+                    raise ValueError(f"{var}={raw!r} is not a number; unset it or give e.g. {var}=0.3") from None
+        return cls(**values)
+
+    def extra_seconds(self, forward_seconds: float) -> float:
+        return self.slowdown * forward_seconds + self.delay_ms / 1e3
+
+
+def install(module: Any, injection: Injection | None = None, device: Any = None) -> Any | None:
+    """Hook ``module`` (a torch ``nn.Module``) so each forward pass is slowed; returns the hook handles or None."""
+    injection = Injection.from_env() if injection is None else injection
+    if not injection.active:
+        return None
+    started: list[float] = []
+
+    def before(_module: Any, _args: Any) -> None:
+        synchronize(device)  # time the forward pass itself, not queued work before it
+        started.append(time.perf_counter())
+
+    def after(_module: Any, _args: Any, _output: Any) -> None:
+        synchronize(device)
+        elapsed = time.perf_counter() - started.pop()
+        time.sleep(injection.extra_seconds(elapsed))
+
+    return (module.register_forward_pre_hook(before), module.register_forward_hook(after))

@@ -1,0 +1,73 @@
+"""`batchperf compare A.json B.json`: terminal table, Markdown, exit codes."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+import pytest
+
+from batchperf import compare_cli
+from gate_samples import GPU_FP, cell_info, results_file, scaled
+
+A, B = "cpu-tiny-qwen2-hf-static-bs4-p64-c8", "cpu-tiny-qwen2-hf-static-bs8-p64-c8"
+
+
+def run(*argv: str) -> int:
+    parser = argparse.ArgumentParser()
+    compare_cli.add_cli_args(parser)
+    return compare_cli.main(parser.parse_args(list(argv)))
+
+
+@pytest.fixture
+def files(tmp_path: Path) -> tuple[Path, Path]:
+    a = results_file(tmp_path / "a.json", [cell_info(A), cell_info(B)])
+    b = results_file(tmp_path / "b.json", [scaled(cell_info(A), 3.0), scaled(cell_info(B), 0.5)])
+    return a, b
+
+
+def test_terminal_table_and_markdown(files: tuple[Path, Path], tmp_path: Path,
+                                     capsys: pytest.CaptureFixture[str]) -> None:
+    a, b = files
+    md = tmp_path / "summary.md"
+    assert run(str(a), str(b), "--markdown", str(md)) == 0
+    out = capsys.readouterr().out
+    assert f"{A}: REGRESSION" in out and f"{B}: improvement (refresh suggested)" in out
+    assert "1 REGRESSION, 1 improvement (refresh suggested)" in out
+    text = md.read_text()
+    assert "| metric | baseline | measured | change | tolerance | verdict |" in text
+    assert "| **output_throughput** | **100** | **33.33** | **-66.7%** | **-45.0%** | **REGRESSION** |" in text
+    assert text.index(f"### ❌ `{A}`") < text.index(f"### ⬆️ `{B}`")  # regressions first
+
+
+def test_fail_on_regression_and_all_metrics(files: tuple[Path, Path], capsys: pytest.CaptureFixture[str]) -> None:
+    a, b = files
+    assert run(str(a), str(b), "--fail-on-regression", "--all-metrics") == 1
+    assert "mean_ttft_ms" in capsys.readouterr().out  # ungated metrics listed too
+    assert run(str(a), str(a), "--fail-on-regression") == 0
+
+
+def test_tolerance_override_and_cells_missing_from_b(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    a = results_file(tmp_path / "a.json", [cell_info(A), cell_info(B)])
+    b = results_file(tmp_path / "b.json", [scaled(cell_info(A), 1.2)])
+    assert run(str(a), str(b), "--markdown", "--batchperf-tolerance", "p99_ttft_ms=0.3",
+               "--batchperf-tolerance", "p99_e2el_ms=0.3") == 0
+    out = capsys.readouterr().out
+    assert f"{B}: MISSING" in out and "in a.json, not in b.json" in out
+    assert "p99_e2el_ms" in out and "+30.0%" in out
+
+
+def test_other_hardware_is_not_compared(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    a = results_file(tmp_path / "a.json", [cell_info(A)], fp=GPU_FP)
+    b = results_file(tmp_path / "b.json", [scaled(cell_info(A), 3)])
+    assert run(str(a), str(b), "--fail-on-regression") == 0
+    out = capsys.readouterr().out
+    assert f"{A}: no comparable baseline" in out and "hardware.gpus.0.name: NVIDIA H200 → (absent)" in out
+
+
+def test_bad_files_exit_with_the_problem(tmp_path: Path) -> None:
+    (tmp_path / "bad.json").write_text("not json")
+    with pytest.raises(SystemExit, match=r"bad.json: is not valid JSON"):
+        run(str(tmp_path / "bad.json"), str(tmp_path / "bad.json"))
+    with pytest.raises(SystemExit, match="no such results file"):
+        run(str(tmp_path / "nope.json"), str(tmp_path / "nope.json"))

@@ -1,0 +1,78 @@
+"""Fingerprints: stable keys, what is identity and what is not, diffs that name the field."""
+
+from __future__ import annotations
+
+import pytest
+
+from batchperf import fingerprint as fp
+from batchperf.fingerprint import GPU, Fingerprint, HardwareIdentity
+from gate_samples import CPU_FP, GPU_FP, cell_info
+
+
+def test_key_is_stable_readable_and_covers_identity_only() -> None:
+    assert CPU_FP.key == "cpu-test-cpu-9000-2c-" + CPU_FP.key.rsplit("-", 1)[1]
+    assert GPU_FP.key.startswith("1x-nvidia-h200-")
+    other_versions = Fingerprint(CPU_FP.identity, {"torch": "9.9"}, {"hostname": "elsewhere"})
+    assert other_versions.key == CPU_FP.key  # an upgrade still finds its baseline
+    assert HardwareIdentity("x86_64", "Test CPU 9000", 4).key != CPU_FP.key
+    two = HardwareIdentity("x86_64", "c", 8, (GPU("A100", 81920), GPU("A100", 81920)))
+    assert two.key.startswith("2x-a100-") and two.key != HardwareIdentity("x86_64", "c", 8, (GPU("A100", 40960),) * 2).key
+
+
+def test_round_trip_and_validation() -> None:
+    assert Fingerprint.from_dict(GPU_FP.to_dict()) == GPU_FP
+    with pytest.raises(ValueError, match="no 'identity'"):
+        Fingerprint.from_dict({"key": "x"})
+    with pytest.raises(ValueError, match="missing 'cpu_model'"):
+        HardwareIdentity.from_dict({"arch": "x86_64", "cpu_cores": 2})
+    with pytest.raises(ValueError, match="cpu_cores must be >= 1"):
+        HardwareIdentity("x86_64", "c", 0)
+
+
+def test_current_machine() -> None:
+    here = fp.current()
+    assert here.identity.cpu_cores >= 1 and here.identity.cpu_model
+    assert here.upgrade["python"] and "torch" in here.upgrade
+    assert fp.current(cpu_only=True).identity.gpus == ()
+
+
+def test_cell_identity_and_diffs() -> None:
+    info = cell_info()
+    ident = fp.cell_identity(info)
+    assert "rounds" not in ident and "id" not in ident
+    assert ident["config_hash"] == "abcdef0123456789" and ident["parallelism"] == 1
+    other = cell_info()
+    other["cell"]["arrival"]["rate"] = 4.0
+    assert fp.identity_diff(ident, fp.cell_identity(other)) == ["arrival.rate: None → 4.0"]
+    with pytest.raises(ValueError, match="no 'cell'"):
+        fp.cell_identity({"metrics": {}})
+
+
+def test_versions_and_soft_warnings() -> None:
+    assert fp.version_diff({"torch": "2.1", "vllm": "0.8"}, {"torch": "2.2"}) == {
+        "torch": ("2.1", "2.2"), "vllm": ("0.8", "-")}
+    lines = fp.soft_warnings({"hostname": "a", "gpus": [{"index": 0, "power_limit_w": 700}]},
+                             {"hostname": "b", "load_avg_1m": 5.0, "cpu_cores": 2,
+                              "gpus": [{"index": 0, "power_limit_w": 500, "other_processes": 2}]})
+    assert lines == ["hostname differs: baseline a, now b", "GPU 0: power_limit_w 700 → 500",
+                     "GPU 0: 2 other process(es) running on it",
+                     "CPU load average 5.0 exceeds the 2 cores this run may use: expect noise"]
+
+
+def test_an_injected_slowdown_is_recorded_and_warned_about(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("BATCHPERF_INJECT_SLOWDOWN", "0.3")
+    soft = fp.current().soft
+    assert soft["injected"] == {"BATCHPERF_INJECT_SLOWDOWN": "0.3"}
+    assert "this run was measured with an injected slowdown: BATCHPERF_INJECT_SLOWDOWN=0.3" in fp.soft_warnings({}, soft)
+
+
+def test_thread_count_must_match_but_does_not_name_the_folder(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("OMP_NUM_THREADS", "1")
+    one = fp.current()
+    monkeypatch.delenv("OMP_NUM_THREADS")
+    default = fp.current()
+    assert one.identity.cpu_threads == 1 and default.identity.cpu_threads == default.identity.cpu_cores
+    assert one.key == default.key
+    if default.identity.cpu_cores > 1:
+        assert fp.identity_diff(one.identity.to_dict(), default.identity.to_dict()) == [
+            f"cpu_threads: 1 → {default.identity.cpu_cores}"]

@@ -1,0 +1,201 @@
+"""The comparator: hand-computed tolerances and verdicts, and its invariants as Hypothesis properties."""
+
+from __future__ import annotations
+
+import copy
+import math
+
+import pytest
+from hypothesis import assume, given, settings
+from hypothesis import strategies as st
+
+from batchperf.fingerprint import NON_IDENTITY_CELL_FIELDS, Fingerprint
+from batchperf.gate import (
+    RULES, VERDICT_RANK, Direction, GateConfig, Rule, Verdict, compare_cell, confirm, judge, relative_spread,
+    render_table,
+)
+from gate_samples import CPU_FP, GPU_FP, cell_info, scaled
+
+positive = st.floats(min_value=1e-3, max_value=1e6, allow_nan=False, allow_infinity=False)
+spreads = st.floats(min_value=0.0, max_value=0.2)
+
+
+def test_tolerance_is_the_floor_when_the_spread_is_small() -> None:
+    base = cell_info(spread=0.02)  # rounds at ×0.98, ×1, ×1.02: relative pstdev 0.01633
+    assert relative_spread(base, "metrics.output_throughput") == pytest.approx(math.sqrt(0.0008 / 3), rel=1e-6)
+    result = judge(RULES[0], base, scaled(base, 1.10), "cpu", k=3.0)
+    assert result.tolerance == pytest.approx(0.45)  # the CPU floor beats 3 × 0.0163
+    assert result.change == pytest.approx(1 / 1.10 - 1)
+    assert result.verdict is Verdict.PASS
+
+
+def test_tolerance_grows_with_the_baselines_spread() -> None:
+    base = cell_info(spread=0.10, tier="gpu")  # relative pstdev 0.08165 → 3 × = 0.245 > GPU floor 0.05
+    result = judge(RULES[0], base, scaled(base, 1.25), "gpu", k=3.0)
+    assert result.tolerance == pytest.approx(3 * math.sqrt(0.02 / 3), rel=1e-6)
+    assert result.verdict is Verdict.PASS  # -20% is inside ±24.5%
+    assert judge(RULES[0], base, scaled(base, 1.40), "gpu", k=3.0).verdict is Verdict.REGRESSION
+
+
+def test_gpu_floor_is_tighter_than_cpu() -> None:
+    base = cell_info(spread=0.0, tier="gpu")
+    assert judge(RULES[0], base, scaled(base, 1.08), "gpu", 3.0).verdict is Verdict.REGRESSION
+    assert judge(RULES[0], base, scaled(base, 1.08), "cpu", 3.0).verdict is Verdict.PASS
+
+
+def test_exact_metrics_fail_on_any_change_either_way() -> None:
+    base = cell_info(kv=2048.0)
+    for kv in (2047.0, 2049.0, 1024.0):
+        verdict = compare_cell("c", base, cell_info(kv=kv))
+        assert verdict.verdict is Verdict.REGRESSION
+        assert {m.name for m in verdict.metrics if m.verdict.failed} == {
+            "bytes_per_token_measured", "kv_bytes_per_request_mean"}
+
+
+def test_a_metric_the_baseline_had_and_the_run_lost_fails_as_missing() -> None:
+    base, cur = cell_info(), cell_info()
+    del cur["kv"]["bytes_per_token_measured"]
+    verdict = compare_cell("c", base, cur)
+    assert verdict.failed
+    assert [m.verdict for m in verdict.metrics if m.name == "bytes_per_token_measured"] == [Verdict.MISSING]
+
+
+def test_a_metric_new_since_the_baseline_is_not_judged() -> None:
+    base, cur = cell_info(), cell_info()
+    del base["memory"]["peak_rss_bytes"]
+    assert "peak_rss_bytes" not in {m.name for m in compare_cell("c", base, cur).metrics}
+
+
+def test_improvement_beyond_tolerance_is_reported_not_failed() -> None:
+    base = cell_info()
+    verdict = compare_cell("c", base, scaled(base, 0.5))
+    assert verdict.verdict is Verdict.IMPROVEMENT and not verdict.failed
+
+
+def test_confirm_needs_the_same_metric_to_fail_twice() -> None:
+    base = cell_info()
+    first = compare_cell("c", base, scaled(base, 3.0))
+    assert first.failed
+    noise = confirm(first, compare_cell("c", base, base))
+    assert noise.verdict is Verdict.PASS and noise.remeasured
+    real = confirm(first, compare_cell("c", base, scaled(base, 3.0)))
+    assert real.failed and real.remeasured
+    assert all(m.first_measured is not None for m in real.metrics)
+
+
+def test_failure_message_is_one_table_with_the_versions_that_differ() -> None:
+    base = cell_info()
+    now = Fingerprint(CPU_FP.identity, {**CPU_FP.upgrade, "torch": "2.14.0"}, CPU_FP.soft)
+    verdict = confirm(compare_cell("cell-x", base, scaled(base, 3.0), GateConfig(), CPU_FP, now),
+                      compare_cell("cell-x", base, scaled(base, 3.0), GateConfig(), CPU_FP, now))
+    text = render_table(verdict)
+    lines = text.splitlines()
+    assert lines[0] == "batchperf gate: cell-x: REGRESSION (confirmed by a re-measurement)"
+    assert lines[1].split() == ["metric", "baseline", "measured", "change", "tolerance", "verdict"]
+    row = next(line for line in lines if line.startswith("output_throughput"))
+    assert "100" in row and "33.33" in row and "-66.7%" in row and "-45.0%" in row and "REGRESSION" in row
+    assert lines[-1] == "versions that differ from the baseline: torch 2.13.0 → 2.14.0"
+
+
+def test_no_baseline_entry_and_other_hardware_are_not_compared() -> None:
+    base = cell_info()
+    assert compare_cell("c", None, base).verdict is Verdict.NO_BASELINE
+    other = compare_cell("c", base, base, GateConfig(), GPU_FP, CPU_FP)
+    assert other.verdict is Verdict.NO_BASELINE and not other.metrics
+    assert any(d.startswith("hardware.cpu_cores: 16 → 2") for d in other.identity_diff)
+
+
+def test_config_overrides_are_validated() -> None:
+    config = GateConfig().with_floor("p99_e2el_ms", 0.5)
+    rule = next(r for r in config.rules if r.name == "p99_e2el_ms")
+    assert rule.floor("cpu") == 0.5 and rule.floor("gpu") == 0.5
+    with pytest.raises(ValueError, match="no gate rule for metric 'nope'"):
+        GateConfig().with_floor("nope", 0.1)
+    with pytest.raises(ValueError, match="exact"):
+        GateConfig().with_floor("bytes_per_token_measured", 0.1)
+    with pytest.raises(ValueError, match="k must be"):
+        GateConfig(k=-1)
+    with pytest.raises(ValueError, match="floor"):
+        Rule("metrics.x", Direction.LOWER, {"cpu": -0.1})
+
+
+# --- properties -----------------------------------------------------------------------------------
+
+
+@given(throughput=positive, p99=positive, spread=spreads, kv=positive)
+def test_identical_data_never_flags(throughput: float, p99: float, spread: float, kv: float) -> None:
+    info = cell_info(throughput=throughput, p99=p99, spread=spread, kv=kv)
+    verdict = compare_cell("c", info, copy.deepcopy(info), GateConfig(), CPU_FP, CPU_FP)
+    assert verdict.verdict is Verdict.PASS
+    assert all(m.verdict is Verdict.PASS and m.change == 0 for m in verdict.metrics)
+
+
+@given(spread=spreads, s1=st.floats(0.2, 5.0), s2=st.floats(0.2, 5.0), k=st.floats(0.0, 5.0))
+def test_verdict_never_improves_as_the_slowdown_grows(spread: float, s1: float, s2: float, k: float) -> None:
+    lo, hi = sorted((s1, s2))
+    base = cell_info(spread=spread)
+    config = GateConfig(k=k)
+    a, b = compare_cell("c", base, scaled(base, lo), config), compare_cell("c", base, scaled(base, hi), config)
+    assert VERDICT_RANK[b.verdict] <= VERDICT_RANK[a.verdict]
+    for ma, mb in zip(a.metrics, b.metrics):
+        assert VERDICT_RANK[mb.verdict] <= VERDICT_RANK[ma.verdict], ma.metric
+
+
+@given(factor=st.floats(0.1, 10.0), spread=spreads)
+def test_direction_is_respected(factor: float, spread: float) -> None:
+    base = cell_info(spread=spread)
+    for rule in (r for r in RULES if r.direction is not Direction.EXACT and r.metric.startswith("metrics.")):
+        name = rule.name
+        cur = copy.deepcopy(base)
+        cur["metrics"][name] *= factor
+        result = judge(rule, base, cur, "cpu", 3.0)
+        assume(abs(abs(result.change) - result.tolerance) > 1e-9)
+        got_worse = factor < 1 if rule.direction is Direction.HIGHER else factor > 1
+        if abs(result.change) <= result.tolerance:
+            assert result.verdict is Verdict.PASS
+        else:
+            assert result.verdict is (Verdict.REGRESSION if got_worse else Verdict.IMPROVEMENT), name
+
+
+@given(unit=st.sampled_from([1e-3, 1e3, 1 / 1024, 2**20, 60.0, 0.7]), slowdown=st.floats(0.3, 3.0),
+       spread=spreads)
+def test_rescaling_units_changes_nothing(unit: float, slowdown: float, spread: float) -> None:
+    base = cell_info(spread=spread)
+    cur = scaled(base, slowdown)
+    before = compare_cell("c", base, cur)
+    assume(all(m.change == 0 or abs(abs(m.change) - m.tolerance) > 1e-9 for m in before.metrics))
+
+    def rescale(info: dict) -> dict:
+        out = copy.deepcopy(info)
+        for block in [out["metrics"], *out["rounds"], out["kv"], out["memory"]]:
+            for key, value in block.items():
+                if isinstance(value, float) and not key.startswith("n_"):
+                    block[key] = value * unit
+        return out
+
+    after = compare_cell("c", rescale(base), rescale(cur))
+    assert after.verdict is before.verdict
+    assert [m.verdict for m in after.metrics] == [m.verdict for m in before.metrics]
+
+
+@settings(max_examples=60)
+@given(data=st.data())
+def test_a_mismatched_identity_is_never_compared(data: st.DataObject) -> None:
+    base = cell_info()
+    cur = scaled(base, 3.0)  # a huge regression, which must still not be judged
+    keys = sorted(k for k in base["cell"] if k not in NON_IDENTITY_CELL_FIELDS)
+    key = data.draw(st.sampled_from([*keys, "config_hash"]))
+    if key == "config_hash":
+        cur["model"]["config_hash"] = "0" * 16
+    else:
+        cur["cell"][key] = data.draw(st.one_of(st.integers(), st.text(max_size=5)).filter(lambda v: v != base["cell"][key]))
+    verdict = compare_cell("c", base, cur)
+    assert verdict.verdict is Verdict.NO_BASELINE
+    assert not verdict.metrics
+    assert any(d.startswith(key) for d in verdict.identity_diff)
+
+
+def test_rounds_and_warmup_rounds_do_not_block_a_comparison() -> None:
+    base, cur = cell_info(), cell_info()
+    cur["cell"]["rounds"] = 5
+    assert compare_cell("c", base, cur).verdict is Verdict.PASS
