@@ -12,11 +12,9 @@ import pytest
 from batchperf.backends import Backend
 from batchperf.gate_plugin import gate_cell
 from batchperf.matrix import Cell
-from batchperf.measure import cell_record, run_rounds
+from batchperf.measure import cell_record, remeasure, run_rounds
 from batchperf.models import LoadedModel
 from batchperf.plugin import record
-from batchperf.runner import run_cell
-from batchperf.telemetry import Sampler
 from batchperf.workload import Workload
 
 
@@ -35,9 +33,6 @@ def test_cell(
     errors = data["token_count_errors"]
     assert not errors, f"{len(errors)} request(s) did not produce their target token count:\n" + "\n".join(errors)
 
-    def remeasure() -> dict[str, Any]:  # the gate re-runs a cell once before it fails it
-        rounds = [run_cell(batchperf_backend, batchperf_workload, batchperf_cell.batch_size, batchperf_cell.concurrency,
-                           Sampler(batchperf_cell.params.device)) for _ in range(batchperf_cell.params.rounds)]
-        return cell_record(batchperf_cell, batchperf_model, rounds)
-
-    gate_cell(request, benchmark.extra_info, remeasure)  # the dict that goes into the results JSON
+    # the gate re-runs a cell once before it fails it; it updates the dict that goes into the results JSON
+    gate_cell(request, benchmark.extra_info,
+              lambda: remeasure(batchperf_backend, batchperf_cell, batchperf_workload, batchperf_model))

@@ -31,17 +31,26 @@ def build_workload(cell: Cell, model: LoadedModel) -> Workload:
     return cell.workload.build(model.vocab_size, model.max_model_len)
 
 
+def one_round(backend: Backend, cell: Cell, workload: Workload) -> RunTrace:
+    return run_cell(backend, workload, cell.batch_size, cell.concurrency, Sampler(cell.params.device))
+
+
 def run_rounds(benchmark: Any, backend: Backend, cell: Cell, workload: Workload) -> list[RunTrace]:
     """Time ``rounds`` runs of the cell with ``benchmark.pedantic``; warm-up rounds are run and dropped."""
     traces: list[RunTrace] = []
 
-    def one_round() -> None:
-        traces.append(run_cell(backend, workload, cell.batch_size, cell.concurrency, Sampler(cell.params.device)))
+    def timed_round() -> None:
+        traces.append(one_round(backend, cell, workload))
 
     rounds, warmup = cell.params.rounds, cell.params.warmup_rounds
-    benchmark.pedantic(one_round, rounds=rounds, warmup_rounds=warmup, iterations=1)
+    benchmark.pedantic(timed_round, rounds=rounds, warmup_rounds=warmup, iterations=1)
     # pedantic runs the warm-up rounds first; with --benchmark-disable it runs the target once.
     return traces[-rounds:] if len(traces) > rounds else traces
+
+
+def remeasure(backend: Backend, cell: Cell, workload: Workload, model: LoadedModel) -> dict[str, Any]:
+    """The cell's record from fresh rounds, outside pytest-benchmark: the gate's confirmation run."""
+    return cell_record(cell, model, [one_round(backend, cell, workload) for _ in range(cell.params.rounds)])
 
 
 def kv_figures(traces: list[RunTrace], model: LoadedModel) -> dict[str, Any]:
