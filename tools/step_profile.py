@@ -1,7 +1,7 @@
 """How a decode step of the CPU tier's tiny model splits between the forward pass and the rest.
 
-Prints, per batch size and prompt length, the time of one `generate` decode step and of the bare
-forward pass it contains, measured side by side in one process. The tiny model is sized so the
+Prints, per batch size and prompt length, the median time of one `generate` decode step (gaps
+between streamed tokens) and of one bare forward pass with a KV cache, measured side by side in one process. The tiny model is sized so the
 forward pass is most of a step (Python outside the forward is the small remainder).
 
     .venv/bin/python tools/step_profile.py [--steps 32]
@@ -10,6 +10,7 @@ forward pass is most of a step (Python outside the forward is the small remainde
 from __future__ import annotations
 
 import argparse
+import statistics
 import time
 
 
@@ -28,21 +29,36 @@ def main() -> None:
     for batch, prompt in [(1, 64), (4, 64), (8, 64), (8, 512)]:
         ids = torch.randint(1, loaded.vocab_size, (batch, prompt))
         kwargs = dict(attention_mask=torch.ones_like(ids), do_sample=False, pad_token_id=0)
+        stamps = _Stamps()
         with torch.inference_mode():
             model.generate(ids, max_new_tokens=4, min_new_tokens=4, **kwargs)  # warm-up
-            t = time.perf_counter()
-            model.generate(ids, max_new_tokens=1, min_new_tokens=1, **kwargs)
-            prefill = time.perf_counter() - t
-            t = time.perf_counter()
-            model.generate(ids, max_new_tokens=args.steps + 1, min_new_tokens=args.steps + 1, **kwargs)
-            step = (time.perf_counter() - t - prefill) / args.steps
+            model.generate(ids, max_new_tokens=args.steps + 1, min_new_tokens=args.steps + 1, streamer=stamps, **kwargs)
+            step = statistics.median(b - a for a, b in zip(stamps.times, stamps.times[1:]))
             cache = model(ids, use_cache=True).past_key_values
             token = ids[:, -1:]
-            t = time.perf_counter()
+            times = []
             for _ in range(args.steps):
+                t = time.perf_counter()
                 cache = model(token, past_key_values=cache, use_cache=True).past_key_values
-            forward = (time.perf_counter() - t) / args.steps
+                times.append(time.perf_counter() - t)
+            forward = statistics.median(times)
         print(f"{batch:>5} {prompt:>6} {step * 1e3:>17.2f} {forward * 1e3:>11.2f} {forward / step:>14.0%}")
+
+
+class _Stamps:
+    """A generate streamer: the time each decode step's tokens exist (the first put is the prompt)."""
+
+    def __init__(self) -> None:
+        self.times: list[float] = []
+        self._prompt_seen = False
+
+    def put(self, value: object) -> None:
+        if self._prompt_seen:
+            self.times.append(time.perf_counter())
+        self._prompt_seen = True
+
+    def end(self) -> None:
+        pass
 
 
 if __name__ == "__main__":
