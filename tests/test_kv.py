@@ -102,3 +102,12 @@ def test_cli_names_a_missing_or_corrupt_file(tmp_path: Path) -> None:
     args.config = tmp_path / "bad.json"
     with pytest.raises(SystemExit, match="not valid JSON"):
         kv.main(args)
+
+
+def test_config_hash_ignores_where_the_model_was_read_from(tiny_model) -> None:
+    from batchperf.measure import config_hash
+
+    data = tiny_model.config.to_dict()
+    a, b = data | {"_name_or_path": "/a", "transformers_version": "9"}, data | {"_name_or_path": "/b"}
+    assert config_hash(a) == config_hash(b) == config_hash(tiny_model.config)
+    assert config_hash(data | {"num_hidden_layers": 3}) != config_hash(a)

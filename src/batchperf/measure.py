@@ -20,9 +20,14 @@ from batchperf.workload import Workload
 SCHEMA_VERSION = 1
 
 
+# Where a config was read from and which library wrote it say nothing about the model.
+_NOT_IDENTITY = ("_name_or_path", "transformers_version", "_commit_hash")
+
+
 def config_hash(config: Any) -> str:
-    """A short stable hash of a model config (its JSON, keys sorted)."""
+    """A short stable hash of a model config (its JSON, keys sorted, without its path or writer's version)."""
     data = config.to_dict() if hasattr(config, "to_dict") else dict(config)
+    data = {k: v for k, v in data.items() if k not in _NOT_IDENTITY}
     blob = json.dumps(data, sort_keys=True, default=str).encode()
     return hashlib.sha256(blob).hexdigest()[:16]
 
