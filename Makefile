@@ -29,9 +29,11 @@ bench: setup
 	$(BIN)/batchperf run --tier cpu -- --benchmark-compare
 
 # Unit, property and plugin tests, then every cell of the CPU tier (the suite itself, for real).
+# No --benchmark-compare here: wall-clock numbers on a shared CI machine swing more than the gate's
+# CPU floors (docs/baselines.md); the gate itself is tested in tests/test_gate*.py.
 test: setup
 	$(BIN)/pytest tests
-	$(BIN)/batchperf run --tier cpu --out results/ci-cpu.json -- --benchmark-compare
+	$(BIN)/batchperf run --tier cpu --out results/ci-cpu.json
 
 clean:
 	rm -rf $(VENV) results .benchmarks

@@ -36,7 +36,7 @@ def test_terminal_table_and_markdown(files: tuple[Path, Path], tmp_path: Path,
     assert "1 REGRESSION, 1 improvement (refresh suggested)" in out
     text = md.read_text()
     assert "| metric | baseline | measured | change | tolerance | verdict |" in text
-    assert "| **output_throughput** | **100** | **33.33** | **-66.7%** | **-14.0%** | **REGRESSION** |" in text
+    assert "| **output_throughput** | **100** | **33.33** | **-66.7%** | **-25.0%** | **REGRESSION** |" in text
     assert text.index(f"### ❌ `{A}`") < text.index(f"### ⬆️ `{B}`")  # regressions first
 
 

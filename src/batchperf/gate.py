@@ -70,15 +70,16 @@ class Rule:
 
 
 # CPU-tier floors come from A/A reruns (tools/detector_check.py, docs/baselines.md) on a quiet 2-core VM, one
-# torch thread, one cell of 16 requests x 2 rounds: the worst A/A changes in their bad direction were throughput
-# 9.0%, P99 TTFT 10.7%, E2EL 8.8%, TPOT 14.4%, ITL 15.7% (a P99 over pooled gaps is one scheduler hiccup). The
-# floors sit about 1.5x above those, and a violation must repeat in a re-measurement before a cell fails.
-# On a busy machine the spread is several times larger: widen with --batchperf-tolerance METRIC=FRAC.
-# GPU floors are the usual few percent of a dedicated device (not yet measured here: no GPU in this session).
-_TPUT = {"cpu": 0.14, "gpu": 0.05, "*": 0.10}
-_TAIL = {"cpu": 0.16, "gpu": 0.10, "*": 0.15}  # P99 TTFT and E2EL
-_STEP = {"cpu": 0.25, "gpu": 0.10, "*": 0.15}  # P99 TPOT
-_GAP = {"cpu": 0.30, "gpu": 0.15, "*": 0.20}  # P99 ITL
+# torch thread, one cell of 16 requests x 2 rounds, 10 reruns twice: the worst A/A changes in their bad direction
+# were throughput 20.1% (confirmed by its re-measurement: a VM's slow minute), P99 TTFT 29.6%, E2EL 27.2%,
+# TPOT 41.5%, ITL 41.0%. The floors sit above those; on this VM that costs the 30% slowdown target (its median
+# throughput change is -20%), see docs/baselines.md. On a dedicated runner, measure again and tighten with
+# --batchperf-tolerance METRIC=FRAC. GPU floors are the usual few percent of a dedicated device (not yet measured
+# here: no GPU in this session).
+_TPUT = {"cpu": 0.25, "gpu": 0.05, "*": 0.10}
+_TAIL = {"cpu": 0.40, "gpu": 0.10, "*": 0.15}  # P99 TTFT and E2EL
+_STEP = {"cpu": 0.60, "gpu": 0.10, "*": 0.15}  # P99 TPOT
+_GAP = {"cpu": 0.60, "gpu": 0.15, "*": 0.20}  # P99 ITL
 RULES: tuple[Rule, ...] = (
     Rule("metrics.output_throughput", Direction.HIGHER, _TPUT),
     Rule("metrics.request_throughput", Direction.HIGHER, _TPUT),
