@@ -59,10 +59,11 @@ class VLLMEngineBackend:
     name = "vllm"
     prefix_caching = False  # a warm prefix cache inflates numbers; ``vllm-prefix-cache`` turns it on
 
-    def __init__(self, model: LoadedModel, *, enforce_eager: bool = False) -> None:
+    def __init__(self, model: LoadedModel, *, enforce_eager: bool = False, tensor_parallel_size: int = 1) -> None:
         import_vllm()
         self.model = model
         self.enforce_eager = enforce_eager
+        self.tensor_parallel_size = tensor_parallel_size
         self._engines: dict[int, Any] = {}  # max_num_seqs -> LLMEngine
         self._serving_threads = 1  # torch threads vLLM chose for its engine
 
@@ -84,7 +85,11 @@ class VLLMEngineBackend:
                 max_model_len=self.model.max_model_len,
                 enable_prefix_caching=self.prefix_caching,
                 enforce_eager=self.enforce_eager,
+                tensor_parallel_size=self.tensor_parallel_size,
                 seed=0,
+                # On a GPU the suite's own HF copy of the model stays loaded beside vLLM's: leave it room
+                # (vLLM's default takes 90% of the card). Untested here: no GPU in the session that wrote it.
+                **({"gpu_memory_utilization": 0.5} if self.model.device.type == "cuda" else {}),
                 disable_log_stats=True,  # we timestamp tokens ourselves
             )
             import torch
