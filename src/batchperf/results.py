@@ -17,13 +17,11 @@ class ResultsError(ValueError):
     """A results file is missing, corrupt or not batchperf's; the message names the file and the fix."""
 
 
-@dataclass(frozen=True, slots=True)
-class CellResult:
-    """One cell of a results file: batchperf's ``extra_info`` plus pytest-benchmark's own fields."""
+class CellView:
+    """Accessors over one cell's ``extra_info`` (``self.info``), shared by every reader of results."""
 
-    name: str  # pytest-benchmark's test name, e.g. test_cell[cpu-tiny-qwen2-hf-static-bs8-p512-c16]
-    info: dict[str, Any]  # extra_info
-    stats: dict[str, Any]
+    __slots__ = ()
+    info: dict[str, Any]
 
     @property
     def cell(self) -> dict[str, Any]:
@@ -31,19 +29,28 @@ class CellResult:
 
     @property
     def id(self) -> str:
-        return self.info["cell"]["id"]
+        return str(self.cell["id"])
 
     @property
     def metrics(self) -> dict[str, float]:
-        return self.info["metrics"]
+        return self.info.get("metrics", {})
+
+    @property
+    def kv(self) -> dict[str, Any]:
+        return self.info.get("kv", {})
+
+
+@dataclass(frozen=True, slots=True)
+class CellResult(CellView):
+    """One cell of a results file: batchperf's ``extra_info`` plus pytest-benchmark's own fields."""
+
+    name: str  # pytest-benchmark's test name, e.g. test_cell[cpu-tiny-qwen2-hf-static-bs8-p512-c16]
+    info: dict[str, Any]  # extra_info
+    stats: dict[str, Any]
 
     @property
     def rounds(self) -> list[dict[str, float]]:
         return self.info["rounds"]
-
-    @property
-    def kv(self) -> dict[str, Any]:
-        return self.info["kv"]
 
     def traces(self) -> list[RunTrace]:
         return [RunTrace.from_dict(t) for t in self.info.get("traces", [])]

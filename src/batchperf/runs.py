@@ -13,23 +13,19 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from batchperf.results import load_results
+from batchperf.results import CellView, load_results
 
 
 @dataclass(frozen=True, slots=True)
-class CellRecord:
+class CellRecord(CellView):
     """One cell's ``extra_info``, with the file it came from."""
 
     source: str  # the results file's name (stem), to tell runs apart
     data: dict[str, Any]
 
     @property
-    def cell(self) -> dict[str, Any]:
-        return self.data["cell"]
-
-    @property
-    def id(self) -> str:
-        return str(self.cell["id"])
+    def info(self) -> dict[str, Any]:  # type: ignore[override]
+        return self.data
 
     @property
     def model(self) -> str:
@@ -59,14 +55,6 @@ class CellRecord:
             return float(label)
         done = self.metrics.get("completed") or 0
         return self.metrics.get("total_input_tokens", 0) / done if done else float("nan")
-
-    @property
-    def metrics(self) -> dict[str, float]:
-        return self.data.get("metrics", {})
-
-    @property
-    def kv(self) -> dict[str, Any]:
-        return self.data.get("kv", {})
 
     @property
     def memory(self) -> dict[str, float]:
