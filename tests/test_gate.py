@@ -24,7 +24,8 @@ def test_tolerance_is_the_floor_when_the_spread_is_small() -> None:
     base = cell_info(spread=0.02)  # rounds at ×0.98, ×1, ×1.02: relative pstdev 0.01633
     assert relative_spread(base, "metrics.output_throughput") == pytest.approx(math.sqrt(0.0008 / 3), rel=1e-6)
     result = judge(RULES[0], base, scaled(base, 1.10), "cpu", k=3.0)
-    assert result.tolerance == pytest.approx(0.25)  # the CPU floor beats 3 × 0.0163
+    floor = RULES[0].floor("cpu")
+    assert floor > 3 * 0.0163 and result.tolerance == pytest.approx(floor)  # the CPU floor beats 3 × 0.0163
     assert result.change == pytest.approx(1 / 1.10 - 1)
     assert result.verdict is Verdict.PASS
 
@@ -93,7 +94,8 @@ def test_failure_message_is_one_table_with_the_versions_that_differ() -> None:
     assert lines[0] == "batchperf gate: cell-x: REGRESSION (confirmed by a re-measurement)"
     assert lines[1].split() == ["metric", "baseline", "measured", "change", "tolerance", "verdict"]
     row = next(line for line in lines if line.startswith("output_throughput"))
-    assert "100" in row and "33.33" in row and "-66.7%" in row and "-25.0%" in row and "REGRESSION" in row
+    assert "100" in row and "33.33" in row and "-66.7%" in row and f"-{RULES[0].floor('cpu'):.1%}" in row
+    assert "REGRESSION" in row
     assert lines[-1] == "versions that differ from the baseline: torch 2.13.0 → 2.14.0"
 
 

@@ -69,17 +69,20 @@ class Rule:
         return self.metric.rsplit(".", 1)[1]
 
 
-# CPU-tier floors come from A/A reruns (tools/detector_check.py, docs/baselines.md) on a quiet 2-core VM, one
-# torch thread, one cell of 16 requests x 2 rounds, 10 reruns twice: the worst A/A changes in their bad direction
-# were throughput 20.1% (confirmed by its re-measurement: a VM's slow minute), P99 TTFT 29.6%, E2EL 27.2%,
-# TPOT 41.5%, ITL 41.0%. The floors sit above those; on this VM that costs the 30% slowdown target (its median
-# throughput change is -20%), see docs/baselines.md. On a dedicated runner, measure again and tighten with
-# --batchperf-tolerance METRIC=FRAC. GPU floors are the usual few percent of a dedicated device (not yet measured
-# here: no GPU in this session).
-_TPUT = {"cpu": 0.25, "gpu": 0.05, "*": 0.10}
+# CPU-tier floors come from A/A reruns on a quiet 2-core VM, one torch thread (tools/detector_check.py,
+# docs/baselines.md). How much a cell wanders from run to run depends on the cell: a compute-bound cell
+# (hf-static bs8 p512 c16) stays within +-6% across processes, a dispatch-bound one (bs4 p64: tiny matmuls,
+# Python and op-dispatch overhead) swings -17%..+22%. The throughput floor is set for the steady cells (15%: above
+# their worst A/A change, -12.7%, below the -23%..-38% a 30% slower forward pass cost them); a noisy cell gets its wider
+# tolerance from k x its own round-to-round spread in a baseline pooled from several runs (batchperf refresh
+# --repeat). Tail latencies keep wide floors: P99 over 16 requests moves far more than throughput, and P99 ITL
+# (the few slowest of ~370 token gaps: any OS hiccup) moved +66% and +88% in one A/A run, so on the CPU tier it
+# only catches gross stalls (150%).
+# GPU floors are the usual few percent of a dedicated device (not yet measured here: no GPU in this session).
+_TPUT = {"cpu": 0.15, "gpu": 0.05, "*": 0.10}
 _TAIL = {"cpu": 0.40, "gpu": 0.10, "*": 0.15}  # P99 TTFT and E2EL
 _STEP = {"cpu": 0.60, "gpu": 0.10, "*": 0.15}  # P99 TPOT
-_GAP = {"cpu": 0.60, "gpu": 0.15, "*": 0.20}  # P99 ITL
+_GAP = {"cpu": 1.50, "gpu": 0.15, "*": 0.20}  # P99 ITL
 RULES: tuple[Rule, ...] = (
     Rule("metrics.output_throughput", Direction.HIGHER, _TPUT),
     Rule("metrics.request_throughput", Direction.HIGHER, _TPUT),
