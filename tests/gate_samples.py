@@ -8,6 +8,10 @@ from pathlib import Path
 from typing import Any
 
 from batchperf.fingerprint import GPU, Fingerprint, HardwareIdentity
+from batchperf.gate import RULES
+
+# The CPU tier's throughput tolerance as the gate's table prints it (e.g. "-15.0%")
+CPU_TPUT_TOL = f"-{RULES[0].floor('cpu'):.1%}"
 
 CPU_FP = Fingerprint(HardwareIdentity("x86_64", "Test CPU 9000", 2), {"python": "3.11.7", "torch": "2.13.0"},
                      {"hostname": "box"})
