@@ -70,7 +70,7 @@ def test_every_slo_counts():
 
 def test_failed_or_miscounted_cells_are_rejected_whatever_their_speed():
     cells = sweep()
-    bad = dict(cells[2].data, token_count_errors=["request 3: generated 1 tokens, target 2"])
+    bad = dict(cells[2].info, token_count_errors=["request 3: generated 1 tokens, target 2"])
     [rec] = recommend([cells[0], cells[1], CellRecord("run", bad)], SLOTargets(p99_e2el_ms=700))
     assert rec.batch_size == 4
     assert "1 request(s) with the wrong number of tokens" in rec.candidates[2].verdict
@@ -106,7 +106,7 @@ def test_goodput_ranking_counts_only_requests_within_the_slo():
 
 
 def test_goodput_needs_traces():
-    data = dict(sweep()[0].data, traces=[])
+    data = dict(sweep()[0].info, traces=[])
     with pytest.raises(ValueError, match="no raw traces.*--by throughput"):
         recommend([CellRecord("run", data)], SLOTargets(p99_e2el_ms=700), by="goodput")
 
@@ -120,7 +120,7 @@ def test_slo_targets_are_validated():
 
 def _results_file(tmp_path: Path, cells: list[CellRecord]) -> Path:
     path = tmp_path / "results.json"
-    path.write_text(json.dumps({"benchmarks": [{"name": c.id, "extra_info": c.data} for c in cells]}))
+    path.write_text(json.dumps({"benchmarks": [{"name": c.id, "extra_info": c.info} for c in cells]}))
     return path
 
 

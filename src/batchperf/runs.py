@@ -21,11 +21,7 @@ class CellRecord(CellView):
     """One cell's ``extra_info``, with the file it came from."""
 
     source: str  # the results file's name (stem), to tell runs apart
-    data: dict[str, Any]
-
-    @property
-    def info(self) -> dict[str, Any]:  # type: ignore[override]
-        return self.data
+    info: dict[str, Any]  # extra_info
 
     @property
     def model(self) -> str:
@@ -58,19 +54,19 @@ class CellRecord(CellView):
 
     @property
     def memory(self) -> dict[str, float]:
-        return self.data.get("memory", {})
+        return self.info.get("memory", {})
 
     @property
     def telemetry(self) -> dict[str, Any]:
-        return self.data.get("telemetry", {})
+        return self.info.get("telemetry", {})
 
     @property
     def traces(self) -> list[dict[str, Any]]:
-        return self.data.get("traces", [])
+        return self.info.get("traces", [])
 
     @property
     def token_count_errors(self) -> list[str]:
-        return self.data.get("token_count_errors", [])
+        return self.info.get("token_count_errors", [])
 
 
 def load_cells(paths: Iterable[str | Path]) -> list[CellRecord]:

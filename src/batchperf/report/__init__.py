@@ -32,7 +32,7 @@ def build_report(results: list[Path], out: Path) -> Path:
     out.mkdir(parents=True, exist_ok=True)
     fits, skipped = [], []
     for run in runs:  # each results file fitted on its own: an upgrade may change the slope
-        run_fits, run_skipped = kv_growth([c.data for c in cells if c.source == run["name"]],
+        run_fits, run_skipped = kv_growth([c.info for c in cells if c.source == run["name"]],
                                           run=run["name"] if len(runs) > 1 else "")
         fits += run_fits
         skipped += run_skipped
