@@ -129,7 +129,7 @@ fi
 # --- comparison with this machine's baseline, as the job summary ----------------------------------------------
 step "comparison"
 if has compare; then
-    baseline="$("$python" -m batchperf.nightly baseline-path "$results" "$baselines")"
+    baseline="$("$python" -m batchperf.regress.nightly baseline-path "$results" "$baselines")"
     if [[ -f "$baseline" ]]; then
         bp compare "$baseline" "$results" --markdown "$out/comparison.md" || true
     else
@@ -144,7 +144,7 @@ fi
 
 # --- history ---------------------------------------------------------------------------------------------------
 step "history ($history)"
-entry="$("$python" -m batchperf.nightly history-name "$results" "$tier")"
+entry="$("$python" -m batchperf.regress.nightly history-name "$results" "$tier")"
 mkdir -p "$history"
 cp "$results" "$history/$entry"
 echo "appended $history/$entry"
@@ -153,7 +153,7 @@ summary "$out/history.md"
 
 # --- verdict ---------------------------------------------------------------------------------------------------
 if ((${#merge[@]})); then
-    "$python" -m batchperf.nightly confirmed-regressions "$results" || status=1
+    "$python" -m batchperf.regress.nightly confirmed-regressions "$results" || status=1
 fi
 echo
 echo "nightly: artifacts in $out (exit $status)"

@@ -1,6 +1,6 @@
 """The performance suite: one test per cell (tier × model × backend × batch size × prompt length × concurrency).
 
-The matrix lives in ``batchperf.matrix``; narrow it with ``--batchperf-*`` options or ``-k``/``-m``.
+The matrix lives in ``batchperf.suite.matrix``; narrow it with ``--batchperf-*`` options or ``-k``/``-m``.
 """
 
 from __future__ import annotations
@@ -10,12 +10,12 @@ from typing import Any
 import pytest
 
 from batchperf.backends import Backend
-from batchperf.gate_plugin import gate_cell
-from batchperf.matrix import Cell
-from batchperf.measure import cell_record, remeasure, run_rounds
-from batchperf.models import LoadedModel
-from batchperf.plugin import record
-from batchperf.workload import Workload
+from batchperf.suite.gate_plugin import gate_cell
+from batchperf.suite.matrix import Cell
+from batchperf.suite.cell import cell_record, remeasure, run_rounds
+from batchperf.suite.models import LoadedModel
+from batchperf.suite.plugin import record
+from batchperf.measure.workload import Workload
 
 
 def test_cell(

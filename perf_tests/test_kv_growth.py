@@ -3,15 +3,15 @@
 It runs after the cells because pytest runs files in name order and this one
 sorts after ``test_cells.py``. Per model × backend, the slope of measured KV
 bytes per request over tokens held must equal the analytic bytes per token of
-:mod:`batchperf.kv` (see :mod:`batchperf.kv_growth`).
+:mod:`batchperf.measure.kv` (see :mod:`batchperf.measure.kv_growth`).
 """
 
 from __future__ import annotations
 
 import pytest
 
-from batchperf.kv_growth import DEFAULT_REL_TOL, kv_growth
-from batchperf.plugin import state
+from batchperf.measure.kv_growth import DEFAULT_REL_TOL, kv_growth
+from batchperf.suite.plugin import state
 
 
 @pytest.mark.cpu

@@ -7,8 +7,8 @@ import json
 from pathlib import Path
 from typing import Any
 
-from batchperf.fingerprint import GPU, Fingerprint, HardwareIdentity
-from batchperf.gate import RULES
+from batchperf.regress.fingerprint import GPU, Fingerprint, HardwareIdentity
+from batchperf.regress.gate import RULES
 
 # The CPU tier's throughput tolerance as the gate's table prints it (e.g. "-15.0%")
 CPU_TPUT_TOL = f"-{RULES[0].floor('cpu'):.1%}"

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from batchperf import compare_cli
+from batchperf.regress import compare as compare_cli
 from gate_samples import CPU_TPUT_TOL, GPU_FP, cell_info, results_file, scaled
 
 A, B = "cpu-tiny-qwen2-hf-static-bs4-p64-c8", "cpu-tiny-qwen2-hf-static-bs8-p64-c8"

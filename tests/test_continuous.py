@@ -7,10 +7,10 @@ import pytest
 from batchperf.backends import create_backend
 from batchperf.backends.continuous import ContinuousBackend
 from batchperf.engine.block_manager import blocks_for
-from batchperf.kv import kv_bytes_per_request, kv_bytes_per_token, kv_tokens_held
-from batchperf.metrics import compute_metrics, token_count_errors
-from batchperf.runner import run_cell
-from batchperf.workload import Arrival, LengthSpec, WorkloadSpec
+from batchperf.measure.kv import kv_bytes_per_request, kv_bytes_per_token, kv_tokens_held
+from batchperf.measure.metrics import compute_metrics, token_count_errors
+from batchperf.backends.runner import run_cell
+from batchperf.measure.workload import Arrival, LengthSpec, WorkloadSpec
 
 
 def workload(tiny_model, prompt: str = "8,20,33", num_prompts: int = 6, arrival: Arrival = Arrival()):

@@ -3,8 +3,8 @@
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from batchperf.feed import RequestFeed
-from batchperf.workload import RequestSpec
+from batchperf.measure.feed import RequestFeed
+from batchperf.measure.workload import RequestSpec
 
 import pytest
 

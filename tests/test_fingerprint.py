@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from batchperf import fingerprint as fp
-from batchperf.fingerprint import GPU, Fingerprint, HardwareIdentity
+from batchperf.regress import fingerprint as fp
+from batchperf.regress.fingerprint import GPU, Fingerprint, HardwareIdentity
 from gate_samples import CPU_FP, GPU_FP, cell_info
 
 

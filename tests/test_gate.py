@@ -9,8 +9,8 @@ import pytest
 from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
-from batchperf.fingerprint import NON_IDENTITY_CELL_FIELDS, Fingerprint
-from batchperf.gate import (
+from batchperf.regress.fingerprint import NON_IDENTITY_CELL_FIELDS, Fingerprint
+from batchperf.regress.gate import (
     RULES, VERDICT_RANK, Direction, GateConfig, Rule, Verdict, compare_cell, confirm, judge, relative_spread,
     render_table,
 )

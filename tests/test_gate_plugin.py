@@ -8,13 +8,14 @@ from pathlib import Path
 
 import pytest
 
-from batchperf import fingerprint, refresh
-from batchperf.baseline_store import BASELINE_FILE
+from batchperf.regress import fingerprint
+from batchperf.regress import refresh
+from batchperf.regress.store import BASELINE_FILE
 from gate_samples import CPU_TPUT_TOL, GPU_FP, results_file, cell_info
 
 CELL_TEST = """
 import os, time
-from batchperf.gate_plugin import gate_cell
+from batchperf.suite.gate_plugin import gate_cell
 from gate_samples import cell_info, scaled
 
 def test_cell(benchmark, request):
@@ -25,7 +26,7 @@ def test_cell(benchmark, request):
     again = float(os.environ.get("AGAIN", os.environ.get("SLOW", "1")))
     gate_cell(request, benchmark.extra_info, remeasure=lambda: scaled(cell_info(), again))
 """
-PLUGINS = ("-p", "no:batchperf", "-p", "batchperf.gate_plugin", "-p", "no:cacheprovider")
+PLUGINS = ("-p", "no:batchperf", "-p", "batchperf.suite.gate_plugin", "-p", "no:cacheprovider")
 
 
 @pytest.fixture

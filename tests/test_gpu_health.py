@@ -5,7 +5,7 @@ import json
 import stat
 from pathlib import Path
 
-from batchperf.gpu_health import collect, main, parse
+from batchperf.measure.gpu_health import collect, main, parse
 
 GPUS = ("0, GPU-aaa, NVIDIA H100 80GB HBM3, Enabled, 1980, 1980, 2619, 2619, 71.2, 700.00, 34, 0, 1, 81559, "
         "0x0000000000000001\n"

@@ -5,9 +5,9 @@ from __future__ import annotations
 import pytest
 
 from batchperf.backends import create_backend
-from batchperf.metrics import compute_metrics
-from batchperf.runner import run_cell
-from batchperf.workload import LengthSpec, WorkloadSpec
+from batchperf.measure.metrics import compute_metrics
+from batchperf.backends.runner import run_cell
+from batchperf.measure.workload import LengthSpec, WorkloadSpec
 
 
 @pytest.fixture(scope="module")

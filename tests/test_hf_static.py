@@ -3,10 +3,10 @@
 import pytest
 
 from batchperf.backends import BackendUnavailable, backend_names, create_backend
-from batchperf.kv import kv_bytes_per_token
-from batchperf.metrics import token_count_errors
-from batchperf.runner import run_cell
-from batchperf.workload import LengthSpec, WorkloadSpec
+from batchperf.measure.kv import kv_bytes_per_token
+from batchperf.measure.metrics import token_count_errors
+from batchperf.backends.runner import run_cell
+from batchperf.measure.workload import LengthSpec, WorkloadSpec
 
 
 @pytest.fixture(scope="module")

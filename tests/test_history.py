@@ -8,8 +8,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from batchperf.history import breakpoints, change_points, load_history, main
-from batchperf.measure import SCHEMA_VERSION
+from batchperf.regress.history import breakpoints, change_points, load_history, main
+from batchperf.suite.cell import SCHEMA_VERSION
 
 TOLERANCE = 0.05  # a per-run gate at ±5% (the gate's own floor is of this order)
 DRIFT = "cpu-tiny-qwen2-hf-static-bs8-p512-c16"

@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 import torch
 
-from batchperf import inject
-from batchperf.inject import Injection
+from batchperf.measure import inject
+from batchperf.measure.inject import Injection
 
 
 def test_from_env() -> None:

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from batchperf import kv
+from batchperf.measure import kv
 
 CONFIGS = Path(__file__).parent / "data" / "configs"
 
@@ -105,7 +105,7 @@ def test_cli_names_a_missing_or_corrupt_file(tmp_path: Path) -> None:
 
 
 def test_config_hash_ignores_where_the_model_was_read_from(tiny_model) -> None:
-    from batchperf.measure import config_hash
+    from batchperf.suite.cell import config_hash
 
     data = tiny_model.config.to_dict()
     a, b = data | {"_name_or_path": "/a", "transformers_version": "9"}, data | {"_name_or_path": "/b"}

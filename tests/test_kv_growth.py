@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from batchperf.kv_growth import KVGrowth, fit_slope, kv_growth
+from batchperf.measure.kv_growth import KVGrowth, fit_slope, kv_growth
 
 
 def rec(model: str, backend: str, tokens: float | None, kv_bytes: float | None, analytic: int = 8192) -> dict:
@@ -74,7 +74,7 @@ def _run_check(pytester, records: list[dict]):
 from pathlib import Path
 
 import pytest
-from batchperf.plugin import state
+from batchperf.suite.plugin import state
 
 @pytest.fixture(autouse=True)
 def cells_ran(request):

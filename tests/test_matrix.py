@@ -2,7 +2,7 @@
 
 import pytest
 
-from batchperf.matrix import TIERS, narrowed, parse_arrival, split_list
+from batchperf.suite.matrix import TIERS, narrowed, parse_arrival, split_list
 
 
 def test_default_cpu_matrix_with_readable_ids() -> None:

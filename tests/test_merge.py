@@ -6,8 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from batchperf.merge import MergeError, main, merge_results
-from batchperf.results import load_results
+from batchperf.results.merge import MergeError, main, merge_results
+from batchperf.results.record import load_results
 
 REPO = Path(__file__).resolve().parents[1]
 # Two cells: bs2-p8-c1 hashes to shard 1 of 2, bs2-p8-c2 to shard 2.

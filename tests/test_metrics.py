@@ -4,8 +4,8 @@ import math
 
 import pytest
 
-from batchperf.metrics import SLO, compute_metrics, token_count_errors
-from batchperf.trace import RequestTrace, RunTrace
+from batchperf.measure.metrics import SLO, compute_metrics, token_count_errors
+from batchperf.measure.trace import RequestTrace, RunTrace
 
 
 def req(i: int, arrival: float, times: tuple[float, ...], prompt: int = 10, target: int | None = None,

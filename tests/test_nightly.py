@@ -10,7 +10,7 @@ from xml.etree import ElementTree
 
 import pytest
 
-from batchperf.nightly import baseline_path, confirmed_regressions, history_name
+from batchperf.regress.nightly import baseline_path, confirmed_regressions, history_name
 
 REPO = Path(__file__).resolve().parents[1]
 NARROW = ["--batchperf-backends=hf-static", "--batchperf-batch-sizes=2", "--batchperf-prompt-lens=8", "--batchperf-concurrency=1,2",

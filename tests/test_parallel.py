@@ -3,9 +3,9 @@
 import pytest
 
 from batchperf.backends import _REGISTRY, create_backend
-from batchperf.matrix import TIERS, narrowed
-from batchperf.parallel import tp_skip_reason
-from batchperf.pool import BackendPool
+from batchperf.suite.matrix import TIERS, narrowed
+from batchperf.suite.parallel import tp_skip_reason
+from batchperf.suite.pool import BackendPool
 
 
 def vllm_cell(tier: str, tp: str):
@@ -19,11 +19,11 @@ def test_tp1_never_skips() -> None:
 
 
 def test_tp_beyond_the_visible_gpus_skips_with_the_count(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr("batchperf.parallel.visible_gpus", lambda: 1)
+    monkeypatch.setattr("batchperf.suite.parallel.visible_gpus", lambda: 1)
     monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "3")
     reason = tp_skip_reason(vllm_cell("gpu", "2"))
     assert reason is not None and reason.startswith("tp=2 needs 2 GPUs, this process sees 1 (CUDA_VISIBLE_DEVICES=3)")
-    monkeypatch.setattr("batchperf.parallel.visible_gpus", lambda: 2)
+    monkeypatch.setattr("batchperf.suite.parallel.visible_gpus", lambda: 2)
     assert tp_skip_reason(vllm_cell("gpu", "2")) is None
 
 

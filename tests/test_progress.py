@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from batchperf.progress import CellProgress
+from batchperf.suite.progress import CellProgress
 
 
 
@@ -32,7 +32,7 @@ def test_line_counts_cells_and_estimates_what_is_left():
 
 
 CONFTEST = """
-from batchperf.progress import add_progress_option, register_progress
+from batchperf.suite.progress import add_progress_option, register_progress
 
 def pytest_addoption(parser):
     add_progress_option(parser.addoption)

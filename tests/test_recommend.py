@@ -8,10 +8,10 @@ from pathlib import Path
 
 import pytest
 
-from batchperf.runs import CellRecord, load_cells
-from batchperf.metrics import compute_metrics
-from batchperf.recommend import SLOTargets, add_cli_args, main, recommend
-from batchperf.trace import RequestTrace, RunTrace
+from batchperf.results.runs import CellRecord, load_cells
+from batchperf.measure.metrics import compute_metrics
+from batchperf.report.recommend import SLOTargets, add_cli_args, main, recommend
+from batchperf.measure.trace import RequestTrace, RunTrace
 
 
 def run_trace(bs: int, e2el_s: list[float], end: float, ttft_s: float = 0.01) -> RunTrace:

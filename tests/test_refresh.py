@@ -12,8 +12,9 @@ from pathlib import Path
 
 import pytest
 
-from batchperf import baseline_store, refresh
-from batchperf.baseline_store import BASELINE_FILE, HISTORY_FILE, BaselineError, load_baseline, locked, read_history
+from batchperf.regress import store as baseline_store
+from batchperf.regress import refresh
+from batchperf.regress.store import BASELINE_FILE, HISTORY_FILE, BaselineError, load_baseline, locked, read_history
 from gate_samples import CPU_FP, GPU_FP, cell_info, results_file, scaled
 
 A, B = "cpu-tiny-qwen2-hf-static-bs4-p64-c8", "cpu-tiny-qwen2-hf-static-bs8-p64-c8"
@@ -226,13 +227,13 @@ def test_several_runs_are_pooled_so_the_baseline_carries_their_spread(tmp_path: 
     assert info["metrics"]["output_throughput"] == pytest.approx(100.0)  # the median of 80, 100, 125 (×3 each)
     assert [r["sha256"] for r in stored.provenance["results"]] == [
         hashlib.sha256(f.read_bytes()).hexdigest() for f in files]
-    from batchperf.gate import relative_spread
+    from batchperf.regress.gate import relative_spread
 
     assert relative_spread(info, "metrics.output_throughput") > 0.15  # the run-to-run spread, now in the baseline
 
 
 def test_runs_of_other_versions_or_cells_are_not_pooled(tmp_path: Path) -> None:
-    from batchperf.fingerprint import Fingerprint
+    from batchperf.regress.fingerprint import Fingerprint
 
     newer = Fingerprint(CPU_FP.identity, {**CPU_FP.upgrade, "torch": "9.0"}, CPU_FP.soft)
     a = results_file(tmp_path / "a.json", [cell_info(A)])

@@ -9,8 +9,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from batchperf.matrix import TIERS
-from batchperf.shard import Shard, select, shard_of
+from batchperf.suite.matrix import TIERS
+from batchperf.suite.shard import Shard, select, shard_of
 
 cell_ids = st.lists(st.text(min_size=1, max_size=40), max_size=60, unique=True)
 
@@ -32,7 +32,7 @@ def test_a_cells_shard_depends_on_its_id_alone(ids: list[str], count: int, extra
 def test_shards_are_stable_across_processes() -> None:
     # Python's hash() of a str changes per process (PYTHONHASHSEED); the shard must not.
     ids = [c.id for c in TIERS["gpu"].cells()]
-    code = ("import sys, json; from batchperf.shard import shard_of; "
+    code = ("import sys, json; from batchperf.suite.shard import shard_of; "
             "print(json.dumps([shard_of(c, 4) for c in json.loads(sys.stdin.read())]))")
     runs = [
         subprocess.run([sys.executable, "-c", code], input=json.dumps(ids), capture_output=True,

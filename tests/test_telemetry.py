@@ -9,7 +9,7 @@ import numpy as np
 import psutil
 import pytest
 
-from batchperf.telemetry import Sampler, _integrate
+from batchperf.measure.telemetry import Sampler, _integrate
 
 
 class FakeNvml:
@@ -143,7 +143,7 @@ class _Backend:
         self.watched: list[bool] = []
 
     def run(self, workload, batch_size, concurrency):
-        from batchperf.trace import RequestTrace, RunTrace
+        from batchperf.measure.trace import RequestTrace, RunTrace
 
         self.watched.append(self.sampler._thread is not None and self.sampler._thread.is_alive())
         reqs = [RequestTrace(r.request_id, r.prompt_len, r.target_len, 0.0, 0.0, (0.1, 0.2)) for r in workload.requests]
@@ -154,8 +154,8 @@ class _Backend:
 
 
 def test_run_cell_samples_the_measured_run_only():
-    from batchperf.runner import run_cell
-    from batchperf.workload import LengthSpec, WorkloadSpec
+    from batchperf.backends.runner import run_cell
+    from batchperf.measure.workload import LengthSpec, WorkloadSpec
 
     workload = WorkloadSpec(3, LengthSpec.parse("8"), num_warmup=1).build(100, 64)
     sampler = Sampler("cpu", interval_s=0.01)

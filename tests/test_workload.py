@@ -5,7 +5,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from batchperf.workload import Arrival, LengthSpec, WorkloadSpec
+from batchperf.measure.workload import Arrival, LengthSpec, WorkloadSpec
 
 lengths = st.integers(min_value=1, max_value=300)
 

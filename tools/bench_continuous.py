@@ -7,7 +7,7 @@
 import argparse
 import sys
 
-from batchperf import sidebyside
+from batchperf.suite import versus as sidebyside
 
 if __name__ == "__main__":
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)

@@ -5,7 +5,7 @@
 refresh`` pools them (so the reference carries their run-to-run spread), then ``--aa`` reruns of the same
 code (A/A) and ``--trials`` reruns per slowdown size with
 ``BATCHPERF_INJECT_SLOWDOWN`` set (each forward pass sleeps that fraction of its
-own time; see ``batchperf.inject``). Every rerun is a real ``pytest
+own time; see ``batchperf.measure.inject``). Every rerun is a real ``pytest
 --benchmark-compare=REF`` run, so the gate decides exactly as in CI, including
 the re-measurement of a first violation. It prints the false-alarm rate, the
 detection rate per size, and the worst A/A change per metric (what the CPU-tier
@@ -28,9 +28,9 @@ import tempfile
 import time
 from pathlib import Path
 
-from batchperf.baseline_store import load_results, pool_runs
-from batchperf.gate import RULES, Direction, GateConfig, compare_cell, lookup, relative_change, relative_spread
-from batchperf.inject import ENV_SLOWDOWN
+from batchperf.regress.store import load_results, pool_runs
+from batchperf.regress.gate import RULES, Direction, GateConfig, compare_cell, lookup, relative_change, relative_spread
+from batchperf.measure.inject import ENV_SLOWDOWN
 
 # A compute-bound cell of the CPU tier (its run-to-run spread is what the CPU floors are set for); the
 # dispatch-bound bs4 p64 cells swing more and are judged by their own spread, see docs/baselines.md.

@@ -1,11 +1,11 @@
 #!/usr/bin/env python
-"""Thin wrapper for `batchperf refresh` (the logic lives in batchperf.refresh)."""
+"""Thin wrapper for `batchperf refresh` (the logic lives in batchperf.regress.refresh)."""
 
 from __future__ import annotations
 
 import argparse
 
-from batchperf import refresh
+from batchperf.regress import refresh
 
 if __name__ == "__main__":
     parser = argparse.ArgumentParser(prog="refresh_baselines.py", description=refresh.__doc__,

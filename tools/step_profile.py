@@ -21,7 +21,7 @@ def main() -> None:
 
     import torch
 
-    from batchperf.models import get_model_spec, load_model
+    from batchperf.suite.models import get_model_spec, load_model
 
     loaded = load_model(get_model_spec("tiny-qwen2"))
     model = loaded.model

@@ -1,7 +1,7 @@
 """Backends: one protocol, registered by name, heavy imports only when one is created.
 
 A backend wraps a loaded model and runs a workload's requests with a batch
-size and a concurrency, returning the raw :class:`~batchperf.trace.RunTrace`.
+size and a concurrency, returning the raw :class:`~batchperf.measure.trace.RunTrace`.
 A backend that cannot run here raises :class:`BackendUnavailable` with the
 reason; the suite turns that into a skip.
 """
@@ -14,9 +14,9 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Protocol, runtime_checkable
 
 if TYPE_CHECKING:
-    from batchperf.models import LoadedModel
-    from batchperf.trace import RunTrace
-    from batchperf.workload import Workload
+    from batchperf.suite.models import LoadedModel
+    from batchperf.measure.trace import RunTrace
+    from batchperf.measure.workload import Workload
 
 
 class BackendUnavailable(RuntimeError):

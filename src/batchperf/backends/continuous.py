@@ -14,16 +14,16 @@ KV per request is measured from the blocks it held at its peak (whole blocks;
 
 from __future__ import annotations
 
-from batchperf.clock import RunClock
+from batchperf.measure.clock import RunClock
 from batchperf.engine.block_manager import BlockManager, blocks_for
 from batchperf.engine.request import Request
 from batchperf.engine.scheduler import Scheduler, SchedulerConfig
-from batchperf.feed import RequestFeed
-from batchperf.kv import kv_tokens_held
-from batchperf.memory import memory_figures, reset_peak
-from batchperf.models import LoadedModel
-from batchperf.trace import RequestTrace, RunTrace
-from batchperf.workload import Workload
+from batchperf.measure.feed import RequestFeed
+from batchperf.measure.kv import kv_tokens_held
+from batchperf.measure.memory import memory_figures, reset_peak
+from batchperf.suite.models import LoadedModel
+from batchperf.measure.trace import RequestTrace, RunTrace
+from batchperf.measure.workload import Workload
 
 DEFAULT_BLOCK_SIZE = 16  # tokens per KV block, as vLLM
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from batchperf.trace import RequestTrace, RunTrace
+from batchperf.measure.trace import RequestTrace, RunTrace
 
 
 def run_trace(backend: str, batch_size: int, concurrency: int, done: list[RequestTrace],

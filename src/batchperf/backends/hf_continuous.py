@@ -21,14 +21,14 @@ from __future__ import annotations
 import time
 from typing import Any
 
-from batchperf.backends._common import run_trace
-from batchperf.clock import RunClock
-from batchperf.feed import RequestFeed
-from batchperf.kv import kv_bytes_per_token, kv_tokens_held
-from batchperf.memory import memory_figures, reset_peak
-from batchperf.models import LoadedModel
-from batchperf.trace import RequestTrace
-from batchperf.workload import RequestSpec, Workload
+from batchperf.backends.drive import run_trace
+from batchperf.measure.clock import RunClock
+from batchperf.measure.feed import RequestFeed
+from batchperf.measure.kv import kv_bytes_per_token, kv_tokens_held
+from batchperf.measure.memory import memory_figures, reset_peak
+from batchperf.suite.models import LoadedModel
+from batchperf.measure.trace import RequestTrace
+from batchperf.measure.workload import RequestSpec, Workload
 
 RESULT_POLL_S = 0.5  # longest wait for a result before checking that the manager's thread is alive
 START_TIMEOUT_S = 300.0  # building the batch processor allocates the whole KV pool

@@ -13,12 +13,12 @@ from __future__ import annotations
 from collections import deque
 from typing import Any
 
-from batchperf.clock import RunClock
-from batchperf.feed import RequestFeed
-from batchperf.memory import memory_figures, reset_peak
-from batchperf.models import LoadedModel
-from batchperf.trace import RequestTrace, RunTrace
-from batchperf.workload import RequestSpec, Workload
+from batchperf.measure.clock import RunClock
+from batchperf.measure.feed import RequestFeed
+from batchperf.measure.memory import memory_figures, reset_peak
+from batchperf.suite.models import LoadedModel
+from batchperf.measure.trace import RequestTrace, RunTrace
+from batchperf.measure.workload import RequestSpec, Workload
 
 
 class _StepTimes:

@@ -5,11 +5,11 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from batchperf.backends import Backend
-from batchperf.trace import RunTrace
-from batchperf.workload import Workload
+from batchperf.measure.trace import RunTrace
+from batchperf.measure.workload import Workload
 
 if TYPE_CHECKING:
-    from batchperf.telemetry import Sampler
+    from batchperf.measure.telemetry import Sampler
 
 
 def run_cell(backend: Backend, workload: Workload, batch_size: int, concurrency: int,

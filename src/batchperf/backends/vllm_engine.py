@@ -20,14 +20,14 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from batchperf.backends._vllm import import_vllm, kv_block_figures, third_party_warnings_ignored
-from batchperf.backends._common import run_trace
-from batchperf.clock import RunClock
-from batchperf.feed import RequestFeed
-from batchperf.kv import kv_bytes_per_token, kv_tokens_held
-from batchperf.memory import memory_figures, reset_peak
-from batchperf.models import LoadedModel
-from batchperf.trace import RequestTrace
-from batchperf.workload import RequestSpec, Workload
+from batchperf.backends.drive import run_trace
+from batchperf.measure.clock import RunClock
+from batchperf.measure.feed import RequestFeed
+from batchperf.measure.kv import kv_bytes_per_token, kv_tokens_held
+from batchperf.measure.memory import memory_figures, reset_peak
+from batchperf.suite.models import LoadedModel
+from batchperf.measure.trace import RequestTrace
+from batchperf.measure.workload import RequestSpec, Workload
 
 
 @dataclass(slots=True)
@@ -189,12 +189,12 @@ class VLLMEngineBackend:
         }, memory=memory_figures(self.model.device))
 
     def _checked_bytes_per_token(self, block_size: int, block_bytes: int) -> int:
-        """vLLM's bytes per token, which must equal batchperf.kv's analytic figure."""
+        """vLLM's bytes per token, which must equal batchperf.measure.kv's analytic figure."""
         analytic = kv_bytes_per_token(self.model.config, self.model.spec.dtype)
         if block_bytes != analytic * block_size:
             raise RuntimeError(
                 f"vllm: KV bytes per block from vLLM's cache config ({block_bytes} for {block_size} tokens) "
-                f"differ from batchperf.kv's analytic {analytic} bytes/token for {self.model.name}; "
+                f"differ from batchperf.measure.kv's analytic {analytic} bytes/token for {self.model.name}; "
                 f"one of them is wrong (quantised KV cache or an unusual attention layout?)"
             )
         return analytic

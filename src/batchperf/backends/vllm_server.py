@@ -25,13 +25,13 @@ from typing import Any
 from batchperf.backends import BackendUnavailable
 from batchperf.backends._vllm import ENV_DEFAULTS, INSTALL_HINT
 from batchperf.backends.server_process import ServerProcess, free_port
-from batchperf.backends._common import run_trace
-from batchperf.clock import RunClock
-from batchperf.feed import RequestFeed
-from batchperf.kv import kv_tokens_held
-from batchperf.models import LoadedModel
-from batchperf.trace import RequestTrace
-from batchperf.workload import RequestSpec, Workload
+from batchperf.backends.drive import run_trace
+from batchperf.measure.clock import RunClock
+from batchperf.measure.feed import RequestFeed
+from batchperf.measure.kv import kv_tokens_held
+from batchperf.suite.models import LoadedModel
+from batchperf.measure.trace import RequestTrace
+from batchperf.measure.workload import RequestSpec, Workload
 
 SERVER_URL_ENV = "BATCHPERF_SERVER_URL"
 SERVED_NAME = "batchperf"

@@ -11,16 +11,16 @@ import sys
 
 # subcommand -> (module, one-line help); each module has add_cli_args(parser) and main(args) -> int
 SUBCOMMANDS: dict[str, tuple[str, str]] = {
-    "run": ("batchperf.run_cli", "run the performance cells of a tier (pytest perf_tests) and save results JSON"),
-    "kv": ("batchperf.kv", "KV-cache bytes per token and per request from a model config"),
-    "models": ("batchperf.models_cli", "list the registered models and backends"),
-    "compare": ("batchperf.compare_cli", "per-cell changes of every metric between two results files, with the gate's verdicts"),
-    "refresh": ("batchperf.refresh", "pin a reviewed run as this hardware's baseline (baselines/<fingerprint>/)"),
+    "run": ("batchperf.cli.run", "run the performance cells of a tier (pytest perf_tests) and save results JSON"),
+    "kv": ("batchperf.measure.kv", "KV-cache bytes per token and per request from a model config"),
+    "models": ("batchperf.cli.models", "list the registered models and backends"),
+    "compare": ("batchperf.regress.compare", "per-cell changes of every metric between two results files, with the gate's verdicts"),
+    "refresh": ("batchperf.regress.refresh", "pin a reviewed run as this hardware's baseline (baselines/<fingerprint>/)"),
     "report": ("batchperf.report", "an HTML page of plots (throughput, latency, ITL, KV growth, memory) from results"),
-    "recommend": ("batchperf.recommend", "the batch size with the most throughput whose P99s meet your SLOs"),
-    "merge": ("batchperf.merge", "join per-shard results files (--batchperf-shard=I/N) into one results file"),
-    "gpu-health": ("batchperf.gpu_health", "record GPU health (other processes, clocks, persistence mode) as JSON"),
-    "history": ("batchperf.history", "change points per cell and metric over a folder of nightly results files"),
+    "recommend": ("batchperf.report.recommend", "the batch size with the most throughput whose P99s meet your SLOs"),
+    "merge": ("batchperf.results.merge", "join per-shard results files (--batchperf-shard=I/N) into one results file"),
+    "gpu-health": ("batchperf.measure.gpu_health", "record GPU health (other processes, clocks, persistence mode) as JSON"),
+    "history": ("batchperf.regress.history", "change points per cell and metric over a folder of nightly results files"),
 }
 
 

@@ -5,8 +5,8 @@ from __future__ import annotations
 import argparse
 
 from batchperf.backends import backend_names
-from batchperf.matrix import TIERS
-from batchperf.models import MODELS
+from batchperf.suite.matrix import TIERS
+from batchperf.suite.models import MODELS
 
 
 def add_cli_args(parser: argparse.ArgumentParser) -> None:

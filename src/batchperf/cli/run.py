@@ -8,7 +8,7 @@ import sys
 import time
 from pathlib import Path
 
-from batchperf.plugin import add_matrix_options
+from batchperf.suite.plugin import add_matrix_options
 
 
 def add_cli_args(parser: argparse.ArgumentParser) -> None:

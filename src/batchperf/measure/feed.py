@@ -11,7 +11,7 @@ from __future__ import annotations
 import heapq
 from collections.abc import Sequence
 
-from batchperf.workload import RequestSpec
+from batchperf.measure.workload import RequestSpec
 
 
 class RequestFeed:

@@ -1,7 +1,7 @@
 """A documented slowdown hook, to prove the gate catches what it should.
 
 Two environment variables, read when a model is loaded (:func:`install` runs in
-``batchperf.models.load_model``, the one place every in-process backend's model
+``batchperf.suite.models.load_model``, the one place every in-process backend's model
 comes from, so every forward pass of every backend goes through it):
 
 - ``BATCHPERF_INJECT_SLOWDOWN=0.3``: after each forward pass, sleep 0.3 × the
@@ -19,7 +19,7 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
-from batchperf.clock import synchronize
+from batchperf.measure.clock import synchronize
 
 ENV_SLOWDOWN = "BATCHPERF_INJECT_SLOWDOWN"
 ENV_DELAY_MS = "BATCHPERF_INJECT_DELAY_MS"

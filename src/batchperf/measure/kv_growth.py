@@ -3,7 +3,7 @@
 Across the cells of one model × backend (different prompt lengths, so
 different numbers of tokens held), a least-squares line through
 (tokens held per request, measured KV bytes per request) must have the slope
-:mod:`batchperf.kv` predicts: ``2 × layers × kv_heads × head_dim × dtype_bytes``
+:mod:`batchperf.measure.kv` predicts: ``2 × layers × kv_heads × head_dim × dtype_bytes``
 per token. A backend that leaks, duplicates or over-allocates its cache per
 token shows up as a steeper slope; fixed per-request overhead lands in the
 intercept and does not fail the check.
@@ -33,7 +33,7 @@ class KVGrowth:
     kv_bytes: tuple[float, ...]  # measured KV bytes per request, one per cell
     slope: float  # bytes per token, fitted
     intercept: float  # bytes
-    analytic: float  # bytes per token, from batchperf.kv
+    analytic: float  # bytes per token, from batchperf.measure.kv
     run: str = ""  # the results file, when several are compared
 
     @property

@@ -19,7 +19,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from batchperf.trace import RequestTrace, RunTrace
+from batchperf.measure.trace import RequestTrace, RunTrace
 
 PERCENTILES: tuple[int, ...] = (50, 90, 99)
 FAMILIES: tuple[str, ...] = ("ttft", "tpot", "itl", "e2el")

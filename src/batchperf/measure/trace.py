@@ -3,7 +3,7 @@
 Every time is in seconds on the ``time.perf_counter`` clock, relative to the
 start of the measured run (``RunTrace.start`` is 0.0 by construction), read
 after a device synchronisation. Metrics are derived from these numbers by the
-pure functions in :mod:`batchperf.metrics`; nothing here is an average.
+pure functions in :mod:`batchperf.measure.metrics`; nothing here is an average.
 """
 
 from __future__ import annotations
@@ -56,7 +56,7 @@ class RunTrace:
     warmup_excluded: int = 0  # warm-up requests run before ``start``, not in ``requests``
     memory: dict[str, float] = field(default_factory=dict)  # e.g. peak_rss_bytes
     kv: dict[str, Any] = field(default_factory=dict)  # backend KV figures (pool, block size…)
-    telemetry: dict[str, Any] = field(default_factory=dict)  # batchperf.telemetry.Sampler.summary() of the run
+    telemetry: dict[str, Any] = field(default_factory=dict)  # batchperf.measure.telemetry.Sampler.summary() of the run
 
     @property
     def duration(self) -> float:

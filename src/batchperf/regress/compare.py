@@ -13,8 +13,8 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
-from batchperf.baseline_store import BaselineError, RunFile, load_results
-from batchperf.gate import (
+from batchperf.regress.store import BaselineError, RunFile, load_results
+from batchperf.regress.gate import (
     TABLE_HEADER, CellVerdict, GateConfig, Verdict, compare_cell, fmt_change, fmt_value, relative_change, table_rows,
 )
 

@@ -215,7 +215,7 @@ def current(cpu_only: bool = False) -> Fingerprint:
     identity = HardwareIdentity(platform.machine() or "unknown", cpu_model(), cores, gpus, cpu_threads(cores))
     soft: dict[str, Any] = {"hostname": socket.gethostname(), **gpu_soft}
     injected = {k: v for k, v in os.environ.items() if k.startswith("BATCHPERF_INJECT_") and v.strip()}
-    if injected:  # an artificial slowdown (batchperf.inject): whoever reads these results must know
+    if injected:  # an artificial slowdown (batchperf.measure.inject): whoever reads these results must know
         soft["injected"] = injected
     try:
         soft["load_avg_1m"] = round(os.getloadavg()[0], 2)

@@ -20,7 +20,7 @@ from dataclasses import dataclass, field, replace
 from enum import Enum
 from typing import Any
 
-from batchperf.fingerprint import Fingerprint, cell_identity, identity_diff, soft_warnings, version_diff
+from batchperf.regress.fingerprint import Fingerprint, cell_identity, identity_diff, soft_warnings, version_diff
 
 
 class Direction(str, Enum):

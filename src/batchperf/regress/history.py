@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from batchperf.results import CellResult, ResultsError, load_results
+from batchperf.results.record import CellResult, ResultsError, load_results
 
 # Metric (dotted path into a cell's extra_info) -> True when higher is better.
 METRICS: dict[str, bool] = {

@@ -1,4 +1,4 @@
-"""Small steps of ``ci/nightly.sh`` that need Python: ``python -m batchperf.nightly STEP ...``.
+"""Small steps of ``ci/nightly.sh`` that need Python: ``python -m batchperf.regress.nightly STEP ...``.
 
 - ``history-name RESULTS TIER``: the file name a run gets in the history folder (time, commit, tier), so
   names sort in run order and two nights never collide.
@@ -15,14 +15,14 @@ import sys
 from pathlib import Path
 from typing import Any
 
-FAILED_VERDICTS = ("regression", "missing")  # batchperf.gate.Verdict values whose .failed is true
+FAILED_VERDICTS = ("regression", "missing")  # batchperf.regress.gate.Verdict values whose .failed is true
 
 
 def _load(path: Path) -> dict[str, Any]:
     try:
         return json.loads(path.read_text())
     except (OSError, json.JSONDecodeError) as exc:
-        raise SystemExit(f"batchperf.nightly: cannot read results {path}: {exc}") from None
+        raise SystemExit(f"batchperf.regress.nightly: cannot read results {path}: {exc}") from None
 
 
 def history_name(data: dict[str, Any], tier: str) -> str:
@@ -35,7 +35,7 @@ def baseline_path(data: dict[str, Any], baselines: Path) -> Path:
     fingerprint = (data.get("machine_info") or {}).get("batchperf") or {}
     key = fingerprint.get("key")
     if not key:
-        raise SystemExit("batchperf.nightly: the results have no fingerprint (machine_info.batchperf.key); "
+        raise SystemExit("batchperf.regress.nightly: the results have no fingerprint (machine_info.batchperf.key); "
                          "they were made without the gate plugin")
     return baselines / key / "baseline.json"
 

@@ -25,12 +25,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from batchperf.baseline_store import (
+from batchperf.regress.store import (
     BASELINE_FILE, DEFAULT_ROOT, BaselineError, RunFile, baseline_entry, folder_for, load_baseline, load_results,
     locked, pool_runs, repair_history, stale_temporaries, write_baseline,
 )
-from batchperf.compare_cli import add_gate_args, gate_config, make_console, render_rich
-from batchperf.gate import CellVerdict, GateConfig, Verdict, compare_cell
+from batchperf.regress.compare import add_gate_args, gate_config, make_console, render_rich
+from batchperf.regress.gate import CellVerdict, GateConfig, Verdict, compare_cell
 
 
 class RefreshRefused(Exception):

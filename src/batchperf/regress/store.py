@@ -24,9 +24,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from batchperf.fingerprint import Fingerprint, cell_identity, identity_diff, version_diff
-from batchperf.measure import SCHEMA_VERSION as RESULTS_SCHEMA  # of each cell's extra_info
-from batchperf.measure import summarise
+from batchperf.regress.fingerprint import Fingerprint, cell_identity, identity_diff, version_diff
+from batchperf.suite.cell import SCHEMA_VERSION as RESULTS_SCHEMA  # of each cell's extra_info
+from batchperf.suite.cell import summarise
 
 SCHEMA = 1  # of the batchperf_baseline block
 BASELINE_FILE = "baseline.json"

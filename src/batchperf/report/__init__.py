@@ -21,8 +21,8 @@ def add_cli_args(parser: argparse.ArgumentParser) -> None:
 
 def build_report(results: list[Path], out: Path) -> Path:
     """Write the report for ``results`` into ``out``; returns the path of ``index.html``."""
-    from batchperf.runs import load_runs
-    from batchperf.kv_growth import kv_growth
+    from batchperf.results.runs import load_runs
+    from batchperf.measure.kv_growth import kv_growth
     from batchperf.report.page import write_page
     from batchperf.report.plots import all_figures
 

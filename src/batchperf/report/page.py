@@ -7,8 +7,8 @@ from collections.abc import Container
 from pathlib import Path
 from typing import Any
 
-from batchperf.runs import CellRecord
-from batchperf.kv_growth import DEFAULT_REL_TOL, KVGrowth
+from batchperf.results.runs import CellRecord
+from batchperf.measure.kv_growth import DEFAULT_REL_TOL, KVGrowth
 from batchperf.report.knee import KNEE_FRACTION, knee
 from batchperf.report.plots import MIB, peak_memory
 
@@ -23,7 +23,7 @@ CAPTIONS: dict[str, tuple[str, str]] = {
     "itl": ("Inter-token latency", "Every gap between consecutive tokens of every measured request, from the raw "
             "traces; boxes span the quartiles, whiskers P1–P99."),
     "kv": ("KV-cache growth", "Measured KV bytes per request against the tokens it held; the black line is "
-           "2 × layers × kv_heads × head_dim × dtype bytes per token (batchperf.kv), dashed lines the fits."),
+           "2 × layers × kv_heads × head_dim × dtype bytes per token (batchperf.measure.kv), dashed lines the fits."),
     "memory": ("Memory", "Peak memory of each cell (torch's peak allocated on CUDA, sampled process RSS on the "
                "CPU) and the backend's own KV-cache peak."),
 }

@@ -11,8 +11,8 @@ from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
 
-from batchperf.runs import CellRecord
-from batchperf.kv_growth import KVGrowth
+from batchperf.results.runs import CellRecord
+from batchperf.measure.kv_growth import KVGrowth
 from batchperf.report.knee import KNEE_FRACTION, knee
 
 MIB = 2**20

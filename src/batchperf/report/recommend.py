@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Literal
 
 if TYPE_CHECKING:
-    from batchperf.runs import CellRecord
+    from batchperf.results.runs import CellRecord
 
 Ranking = Literal["throughput", "goodput"]
 
@@ -77,8 +77,8 @@ class Recommendation:
 
 def goodput(cell: CellRecord, slo: SLOTargets) -> float:
     """Median over rounds of requests/s meeting every SLO, from the raw traces."""
-    from batchperf.metrics import SLO, compute_metrics
-    from batchperf.trace import RunTrace
+    from batchperf.measure.metrics import SLO, compute_metrics
+    from batchperf.measure.trace import RunTrace
 
     if not cell.traces:
         raise ValueError(f"cell {cell.id} kept no raw traces, so its goodput cannot be computed; "
@@ -166,7 +166,7 @@ def add_cli_args(parser: argparse.ArgumentParser) -> None:
 
 
 def main(args: argparse.Namespace) -> int:
-    from batchperf.runs import load_cells
+    from batchperf.results.runs import load_cells
 
     try:
         slo = SLOTargets(args.p99_e2el_ms, args.p99_ttft_ms, args.p99_tpot_ms)

@@ -7,8 +7,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from batchperf.measure import SCHEMA_VERSION
-from batchperf.trace import RunTrace
+from batchperf.suite.cell import SCHEMA_VERSION
+from batchperf.measure.trace import RunTrace
 
 REQUIRED = ("cell", "metrics", "rounds", "kv")
 

@@ -1,6 +1,6 @@
 """Cells of one or more results files, each named by its file: what the report and the recommender read.
 
-:mod:`batchperf.results` reads and validates a file; this adds the run (file)
+:mod:`batchperf.results.record` reads and validates a file; this adds the run (file)
 a cell came from and typed accessors for the cell parameters, so several runs
 (before/after an upgrade) can be drawn side by side.
 """
@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from batchperf.results import CellView, load_results
+from batchperf.results.record import CellView, load_results
 
 
 @dataclass(frozen=True, slots=True)
@@ -75,7 +75,7 @@ def load_cells(paths: Iterable[str | Path]) -> list[CellRecord]:
 
 
 def load_runs(paths: Iterable[str | Path]) -> tuple[list[CellRecord], list[dict[str, Any]]]:
-    """The cells (read and validated by :func:`batchperf.results.load_results`), and per file its
+    """The cells (read and validated by :func:`batchperf.results.record.load_results`), and per file its
     name, date, machine and commit info and cell count."""
     cells: list[CellRecord] = []
     runs: list[dict[str, Any]] = []

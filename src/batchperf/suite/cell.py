@@ -8,14 +8,14 @@ import statistics
 from typing import Any
 
 from batchperf.backends import Backend
-from batchperf.kv import kv_bytes_per_request, kv_bytes_per_token
-from batchperf.matrix import Cell
-from batchperf.metrics import compute_metrics, token_count_errors
-from batchperf.models import LoadedModel
-from batchperf.runner import run_cell
-from batchperf.telemetry import Sampler
-from batchperf.trace import RunTrace
-from batchperf.workload import Workload
+from batchperf.measure.kv import kv_bytes_per_request, kv_bytes_per_token
+from batchperf.suite.matrix import Cell
+from batchperf.measure.metrics import compute_metrics, token_count_errors
+from batchperf.suite.models import LoadedModel
+from batchperf.backends.runner import run_cell
+from batchperf.measure.telemetry import Sampler
+from batchperf.measure.trace import RunTrace
+from batchperf.measure.workload import Workload
 
 SCHEMA_VERSION = 1
 

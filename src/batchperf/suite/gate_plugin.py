@@ -7,7 +7,7 @@ comparison table and ``--benchmark-compare-fail`` use the same file.
 ``--benchmark-compare=PATH`` compares with that file (a baseline or a results
 file). Each cell calls :func:`gate_cell` once with its ``extra_info``; a first
 violation is re-measured and only a confirmed regression fails the test, with
-the one-table message. This plugin is loaded by ``batchperf.plugin``.
+the one-table message. This plugin is loaded by ``batchperf.suite.plugin``.
 """
 
 from __future__ import annotations
@@ -19,10 +19,10 @@ from typing import Any
 
 import pytest
 
-from batchperf import fingerprint as fp
-from batchperf.baseline_store import DEFAULT_ROOT, BaselineError, RunFile, load_baseline, load_results, pinned_path
-from batchperf.compare_cli import add_gate_args, gate_config
-from batchperf.gate import CellVerdict, GateConfig, Verdict, compare_cell, confirm, fmt_change, render_table
+from batchperf.regress import fingerprint as fp
+from batchperf.regress.store import DEFAULT_ROOT, BaselineError, RunFile, load_baseline, load_results, pinned_path
+from batchperf.regress.compare import add_gate_args, gate_config
+from batchperf.regress.gate import CellVerdict, GateConfig, Verdict, compare_cell, confirm, fmt_change, render_table
 
 
 @dataclass(slots=True)

@@ -12,7 +12,7 @@ import itertools
 import math
 from dataclasses import dataclass, field, fields, replace
 
-from batchperf.workload import Arrival, LengthSpec, WorkloadSpec
+from batchperf.measure.workload import Arrival, LengthSpec, WorkloadSpec
 
 
 @dataclass(frozen=True, slots=True)

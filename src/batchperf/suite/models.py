@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from batchperf import inject
+from batchperf.measure import inject
 
 TINY_CONFIG: dict[str, Any] = {
     # Sized so a decode step's matmuls, not Python, take most of the step on 2 cores.

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import os
 
-from batchperf.matrix import Cell
+from batchperf.suite.matrix import Cell
 
 
 def visible_gpus() -> int:

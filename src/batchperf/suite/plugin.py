@@ -14,13 +14,13 @@ from typing import Any
 
 import pytest
 
-from batchperf.matrix import AXES, TIERS, CellParams, Tier, narrowed
-from batchperf.pool import BackendPool, ModelPool
-from batchperf.progress import add_progress_option, register_progress
+from batchperf.suite.matrix import AXES, TIERS, CellParams, Tier, narrowed
+from batchperf.suite.pool import BackendPool, ModelPool
+from batchperf.suite.progress import add_progress_option, register_progress
 
 # Plugins of their own: the regression gate (baselines, --benchmark-compare, the per-cell verdict) and
 # sharding (--batchperf-shard=I/N).
-pytest_plugins = ["batchperf.gate_plugin", "batchperf.shard"]
+pytest_plugins = ["batchperf.suite.gate_plugin", "batchperf.suite.shard"]
 
 OPTION_AXES = {
     "models": "models (registry names, see `batchperf models`)",

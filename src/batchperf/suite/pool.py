@@ -7,7 +7,7 @@ the same clear error without trying again, while other models' cells run.
 from __future__ import annotations
 
 from batchperf.backends import Backend, create_backend
-from batchperf.models import LoadedModel, ModelSpec, get_model_spec, load_model
+from batchperf.suite.models import LoadedModel, ModelSpec, get_model_spec, load_model
 
 
 class ModelPool:

@@ -68,7 +68,7 @@ def select(cell_ids: Iterable[str], shard: Shard) -> list[str]:
     return [c for c in cell_ids if shard.holds(c)]
 
 
-# --- pytest wiring (loaded by batchperf.plugin through ``pytest_plugins``) ---
+# --- pytest wiring (loaded by batchperf.suite.plugin through ``pytest_plugins``) ---
 
 SHARD = pytest.StashKey["Shard | None"]()
 

@@ -66,9 +66,9 @@ def cells(prompts: list[str], batches: list[int], concurrency: list[int], mix: b
 
 
 def run_cell_pair(model, backends: dict, cell: Cell, repeats: int, num_prompts: int) -> CellResult:
-    from batchperf.metrics import compute_metrics, token_count_errors
-    from batchperf.runner import run_cell
-    from batchperf.workload import LengthSpec, WorkloadSpec
+    from batchperf.measure.metrics import compute_metrics, token_count_errors
+    from batchperf.backends.runner import run_cell
+    from batchperf.measure.workload import LengthSpec, WorkloadSpec
 
     spec = WorkloadSpec(num_prompts=num_prompts, prompt_len=LengthSpec.parse(cell.prompt), num_warmup=1)
     workload = spec.build(model.vocab_size, model.max_model_len, first_token_id=1)
@@ -142,7 +142,7 @@ def main(args: argparse.Namespace) -> int:
     import torch
 
     from batchperf.backends import create_backend
-    from batchperf.models import get_model_spec, load_model
+    from batchperf.suite.models import get_model_spec, load_model
 
     if args.repeats < 1:
         raise SystemExit("--repeats must be >= 1")

@@ -1,0 +1,1 @@
+"""Measuring: workloads, the client feed, the clock, traces, metrics, KV accounting, telemetry."""

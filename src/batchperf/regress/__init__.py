@@ -1,0 +1,1 @@
+"""Regressions: fingerprint, gate, baseline store, compare, refresh, history."""

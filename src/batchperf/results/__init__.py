@@ -1,0 +1,1 @@
+"""Results: the typed record of one cell, and reading/writing results files."""

@@ -1,0 +1,1 @@
+"""The pytest suite: the matrix, the model registry, the plugin and its parts."""
