@@ -10,11 +10,11 @@ from typing import Any
 import pytest
 
 from batchperf.backends import Backend
-from batchperf.suite.gate_plugin import gate_cell
+from batchperf.suite.gate_plugin import gate_cell, gate_outcome
 from batchperf.suite.matrix import Cell
 from batchperf.suite.cell import cell_record, remeasure, run_rounds
 from batchperf.suite.models import LoadedModel
-from batchperf.suite.plugin import record
+from batchperf.suite.plugin import keep_record
 from batchperf.measure.workload import Workload
 
 
@@ -27,12 +27,14 @@ def test_cell(
     batchperf_workload: Workload,
 ) -> None:
     traces = run_rounds(benchmark, batchperf_backend, batchperf_cell, batchperf_workload)
-    data = cell_record(batchperf_cell, batchperf_model, traces)
-    benchmark.extra_info.update(data)
-    record(request.config, data)
-    errors = data["token_count_errors"]
+    cell = cell_record(batchperf_cell, batchperf_model, traces)
+    keep_record(request.config, cell)
+    benchmark.extra_info.update(cell.to_dict())
+    errors = cell.token_count_errors
     assert not errors, f"{len(errors)} request(s) did not produce their target token count:\n" + "\n".join(errors)
 
-    # the gate re-runs a cell once before it fails it; it updates the dict that goes into the results JSON
-    gate_cell(request, benchmark.extra_info,
-              lambda: remeasure(batchperf_backend, batchperf_cell, batchperf_workload, batchperf_model))
+    # the gate re-runs a cell once before it fails it; its verdict goes into the results JSON either way
+    verdict = gate_cell(request, cell,
+                        lambda: remeasure(batchperf_backend, batchperf_cell, batchperf_workload, batchperf_model))
+    benchmark.extra_info.update(cell.to_dict())
+    gate_outcome(request, verdict)

@@ -20,7 +20,7 @@ def test_kv_cache_growth(request: pytest.FixtureRequest) -> None:
     records = state(request.config).records
     if not records:
         pytest.skip("KV-cache growth: no performance cell ran in this session, so there is nothing to fit")
-    fits, unfit = kv_growth(records)
+    fits, unfit = kv_growth(r.kv_point() for r in records)
     if not fits:
         pytest.skip("; ".join(unfit))
     bad = [f for f in fits if not f.agrees()]

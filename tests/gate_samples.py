@@ -9,6 +9,7 @@ from typing import Any
 
 from batchperf.regress.fingerprint import GPU, Fingerprint, HardwareIdentity
 from batchperf.regress.gate import RULES
+from batchperf.results.record import SCHEMA_VERSION, CellRecord
 
 # The CPU tier's throughput tolerance as the gate's table prints it (e.g. "-15.0%")
 CPU_TPUT_TOL = f"-{RULES[0].floor('cpu'):.1%}"
@@ -20,8 +21,8 @@ GPU_FP = Fingerprint(HardwareIdentity("x86_64", "Test CPU 9000", 16, (GPU("NVIDI
 
 
 def cell_info(cell_id: str = "cpu-tiny-qwen2-hf-static-bs4-p64-c8", throughput: float = 100.0, p99: float = 50.0,
-              spread: float = 0.02, kv: float = 2048.0, tier: str = "cpu") -> dict[str, Any]:
-    """One cell's extra_info as the plugin stores it: median metrics, 3 rounds with ±spread, KV, memory."""
+              spread: float = 0.02, kv: float = 2048.0, tier: str = "cpu") -> CellRecord:
+    """One cell's record as the plugin stores it: median metrics, 3 rounds with ±spread, KV, telemetry."""
     def metrics(scale: float) -> dict[str, float]:
         return {
             "completed": 16, "failed": 0, "duration": 1.0,
@@ -29,8 +30,8 @@ def cell_info(cell_id: str = "cpu-tiny-qwen2-hf-static-bs4-p64-c8", throughput: 
             "p99_ttft_ms": p99 / 5 / scale, "p99_tpot_ms": p99 / 20 / scale, "p99_itl_ms": p99 / 18 / scale,
             "p99_e2el_ms": p99 / scale, "mean_ttft_ms": p99 / 8 / scale, "n_e2el": 16,
         }
-    return {
-        "batchperf_schema": 1,
+    return CellRecord.from_dict({
+        "batchperf_schema": SCHEMA_VERSION,
         "cell": {"id": cell_id, "tier": tier, "model": "tiny-qwen2", "backend": "hf-static", "batch_size": 4,
                  "prompt_len": "64", "concurrency": 8, "num_prompts": 16, "num_warmup": 1, "output_lens": [16, 32],
                  "arrival": {"kind": "closed", "rate": None, "burstiness": 1.0}, "seed": 0, "rounds": 3,
@@ -40,16 +41,20 @@ def cell_info(cell_id: str = "cpu-tiny-qwen2-hf-static-bs4-p64-c8", throughput: 
         "rounds": [metrics(1 - spread), metrics(1.0), metrics(1 + spread)],
         "kv": {"bytes_per_token_analytic": 2048, "bytes_per_token_measured": kv,
                "kv_bytes_per_request_mean": kv * 100},
-        "memory": {"peak_rss_bytes": 5e8, "rss_bytes": 4e8},
+        "telemetry": {"cell_peak_rss_bytes": 5e8, "process_peak_rss_bytes": 6e8},
         "token_count_errors": [],
         "traces": [{"requests": []}],
-    }
+    })
 
 
-def scaled(info: dict[str, Any], slowdown: float) -> dict[str, Any]:
-    """``info`` as if every step took ``slowdown`` times as long (times × s, throughputs / s)."""
-    out = copy.deepcopy(info)
-    for block in [out["metrics"], *out["rounds"]]:
+def copied(record: CellRecord) -> CellRecord:
+    return CellRecord.from_dict(copy.deepcopy(record.to_dict()))
+
+
+def scaled(record: CellRecord, slowdown: float) -> CellRecord:
+    """``record`` as if every step took ``slowdown`` times as long (times × s, throughputs / s)."""
+    out = copied(record)
+    for block in [out.metrics, *out.rounds]:
         for key in list(block):
             if key.endswith("_ms"):
                 block[key] *= slowdown
@@ -58,17 +63,17 @@ def scaled(info: dict[str, Any], slowdown: float) -> dict[str, Any]:
     return out
 
 
-def bench(info: dict[str, Any], name: str | None = None) -> dict[str, Any]:
-    name = name or f"perf_tests/test_cells.py::test_cell[{info['cell']['id']}]"
+def bench(record: CellRecord, name: str | None = None) -> dict[str, Any]:
+    name = name or f"perf_tests/test_cells.py::test_cell[{record.id}]"
     return {"group": None, "name": name.split("::")[-1], "fullname": name, "params": None, "param": None,
-            "extra_info": info, "options": {"min_rounds": 3},
+            "extra_info": record.to_dict(), "options": {"min_rounds": 3},
             "stats": {"min": 1.0, "max": 1.2, "mean": 1.1, "stddev": 0.1, "rounds": 3, "median": 1.1, "iqr": 0.1,
                       "q1": 1.0, "q3": 1.2, "iqr_outliers": 0, "stddev_outliers": 0, "outliers": "0;0",
                       "ld15iqr": 1.0, "hd15iqr": 1.2, "ops": 0.9, "total": 3.3, "data": [1.0, 1.1, 1.2],
                       "iterations": 1}}
 
 
-def results_file(path: Path, infos: list[dict[str, Any]], fp: Fingerprint | None = CPU_FP,
+def results_file(path: Path, infos: list[CellRecord], fp: Fingerprint | None = CPU_FP,
                  dirty: bool = False) -> Path:
     machine_info: dict[str, Any] = {"node": "box", "machine": "x86_64", "python_version": "3.11.7"}
     if fp is not None:

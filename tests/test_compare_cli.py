@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from batchperf.regress import compare as compare_cli
+from batchperf.cli import compare as compare_cli
 from gate_samples import CPU_TPUT_TOL, GPU_FP, cell_info, results_file, scaled
 
 A, B = "cpu-tiny-qwen2-hf-static-bs4-p64-c8", "cpu-tiny-qwen2-hf-static-bs8-p64-c8"
@@ -67,7 +67,7 @@ def test_other_hardware_is_not_compared(tmp_path: Path, capsys: pytest.CaptureFi
 
 def test_bad_files_exit_with_the_problem(tmp_path: Path) -> None:
     (tmp_path / "bad.json").write_text("not json")
-    with pytest.raises(SystemExit, match=r"bad.json: is not valid JSON"):
+    with pytest.raises(SystemExit, match=r"bad.json: not valid JSON"):
         run(str(tmp_path / "bad.json"), str(tmp_path / "bad.json"))
     with pytest.raises(SystemExit, match="no such results file"):
         run(str(tmp_path / "nope.json"), str(tmp_path / "nope.json"))

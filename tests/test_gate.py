@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import copy
 import math
 
 import pytest
@@ -14,7 +13,8 @@ from batchperf.regress.gate import (
     RULES, VERDICT_RANK, Direction, GateConfig, Rule, Verdict, compare_cell, confirm, judge, relative_spread,
     render_table,
 )
-from gate_samples import CPU_FP, GPU_FP, cell_info, scaled
+from batchperf.results.record import CellRecord
+from gate_samples import CPU_FP, GPU_FP, cell_info, copied, scaled
 
 positive = st.floats(min_value=1e-3, max_value=1e6, allow_nan=False, allow_infinity=False)
 spreads = st.floats(min_value=0.0, max_value=0.2)
@@ -55,7 +55,7 @@ def test_exact_metrics_fail_on_any_change_either_way() -> None:
 
 def test_a_metric_the_baseline_had_and_the_run_lost_fails_as_missing() -> None:
     base, cur = cell_info(), cell_info()
-    del cur["kv"]["bytes_per_token_measured"]
+    del cur.kv["bytes_per_token_measured"]
     verdict = compare_cell("c", base, cur)
     assert verdict.failed
     assert [m.verdict for m in verdict.metrics if m.name == "bytes_per_token_measured"] == [Verdict.MISSING]
@@ -63,8 +63,8 @@ def test_a_metric_the_baseline_had_and_the_run_lost_fails_as_missing() -> None:
 
 def test_a_metric_new_since_the_baseline_is_not_judged() -> None:
     base, cur = cell_info(), cell_info()
-    del base["memory"]["peak_rss_bytes"]
-    assert "peak_rss_bytes" not in {m.name for m in compare_cell("c", base, cur).metrics}
+    del base.telemetry["cell_peak_rss_bytes"]
+    assert "cell_peak_rss_bytes" not in {m.name for m in compare_cell("c", base, cur).metrics}
 
 
 def test_improvement_beyond_tolerance_is_reported_not_failed() -> None:
@@ -127,7 +127,7 @@ def test_config_overrides_are_validated() -> None:
 @given(throughput=positive, p99=positive, spread=spreads, kv=positive)
 def test_identical_data_never_flags(throughput: float, p99: float, spread: float, kv: float) -> None:
     info = cell_info(throughput=throughput, p99=p99, spread=spread, kv=kv)
-    verdict = compare_cell("c", info, copy.deepcopy(info), GateConfig(), CPU_FP, CPU_FP)
+    verdict = compare_cell("c", info, copied(info), GateConfig(), CPU_FP, CPU_FP)
     assert verdict.verdict is Verdict.PASS
     assert all(m.verdict is Verdict.PASS and m.change == 0 for m in verdict.metrics)
 
@@ -148,8 +148,8 @@ def test_direction_is_respected(factor: float, spread: float) -> None:
     base = cell_info(spread=spread)
     for rule in (r for r in RULES if r.direction is not Direction.EXACT and r.metric.startswith("metrics.")):
         name = rule.name
-        cur = copy.deepcopy(base)
-        cur["metrics"][name] *= factor
+        cur = copied(base)
+        cur.metrics[name] *= factor
         result = judge(rule, base, cur, "cpu", 3.0)
         assume(abs(abs(result.change) - result.tolerance) > 1e-9)
         got_worse = factor < 1 if rule.direction is Direction.HIGHER else factor > 1
@@ -167,9 +167,9 @@ def test_rescaling_units_changes_nothing(unit: float, slowdown: float, spread: f
     before = compare_cell("c", base, cur)
     assume(all(m.change == 0 or abs(abs(m.change) - m.tolerance) > 1e-9 for m in before.metrics))
 
-    def rescale(info: dict) -> dict:
-        out = copy.deepcopy(info)
-        for block in [out["metrics"], *out["rounds"], out["kv"], out["memory"]]:
+    def rescale(record: CellRecord) -> CellRecord:
+        out = copied(record)
+        for block in [out.metrics, *out.rounds, out.kv, out.telemetry]:
             for key, value in block.items():
                 if isinstance(value, float) and not key.startswith("n_"):
                     block[key] = value * unit
@@ -185,12 +185,12 @@ def test_rescaling_units_changes_nothing(unit: float, slowdown: float, spread: f
 def test_a_mismatched_identity_is_never_compared(data: st.DataObject) -> None:
     base = cell_info()
     cur = scaled(base, 3.0)  # a huge regression, which must still not be judged
-    keys = sorted(k for k in base["cell"] if k not in NON_IDENTITY_CELL_FIELDS)
+    keys = sorted(k for k in base.cell if k not in NON_IDENTITY_CELL_FIELDS)
     key = data.draw(st.sampled_from([*keys, "config_hash"]))
     if key == "config_hash":
-        cur["model"]["config_hash"] = "0" * 16
+        cur.model["config_hash"] = "0" * 16
     else:
-        cur["cell"][key] = data.draw(st.one_of(st.integers(), st.text(max_size=5)).filter(lambda v: v != base["cell"][key]))
+        cur.cell[key] = data.draw(st.one_of(st.integers(), st.text(max_size=5)).filter(lambda v: v != base.cell[key]))
     verdict = compare_cell("c", base, cur)
     assert verdict.verdict is Verdict.NO_BASELINE
     assert not verdict.metrics
@@ -199,5 +199,5 @@ def test_a_mismatched_identity_is_never_compared(data: st.DataObject) -> None:
 
 def test_rounds_and_warmup_rounds_do_not_block_a_comparison() -> None:
     base, cur = cell_info(), cell_info()
-    cur["cell"]["rounds"] = 5
+    cur.cell["rounds"] = 5
     assert compare_cell("c", base, cur).verdict is Verdict.PASS

@@ -8,23 +8,24 @@ from pathlib import Path
 
 import pytest
 
+from batchperf.cli import refresh
 from batchperf.regress import fingerprint
-from batchperf.regress import refresh
 from batchperf.regress.store import BASELINE_FILE
 from gate_samples import CPU_TPUT_TOL, GPU_FP, results_file, cell_info
 
 CELL_TEST = """
 import os, time
-from batchperf.suite.gate_plugin import gate_cell
+from batchperf.suite.gate_plugin import gate_cell, gate_outcome
 from gate_samples import cell_info, scaled
 
 def test_cell(benchmark, request):
     sleep = float(os.environ.get("SLEEP", "0"))
     benchmark.pedantic(lambda: time.sleep(sleep), rounds=3, iterations=1)
-    info = scaled(cell_info(), float(os.environ.get("SLOW", "1")))
-    benchmark.extra_info.update(info)
+    record = scaled(cell_info(), float(os.environ.get("SLOW", "1")))
     again = float(os.environ.get("AGAIN", os.environ.get("SLOW", "1")))
-    gate_cell(request, benchmark.extra_info, remeasure=lambda: scaled(cell_info(), again))
+    verdict = gate_cell(request, record, remeasure=lambda: scaled(cell_info(), again))
+    benchmark.extra_info.update(record.to_dict())
+    gate_outcome(request, verdict)
 """
 PLUGINS = ("-p", "no:batchperf", "-p", "batchperf.suite.gate_plugin", "-p", "no:cacheprovider")
 
@@ -130,7 +131,7 @@ def test_a_corrupt_pinned_baseline_is_a_usage_error(suite: pytest.Pytester, monk
     path.write_text("{")
     res = run(suite, monkeypatch, "--benchmark-compare")
     assert res.ret == pytest.ExitCode.USAGE_ERROR
-    res.stderr.fnmatch_lines([f"*batchperf gate: {path}: is not valid JSON*git checkout*"])
+    res.stderr.fnmatch_lines([f"*batchperf gate: {path}: not valid JSON*git checkout*"])
 
 
 def test_bad_tolerance_option_is_a_usage_error(suite: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> None:

@@ -8,8 +8,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from batchperf.regress.history import breakpoints, change_points, load_history, main
-from batchperf.suite.cell import SCHEMA_VERSION
+from batchperf.cli.history import main
+from batchperf.regress.history import breakpoints, change_points, load_history
+from gate_samples import bench as cell_bench
+from gate_samples import cell_info
 
 TOLERANCE = 0.05  # a per-run gate at ±5% (the gate's own floor is of this order)
 DRIFT = "cpu-tiny-qwen2-hf-static-bs8-p512-c16"
@@ -17,9 +19,9 @@ FLAT = "cpu-tiny-qwen2-hf-static-bs1-p64-c4"
 
 
 def bench(cell: str, p99_ms: float, tput: float) -> dict:
-    return {"name": f"test_cell[{cell}]", "fullname": f"perf_tests/test_cells.py::test_cell[{cell}]", "stats": {},
-            "extra_info": {"batchperf_schema": SCHEMA_VERSION, "cell": {"id": cell}, "rounds": [], "kv": {},
-                           "metrics": {"p99_e2el_ms": p99_ms, "output_throughput": tput}}}
+    record = cell_info(cell)
+    record.metrics = {"p99_e2el_ms": p99_ms, "output_throughput": tput}
+    return cell_bench(record)
 
 
 def write_history(folder: Path, drift: list[float], flat: list[float]) -> None:

@@ -6,6 +6,7 @@ from pathlib import Path
 
 import pytest
 
+from batchperf.cli import kv as kv_cli
 from batchperf.measure import kv
 
 CONFIGS = Path(__file__).parent / "data" / "configs"
@@ -88,7 +89,7 @@ def test_negative_lengths_are_rejected() -> None:
 def test_cli_prints_both_figures(capsys: pytest.CaptureFixture[str]) -> None:
     args = Namespace(config=CONFIGS / "qwen2.5-0.5b-instruct.json", dtype="float16", prompt_len=512, output_len=32,
                      json=True)
-    assert kv.main(args) == 0
+    assert kv_cli.main(args) == 0
     out = json.loads(capsys.readouterr().out)
     assert out["bytes_per_token"] == 12288
     assert out["bytes_per_request"] == 12288 * 544
@@ -97,15 +98,15 @@ def test_cli_prints_both_figures(capsys: pytest.CaptureFixture[str]) -> None:
 def test_cli_names_a_missing_or_corrupt_file(tmp_path: Path) -> None:
     args = Namespace(config=tmp_path / "nope.json", dtype="float16", prompt_len=1, output_len=1, json=False)
     with pytest.raises(SystemExit, match="no such file"):
-        kv.main(args)
+        kv_cli.main(args)
     (tmp_path / "bad.json").write_text("{not json")
     args.config = tmp_path / "bad.json"
     with pytest.raises(SystemExit, match="not valid JSON"):
-        kv.main(args)
+        kv_cli.main(args)
 
 
 def test_config_hash_ignores_where_the_model_was_read_from(tiny_model) -> None:
-    from batchperf.suite.cell import config_hash
+    from batchperf.suite.models import config_hash
 
     data = tiny_model.config.to_dict()
     a, b = data | {"_name_or_path": "/a", "transformers_version": "9"}, data | {"_name_or_path": "/b"}

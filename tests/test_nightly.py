@@ -10,7 +10,12 @@ from xml.etree import ElementTree
 
 import pytest
 
+import gate_samples
+from batchperf.regress.fingerprint import Fingerprint
 from batchperf.regress.nightly import baseline_path, confirmed_regressions, history_name
+from batchperf.results.io import ResultsFile, read_results
+from batchperf.results.record import CellRecord
+from gate_samples import CPU_FP
 
 REPO = Path(__file__).resolve().parents[1]
 NARROW = ["--batchperf-backends=hf-static", "--batchperf-batch-sizes=2", "--batchperf-prompt-lens=8", "--batchperf-concurrency=1,2",
@@ -89,26 +94,37 @@ def test_bad_arguments_are_refused() -> None:
     assert run.returncode == 2 and "--shard and --merge exclude each other" in run.stderr
 
 
-def test_history_names_sort_in_run_order() -> None:
-    a = history_name({"datetime": "2026-01-02T02:17:00.123+00:00", "commit_info": {"id": "abcdef1234567890"}}, "gpu")
-    b = history_name({"datetime": "2026-01-10T02:17:00", "commit_info": {"id": "0000"}}, "gpu")
+def results(tmp_path: Path, name: str, records: list | None = None, fp: Fingerprint | None = CPU_FP,
+            when: str = "2026-01-01T00:00:00", commit: str = "c0ffee") -> ResultsFile:
+    path = gate_samples.results_file(tmp_path / f"{name}.json", records or [gate_samples.cell_info()], fp=fp)
+    data = json.loads(path.read_text())
+    data["datetime"], data["commit_info"]["id"] = when, commit
+    path.write_text(json.dumps(data))
+    return read_results(path)
+
+
+def test_history_names_sort_in_run_order(tmp_path: Path) -> None:
+    a = history_name(results(tmp_path, "a", when="2026-01-02T02:17:00.123+00:00", commit="abcdef1234567890"), "gpu")
+    b = history_name(results(tmp_path, "b", when="2026-01-10T02:17:00", commit="0000"), "gpu")
     assert a == "20260102T021700-abcdef123456-gpu.json" and sorted([b, a]) == [a, b]
 
 
 def test_baseline_path_comes_from_the_fingerprint(tmp_path: Path) -> None:
-    data = {"machine_info": {"batchperf": {"key": "1x-nvidia-h100-80gb-hbm3-0123456789"}}}
-    assert baseline_path(data, tmp_path) == tmp_path / "1x-nvidia-h100-80gb-hbm3-0123456789" / "baseline.json"
+    assert baseline_path(results(tmp_path, "a"), tmp_path) == tmp_path / CPU_FP.key / "baseline.json"
     with pytest.raises(SystemExit, match="no fingerprint"):
-        baseline_path({"machine_info": {}}, tmp_path)
+        baseline_path(results(tmp_path, "b", fp=None), tmp_path)
 
 
-def test_confirmed_regressions_come_from_the_gate_verdicts() -> None:
-    def bench(cell: str, gate: dict | None) -> dict:
-        return {"name": cell, "extra_info": {"cell": {"id": cell}, **({"gate": gate} if gate else {})}}
+def test_confirmed_regressions_come_from_the_gate_verdicts(tmp_path: Path) -> None:
+    def cell(name: str, gate: dict | None) -> CellRecord:
+        record = gate_samples.cell_info(name)
+        record.gate = gate
+        return record
 
-    data = {"benchmarks": [bench("a", {"verdict": "regression", "regressed": ["p99_e2el_ms"]}),
-                           bench("b", {"verdict": "pass"}), bench("c", None), bench("d", {"verdict": "improvement"})]}
-    assert confirmed_regressions(data) == ["a: regression (p99_e2el_ms)"]
+    found = results(tmp_path, "r", [cell("a", {"verdict": "regression", "regressed": ["p99_e2el_ms"]}),
+                                    cell("b", {"verdict": "pass"}), cell("c", None),
+                                    cell("d", {"verdict": "improvement"})])
+    assert confirmed_regressions(found) == ["a: regression (p99_e2el_ms)"]
 
 
 WORKFLOW = REPO / "ci" / "workflows" / "nightly.yml"

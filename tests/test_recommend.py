@@ -8,10 +8,14 @@ from pathlib import Path
 
 import pytest
 
-from batchperf.results.runs import CellRecord, load_cells
+from dataclasses import replace
+
+from batchperf.cli.recommend import add_cli_args, main
 from batchperf.measure.metrics import compute_metrics
-from batchperf.report.recommend import SLOTargets, add_cli_args, main, recommend
 from batchperf.measure.trace import RequestTrace, RunTrace
+from batchperf.report.recommend import SLOTargets, recommend
+from batchperf.results.io import read_results
+from batchperf.results.record import SCHEMA_VERSION, CellRecord
 
 
 def run_trace(bs: int, e2el_s: list[float], end: float, ttft_s: float = 0.01) -> RunTrace:
@@ -23,8 +27,8 @@ def run_trace(bs: int, e2el_s: list[float], end: float, ttft_s: float = 0.01) ->
 def cell(bs: int, trace: RunTrace, prompt: str = "128", backend: str = "hf-static", conc: int = 8,
          errors: list[str] | None = None) -> dict:
     return {
-        "batchperf_schema": 1,
-        "cell": {"id": f"cpu-m-{backend}-bs{bs}-p{prompt}-c{conc}", "model": "m", "backend": backend,
+        "batchperf_schema": SCHEMA_VERSION,
+        "cell": {"id": f"cpu-m-{backend}-bs{bs}-p{prompt}-c{conc}", "tier": "cpu", "model": "m", "backend": backend,
                  "batch_size": bs, "prompt_len": prompt, "concurrency": conc},
         "metrics": compute_metrics(trace),
         "rounds": [compute_metrics(trace)],
@@ -35,7 +39,7 @@ def cell(bs: int, trace: RunTrace, prompt: str = "128", backend: str = "hf-stati
 
 
 def records(*cells: dict) -> list[CellRecord]:
-    return [CellRecord("run", c) for c in cells]
+    return [CellRecord.from_dict(c, source="run") for c in cells]
 
 
 def sweep() -> list[CellRecord]:
@@ -70,8 +74,8 @@ def test_every_slo_counts():
 
 def test_failed_or_miscounted_cells_are_rejected_whatever_their_speed():
     cells = sweep()
-    bad = dict(cells[2].info, token_count_errors=["request 3: generated 1 tokens, target 2"])
-    [rec] = recommend([cells[0], cells[1], CellRecord("run", bad)], SLOTargets(p99_e2el_ms=700))
+    bad = replace(cells[2], token_count_errors=["request 3: generated 1 tokens, target 2"])
+    [rec] = recommend([cells[0], cells[1], bad], SLOTargets(p99_e2el_ms=700))
     assert rec.batch_size == 4
     assert "1 request(s) with the wrong number of tokens" in rec.candidates[2].verdict
 
@@ -106,9 +110,8 @@ def test_goodput_ranking_counts_only_requests_within_the_slo():
 
 
 def test_goodput_needs_traces():
-    data = dict(sweep()[0].info, traces=[])
     with pytest.raises(ValueError, match="no raw traces.*--by throughput"):
-        recommend([CellRecord("run", data)], SLOTargets(p99_e2el_ms=700), by="goodput")
+        recommend([replace(sweep()[0], traces=[])], SLOTargets(p99_e2el_ms=700), by="goodput")
 
 
 def test_slo_targets_are_validated():
@@ -120,7 +123,8 @@ def test_slo_targets_are_validated():
 
 def _results_file(tmp_path: Path, cells: list[CellRecord]) -> Path:
     path = tmp_path / "results.json"
-    path.write_text(json.dumps({"benchmarks": [{"name": c.id, "extra_info": c.info} for c in cells]}))
+    path.write_text(json.dumps({"benchmarks": [{"name": c.id, "fullname": f"t.py::test_cell[{c.id}]",
+                                                "extra_info": c.to_dict()} for c in cells]}))
     return path
 
 
@@ -132,7 +136,7 @@ def _args(*argv: str) -> argparse.Namespace:
 
 def test_cli_prints_the_table_and_exits_1_when_nothing_meets_the_slo(tmp_path, capsys):
     path = _results_file(tmp_path, sweep())
-    assert load_cells([path])[0].batch_size == 1
+    assert read_results(path).records[0].batch_size == 1
     assert main(_args(str(path), "--p99-e2el-ms", "700")) == 0
     out = capsys.readouterr().out
     assert "m · prompt 128 · hf-static · concurrency 8: batch size 8 (40.00 output tok/s, P99 E2EL 600.0 ms)" in out

@@ -12,9 +12,11 @@ from pathlib import Path
 
 import pytest
 
+from batchperf.cli import refresh
 from batchperf.regress import store as baseline_store
-from batchperf.regress import refresh
-from batchperf.regress.store import BASELINE_FILE, HISTORY_FILE, BaselineError, load_baseline, locked, read_history
+from batchperf.regress.store import BASELINE_FILE, HISTORY_FILE, load_baseline, locked, read_history
+from batchperf.results import io as results_io
+from batchperf.results.record import ResultsError
 from gate_samples import CPU_FP, GPU_FP, cell_info, results_file, scaled
 
 A, B = "cpu-tiny-qwen2-hf-static-bs4-p64-c8", "cpu-tiny-qwen2-hf-static-bs8-p64-c8"
@@ -74,7 +76,7 @@ def test_a_regression_is_refused_unless_accepted_with_a_reason(tmp_path: Path, p
     history = read_history(pinned.parent)
     assert len(history) == 2 and history[-1]["accepted_regressions"] == [A]
     assert history[-1]["reason"] == "torch 2.14 is slower; accepted"
-    assert load_baseline(pinned).extra_info(f"perf_tests/test_cells.py::test_cell[{A}]")["metrics"][
+    assert load_baseline(pinned).cells[f"perf_tests/test_cells.py::test_cell[{A}]"].metrics[
         "output_throughput"] == pytest.approx(100 / 3.0)
 
 
@@ -86,7 +88,7 @@ def test_replacing_needs_a_reason_and_an_improvement_passes_with_one(tmp_path: P
 
 def test_failed_cells_are_refused_or_left_out(tmp_path: Path, pinned: Path) -> None:
     bad = cell_info(A)
-    bad["token_count_errors"] = ["request 3: generated 15 tokens, target 16"]
+    bad.token_count_errors = ["request 3: generated 15 tokens, target 16"]
     res = results_file(tmp_path / "f.json", [bad, scaled(cell_info(B), 0.9)])
     before = pinned.read_bytes()
     assert run(tmp_path, res, "--reason", "x") == 2
@@ -94,7 +96,7 @@ def test_failed_cells_are_refused_or_left_out(tmp_path: Path, pinned: Path) -> N
     assert run(tmp_path, res, "--reason", "x", "--allow-failed") == 0
     history = read_history(pinned.parent)[-1]
     assert history["cells"] == [B] and history["left_out_failed"] == [A]
-    assert f"perf_tests/test_cells.py::test_cell[{A}]" in load_baseline(pinned).entries  # old entry kept
+    assert f"perf_tests/test_cells.py::test_cell[{A}]" in load_baseline(pinned).cells  # old entry kept
 
 
 def test_dirty_tree_and_incomplete_runs_are_refused_unless_told(tmp_path: Path, pinned: Path) -> None:
@@ -104,7 +106,7 @@ def test_dirty_tree_and_incomplete_runs_are_refused_unless_told(tmp_path: Path, 
     only_a = results_file(tmp_path / "a.json", [cell_info(A)])
     assert run(tmp_path, only_a, "--reason", "x") == 2
     assert run(tmp_path, only_a, "--reason", "x", "--partial") == 0
-    assert len(load_baseline(pinned).entries) == 2
+    assert len(load_baseline(pinned).cells) == 2
     assert run(tmp_path, only_a, "--reason", "x", "--cells", "*bs4*") == 0  # a selection is partial on purpose
 
 
@@ -129,13 +131,13 @@ def test_unknown_schema_version(tmp_path: Path, pinned: Path) -> None:
     data = json.loads(pinned.read_text())
     data["batchperf_baseline"]["schema"] = 99
     pinned.write_text(json.dumps(data))
-    with pytest.raises(BaselineError, match="baseline schema 99; this batchperf reads schema 1") as exc:
+    with pytest.raises(ResultsError, match="baseline schema 99; this batchperf reads schema 1") as exc:
         load_baseline(pinned)
     assert "batchperf refresh" in exc.value.fix
 
 
 def test_baseline_from_other_hardware(tmp_path: Path, pinned: Path) -> None:
-    with pytest.raises(BaselineError, match="was made on other hardware") as exc:
+    with pytest.raises(ResultsError, match="was made on other hardware") as exc:
         load_baseline(pinned, GPU_FP)
     assert "NVIDIA H200" in str(exc.value) and GPU_FP.key in exc.value.fix
     # and a baseline copied into the wrong folder is refused by the refresh too
@@ -147,17 +149,18 @@ def test_baseline_from_other_hardware(tmp_path: Path, pinned: Path) -> None:
 
 
 def test_results_missing_fields(tmp_path: Path) -> None:
-    info = cell_info(A)
-    del info["metrics"]
-    res = results_file(tmp_path / "m.json", [info, cell_info(B)])
+    res = results_file(tmp_path / "m.json", [cell_info(A), cell_info(B)])
+    data = json.loads(res.read_text())
+    del data["benchmarks"][0]["extra_info"]["metrics"]
+    res.write_text(json.dumps(data))
     with pytest.raises(SystemExit) as exc:
         run(tmp_path, res)
-    assert str(res) in str(exc.value) and f"test_cell[{A}]: extra_info lacks metrics" in str(exc.value)
+    assert str(res) in str(exc.value) and f"test_cell[{A}]: missing metrics in extra_info" in str(exc.value)
     no_fp = results_file(tmp_path / "n.json", [cell_info(A)], fp=None)
     with pytest.raises(SystemExit, match="no batchperf fingerprint"):
         run(tmp_path, no_fp)
     (tmp_path / "x.json").write_text("[1, 2]")
-    with pytest.raises(SystemExit, match="not a pytest-benchmark JSON file"):
+    with pytest.raises(SystemExit, match="not a pytest-benchmark results file"):
         run(tmp_path, tmp_path / "x.json")
 
 
@@ -168,7 +171,7 @@ def test_interrupted_write_keeps_the_old_baseline(tmp_path: Path, pinned: Path,
     def interrupted(src: str, dst: str) -> None:
         raise KeyboardInterrupt
 
-    monkeypatch.setattr(baseline_store.os, "replace", interrupted)
+    monkeypatch.setattr(results_io.os, "replace", interrupted)
     with pytest.raises(KeyboardInterrupt):
         run(tmp_path, results_file(tmp_path / "r.json", [scaled(cell_info(A), 0.5), cell_info(B)]), "--reason", "x")
     assert pinned.read_bytes() == before
@@ -222,9 +225,9 @@ def test_several_runs_are_pooled_so_the_baseline_carries_their_spread(tmp_path: 
     files = [results_file(tmp_path / f"r{i}.json", [info]) for i, info in enumerate((cell_info(A, spread=0.0), fast, slow))]
     assert run(tmp_path, files) == 0
     stored = load_baseline(folder / BASELINE_FILE)
-    info = next(iter(stored.entries.values()))["extra_info"]
-    assert info["pooled_runs"] == 3 and len(info["rounds"]) == 9
-    assert info["metrics"]["output_throughput"] == pytest.approx(100.0)  # the median of 80, 100, 125 (×3 each)
+    info = next(iter(stored.cells.values()))
+    assert info.pooled_runs == 3 and len(info.rounds) == 9
+    assert info.metrics["output_throughput"] == pytest.approx(100.0)  # the median of 80, 100, 125 (×3 each)
     assert [r["sha256"] for r in stored.provenance["results"]] == [
         hashlib.sha256(f.read_bytes()).hexdigest() for f in files]
     from batchperf.regress.gate import relative_spread
@@ -241,7 +244,7 @@ def test_runs_of_other_versions_or_cells_are_not_pooled(tmp_path: Path) -> None:
     with pytest.raises(SystemExit, match=r"b.json: cannot be pooled with .*a.json: torch: 2.13.0 → 9.0"):
         run(tmp_path, [a, b])
     other = cell_info(A)
-    other["cell"]["seed"] = 7
+    other.cell["seed"] = 7
     c = results_file(tmp_path / "c.json", [other])
     with pytest.raises(SystemExit, match=r"c.json: .*differs from the other runs: seed: 0 → 7"):
         run(tmp_path, [a, c])

@@ -10,7 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from batchperf.report import add_cli_args, build_report, main
+from batchperf.cli.report import add_cli_args, main
+from batchperf.report import build_report
 from batchperf.report.knee import knee
 
 
@@ -68,7 +69,7 @@ def test_two_runs_are_told_apart_by_file_name(tmp_path):
     shutil.copy(RESULTS, after)
     page = build_report([before, after], tmp_path / "report").read_text()
     assert "before · tiny-qwen2 · hf-static" in page and "after · tiny-qwen2 · hf-static" in page
-    with pytest.raises(ValueError, match="share a name"):
+    with pytest.raises(ValueError, match="share the name"):
         build_report([before, before], tmp_path / "again")
 
 

@@ -18,7 +18,6 @@ floors must stay above).
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import shlex
 import statistics
@@ -28,9 +27,11 @@ import tempfile
 import time
 from pathlib import Path
 
-from batchperf.regress.store import load_results, pool_runs
-from batchperf.regress.gate import RULES, Direction, GateConfig, compare_cell, lookup, relative_change, relative_spread
 from batchperf.measure.inject import ENV_SLOWDOWN
+from batchperf.regress.gate import RULES, Direction, GateConfig, compare_cell, relative_change, relative_spread
+from batchperf.regress.store import load_run, pool_runs
+from batchperf.results.io import read_results, write_results
+from batchperf.results.record import CellRecord
 
 # A compute-bound cell of the CPU tier (its run-to-run spread is what the CPU floors are set for); the
 # dispatch-bound bs4 p64 cells swing more and are judged by their own spread, see docs/baselines.md.
@@ -38,23 +39,19 @@ NARROW = ("-m cpu -p no:cacheprovider --batchperf-backends hf-static --batchperf
           "--batchperf-prompt-lens 512 --batchperf-concurrency 16 perf_tests")
 
 
-def pytest_run(args: list[str], out: Path, slowdown: float) -> dict:
+def pytest_run(args: list[str], out: Path, slowdown: float) -> dict[str, CellRecord]:
     env = {**os.environ, ENV_SLOWDOWN: str(slowdown) if slowdown else ""}
     cmd = [sys.executable, "-m", "pytest", "-q", *args, f"--benchmark-json={out}"]
     proc = subprocess.run(cmd, env=env, capture_output=True, text=True, check=False)
     if not out.exists():
         raise SystemExit(f"detector_check: pytest exited {proc.returncode} without results:\n{proc.stdout[-3000:]}"
                          f"\n{proc.stderr[-2000:]}")
-    return json.loads(out.read_text())
+    return read_results(out).cells
 
 
-def cells(data: dict) -> dict[str, dict]:
-    return {b["fullname"]: b["extra_info"] for b in data["benchmarks"]}
-
-
-def adverse(rule_metric: str, direction: Direction, base: dict, cur: dict) -> float | None:
+def adverse(rule_metric: str, direction: Direction, base: CellRecord, cur: CellRecord) -> float | None:
     """The metric's relative change in its bad direction (positive = worse)."""
-    a, b = lookup(base, rule_metric), lookup(cur, rule_metric)
+    a, b = base.value(rule_metric), cur.value(rule_metric)
     if a is None or b is None:
         return None
     change = relative_change(a, b)
@@ -79,24 +76,23 @@ def main() -> int:
     ref_runs = []
     for i in range(args.ref_runs):
         pytest_run(selection, work / f"ref-{i}.json", 0.0)
-        ref_runs.append(load_results(work / f"ref-{i}.json"))
+        ref_runs.append(load_run(work / f"ref-{i}.json"))
     pooled = pool_runs(ref_runs)
-    ref_path = work / "ref.json"
-    ref_path.write_text(json.dumps(pooled.data))
-    ref = cells(pooled.data)
-    for name, info in ref.items():
-        spread = ", ".join(f"{m} ±{relative_spread(info, 'metrics.' + m):.1%}" for m in ("output_throughput", "p99_e2el_ms"))
-        print(f"reference {name}: {len(info['rounds'])} rounds from {args.ref_runs} runs; spread {spread}", flush=True)
+    ref_path = write_results(work / "ref.json", pooled.file.header, pooled.file.entries())
+    ref = pooled.cells
+    for name, rec in ref.items():
+        spread = ", ".join(f"{m} ±{relative_spread(rec, 'metrics.' + m):.1%}" for m in ("output_throughput", "p99_e2el_ms"))
+        print(f"reference {name}: {len(rec.rounds)} rounds from {args.ref_runs} runs; spread {spread}", flush=True)
     compare = [*selection, f"--benchmark-compare={ref_path}"]
     plan = [(0.0, i) for i in range(args.aa)] + [(s, i) for s in sizes for i in range(args.trials)]
     rows: dict[float, list[tuple[bool, bool, list[float], list[float]]]] = {}
-    firsts: dict[float, list[dict[str, dict]]] = {}  # every rerun's first measurement, to re-score at other k
+    firsts: dict[float, list[dict[str, CellRecord]]] = {}  # every rerun's first measurement, to re-score at other k
     worst_aa: dict[str, float] = {}
     for n, (size, i) in enumerate(plan, 1):
-        run = cells(pytest_run(compare, work / f"run-{size:g}-{i}.json", size))
-        verdicts = [info.get("gate", {}).get("verdict") for info in run.values()]
+        run = pytest_run(compare, work / f"run-{size:g}-{i}.json", size)
+        verdicts = [(rec.gate or {}).get("verdict") for rec in run.values()]
         alarm = any(v in ("regression", "missing") for v in verdicts)
-        remeasured = any(info.get("gate", {}).get("remeasured") for info in run.values())
+        remeasured = any((rec.gate or {}).get("remeasured") for rec in run.values())
         tput = [-(adverse("metrics.output_throughput", Direction.HIGHER, ref[k], v) or 0) for k, v in run.items()]
         e2el = [adverse("metrics.p99_e2el_ms", Direction.LOWER, ref[k], v) or 0 for k, v in run.items()]
         rows.setdefault(size, []).append((alarm, remeasured, tput, e2el))
@@ -107,7 +103,7 @@ def main() -> int:
                     worse = adverse(rule.metric, rule.direction, ref[k], info)
                     if worse is not None:
                         worst_aa[rule.name] = max(worst_aa.get(rule.name, -1.0), worse)
-        which = sorted({m for info in run.values() for m in info.get("gate", {}).get("regressed", [])})
+        which = sorted({m for rec in run.values() for m in (rec.gate or {}).get("regressed", [])})
         print(f"[{n}/{len(plan)}] slowdown {size:.0%} run {i + 1}: {'ALARM' if alarm else 'quiet'}"
               f"{' (' + ', '.join(which) + ')' if which else ''}"
               f"{' (re-measured)' if remeasured else ''}; throughput {statistics.median(tput):+.1%}, "

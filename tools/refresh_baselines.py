@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import argparse
 
-from batchperf.regress import refresh
+from batchperf.cli import refresh
 
 if __name__ == "__main__":
     parser = argparse.ArgumentParser(prog="refresh_baselines.py", description=refresh.__doc__,

@@ -1,6 +1,7 @@
 """The ``batchperf`` command: one subcommand per job, each an ``add_cli_args`` + ``main`` pair.
 
-Heavy libraries are imported inside each ``main`` so ``batchperf --help`` is instant.
+Only the chosen subcommand's module is imported, and heavy libraries inside its ``main``, so
+``batchperf --help`` is instant and a command that reads results never loads torch.
 """
 
 from __future__ import annotations
@@ -12,30 +13,35 @@ import sys
 # subcommand -> (module, one-line help); each module has add_cli_args(parser) and main(args) -> int
 SUBCOMMANDS: dict[str, tuple[str, str]] = {
     "run": ("batchperf.cli.run", "run the performance cells of a tier (pytest perf_tests) and save results JSON"),
-    "kv": ("batchperf.measure.kv", "KV-cache bytes per token and per request from a model config"),
+    "kv": ("batchperf.cli.kv", "KV-cache bytes per token and per request from a model config"),
     "models": ("batchperf.cli.models", "list the registered models and backends"),
-    "compare": ("batchperf.regress.compare", "per-cell changes of every metric between two results files, with the gate's verdicts"),
-    "refresh": ("batchperf.regress.refresh", "pin a reviewed run as this hardware's baseline (baselines/<fingerprint>/)"),
-    "report": ("batchperf.report", "an HTML page of plots (throughput, latency, ITL, KV growth, memory) from results"),
-    "recommend": ("batchperf.report.recommend", "the batch size with the most throughput whose P99s meet your SLOs"),
-    "merge": ("batchperf.results.merge", "join per-shard results files (--batchperf-shard=I/N) into one results file"),
+    "compare": ("batchperf.cli.compare", "per-cell changes of every metric between two results files, with the gate's verdicts"),
+    "refresh": ("batchperf.cli.refresh", "pin a reviewed run as this hardware's baseline (baselines/<fingerprint>/)"),
+    "report": ("batchperf.cli.report", "an HTML page of plots (throughput, latency, ITL, KV growth, memory) from results"),
+    "recommend": ("batchperf.cli.recommend", "the batch size with the most throughput whose P99s meet your SLOs"),
+    "merge": ("batchperf.cli.merge", "join per-shard results files (--batchperf-shard=I/N) into one results file"),
     "gpu-health": ("batchperf.measure.gpu_health", "record GPU health (other processes, clocks, persistence mode) as JSON"),
-    "history": ("batchperf.regress.history", "change points per cell and metric over a folder of nightly results files"),
+    "history": ("batchperf.cli.history", "change points per cell and metric over a folder of nightly results files"),
 }
 
 
-def build_parser() -> argparse.ArgumentParser:
+def build_parser(command: str | None = None) -> argparse.ArgumentParser:
+    """The ``batchperf`` parser; only ``command``'s module is imported (for its options), so a reader
+    command never loads the measuring stack and ``--help`` stays instant."""
     parser = argparse.ArgumentParser(prog="batchperf", description="LLM inference batching performance suite")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     for name, (module, help_text) in SUBCOMMANDS.items():
         sub_parser = sub.add_parser(name, help=help_text, description=help_text)
-        importlib.import_module(module).add_cli_args(sub_parser)
+        if name == command:
+            importlib.import_module(module).add_cli_args(sub_parser)
         sub_parser.set_defaults(_module=module)
     return parser
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
+    argv = sys.argv[1:] if argv is None else argv
+    command = next((a for a in argv if not a.startswith("-")), None)
+    args = build_parser(command).parse_args(argv)
     return int(importlib.import_module(args._module).main(args) or 0)
 
 

@@ -12,10 +12,8 @@ intercept and does not fail the check.
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from typing import Any
-
 import numpy as np
 
 # Paged caches hold whole blocks, so bytes/token measured per request is rounded up to a block;
@@ -62,28 +60,38 @@ def fit_slope(tokens: Sequence[float], kv_bytes: Sequence[float]) -> tuple[float
     return float(slope), float(intercept)
 
 
-def kv_growth(records: Iterable[Mapping[str, Any]], run: str = "") -> tuple[list[KVGrowth], list[str]]:
-    """Fit each model × backend over cell records (``extra_info`` dicts).
+@dataclass(frozen=True, slots=True)
+class KVPoint:
+    """One cell's KV figures: mean tokens held and measured bytes per request, and the analytic bytes per token."""
+
+    model: str
+    backend: str
+    tokens: float | None  # None: the backend measured no KV
+    kv_bytes: float | None
+    analytic: float | None
+
+
+def kv_growth(points: Iterable[KVPoint], run: str = "") -> tuple[list[KVGrowth], list[str]]:
+    """Fit each model × backend over the cells' KV points.
 
     Returns the fits and, for the groups that cannot be fitted (one prompt
     length only, or no measured KV), one line each saying why.
     """
-    groups: dict[tuple[str, str], list[Mapping[str, Any]]] = {}
-    for rec in records:
-        groups.setdefault((rec["cell"]["model"], rec["cell"]["backend"]), []).append(rec)
+    groups: dict[tuple[str, str], list[KVPoint]] = {}
+    for point in points:
+        groups.setdefault((point.model, point.backend), []).append(point)
     fits: list[KVGrowth] = []
     skipped: list[str] = []
-    for (model, backend), recs in sorted(groups.items()):
-        points = [(r["kv"]["kv_tokens_per_request_mean"], r["kv"]["kv_bytes_per_request_mean"])
-                  for r in recs if r.get("kv", {}).get("kv_bytes_per_request_mean") is not None]
-        analytic = {r["kv"]["bytes_per_token_analytic"] for r in recs if "bytes_per_token_analytic" in r.get("kv", {})}
+    for (model, backend), mine in sorted(groups.items()):
+        measured = [(p.tokens, p.kv_bytes) for p in mine if p.tokens is not None and p.kv_bytes is not None]
+        analytic = {p.analytic for p in mine if p.analytic is not None}
         if len(analytic) > 1:
             raise ValueError(f"{model} on {backend}: cells disagree on analytic KV bytes/token {sorted(analytic)}; "
                              "were they run with different dtypes or configs?")
-        if not points or not analytic:
+        if not measured or not analytic:
             skipped.append(f"KV-cache growth of {model} on {backend}: no measured KV bytes in its cells")
             continue
-        tokens, kv_bytes = zip(*points)
+        tokens, kv_bytes = zip(*measured)
         if len(set(tokens)) < 2:
             skipped.append(f"KV-cache growth of {model} on {backend}: one token count only ({tokens[0]:g}); "
                            "run two or more prompt lengths to fit a slope")

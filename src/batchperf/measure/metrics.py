@@ -15,6 +15,7 @@ since a P99 over 16 samples is only the maximum.
 
 from __future__ import annotations
 
+import statistics
 from dataclasses import dataclass
 
 import numpy as np
@@ -63,9 +64,19 @@ def _summary(name: str, samples_s: list[float]) -> dict[str, float]:
     return out
 
 
+def completed(trace: RunTrace) -> list[RequestTrace]:
+    """The requests that count: no error and at least one token."""
+    return [r for r in trace.requests if r.error is None and r.output_len > 0]
+
+
+def itl_samples(trace: RunTrace) -> list[float]:
+    """Inter-token latencies (s): every gap between consecutive tokens of every completed request, pooled."""
+    return [b - a for r in completed(trace) for a, b in zip(r.token_times, r.token_times[1:])]
+
+
 def compute_metrics(trace: RunTrace, slo: SLO | None = None) -> dict[str, float]:
     """Every metric of one run. Failed requests (``error`` set or no token) are not ``completed``."""
-    ok = [r for r in trace.requests if r.error is None and r.output_len > 0]
+    ok = completed(trace)
     duration = trace.duration
     if duration <= 0:
         raise ValueError(f"run duration must be > 0 s, got {duration}")
@@ -83,7 +94,7 @@ def compute_metrics(trace: RunTrace, slo: SLO | None = None) -> dict[str, float]
     }
     metrics |= _summary("ttft", [r.ttft for r in ok])
     metrics |= _summary("tpot", [_tpot(r) for r in ok if r.output_len > 1])
-    metrics |= _summary("itl", [b - a for r in ok for a, b in zip(r.token_times, r.token_times[1:])])
+    metrics |= _summary("itl", itl_samples(trace))
     metrics |= _summary("e2el", [r.e2el for r in ok])
     if slo is not None and slo.any:
         metrics["request_goodput"] = sum(slo.met_by(r) for r in ok) / duration
@@ -98,3 +109,9 @@ def token_count_errors(trace: RunTrace) -> list[str]:
         for r in trace.requests
         if r.output_len != r.target_len or r.error
     ]
+
+
+def summarise(rounds: list[dict[str, float]]) -> dict[str, float]:
+    """Median over rounds of every metric (sample counts ``n_*`` come from the last round)."""
+    keys = rounds[-1].keys()
+    return {k: (rounds[-1][k] if k.startswith("n_") else statistics.median(r[k] for r in rounds)) for k in keys}

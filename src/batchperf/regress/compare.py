@@ -1,39 +1,29 @@
-"""``batchperf compare A.json B.json``: per-cell changes of every metric with the gate's verdicts.
+"""Per-cell changes of every metric between two runs, with the gate's verdicts, as tables.
 
-A is the reference (a baseline or an earlier results file), B the new run. It
-prints a terminal table (rich) and, with ``--markdown``, the same as Markdown
-for a CI job summary (``--markdown "$GITHUB_STEP_SUMMARY"``).
+A is the reference (a baseline or an earlier results file), B the new run.
+:func:`compare_files` judges every cell of B; :func:`render_rich` prints the
+terminal tables and :func:`render_markdown` the same for a CI job summary.
+The gate options (``--batchperf-k``, ``--batchperf-tolerance``) are built here
+for the pytest plugin and every command that judges (compare, refresh).
 """
 
 from __future__ import annotations
 
-import argparse
 import math
 from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
-from batchperf.regress.store import BaselineError, RunFile, load_results
 from batchperf.regress.gate import (
     TABLE_HEADER, CellVerdict, GateConfig, Verdict, compare_cell, fmt_change, fmt_value, relative_change, table_rows,
 )
+from batchperf.regress.store import Run
 
 VERDICT_STYLE = {"REGRESSION": "bold red", "MISSING": "bold red", "improvement": "green", "ok": ""}
 CELL_LABEL = {
     Verdict.PASS: "pass", Verdict.REGRESSION: "REGRESSION", Verdict.MISSING: "MISSING",
     Verdict.IMPROVEMENT: "improvement (refresh suggested)", Verdict.NO_BASELINE: "no comparable baseline",
 }
-
-
-def add_cli_args(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("a", type=Path, metavar="A.json", help="reference: a baseline.json or a results file")
-    parser.add_argument("b", type=Path, metavar="B.json", help="the new results file")
-    parser.add_argument("--markdown", nargs="?", const="-", default=None, metavar="FILE",
-                        help="also write Markdown (to FILE, appended; '-' or no value: stdout)")
-    parser.add_argument("--all-metrics", action="store_true",
-                        help="also list every other numeric metric (no verdict: the gate does not judge it)")
-    parser.add_argument("--fail-on-regression", action="store_true", help="exit 1 when any cell regressed")
-    add_gate_args(parser)
 
 
 def add_gate_args(parser: Any) -> None:
@@ -60,32 +50,29 @@ def gate_config(k: float | None, tolerances: list[str]) -> GateConfig:
     return config
 
 
-def compare_files(a: RunFile, b: RunFile, config: GateConfig) -> list[CellVerdict]:
+def compare_files(a: Run, b: Run, config: GateConfig) -> list[CellVerdict]:
     """One verdict per cell of B; cells only in A are reported as missing from B."""
     verdicts = []
-    for name, entry in sorted(b.entries.items()):
-        info = entry["extra_info"]
-        base = a.find(name, info["cell"].get("id"))
-        verdicts.append(compare_cell(info["cell"].get("id", name), base, info, config, a.fingerprint, b.fingerprint))
-    for name in sorted(a.entries.keys() - b.entries.keys()):
+    for name, rec in sorted(b.cells.items()):
+        verdicts.append(compare_cell(rec.id, a.find(name, rec.id), rec, config, a.fingerprint, b.fingerprint))
+    for name in sorted(a.cells.keys() - b.cells.keys()):
         cell_id = a.cell_ids[name]
         if not any(v.name == cell_id for v in verdicts):
             verdicts.append(CellVerdict(cell_id, Verdict.MISSING, identity_diff=(f"in {a.path.name}, not in {b.path.name}",)))
     return verdicts
 
 
-def extra_rows(a: RunFile, b: RunFile, verdict: CellVerdict, config: GateConfig) -> list[tuple[str, ...]]:
+def extra_rows(a: Run, b: Run, verdict: CellVerdict, config: GateConfig) -> list[tuple[str, ...]]:
     """Ungated numeric metrics of one cell, as table rows without a verdict."""
     gated = {r.metric for r in config.rules}
-    by_id = {info["extra_info"]["cell"].get("id"): info["extra_info"] for info in b.entries.values()}
-    cur = by_id.get(verdict.name)
-    base = next((e["extra_info"] for e in a.entries.values() if e["extra_info"]["cell"].get("id") == verdict.name), None)
+    cur = next((rec for rec in b.cells.values() if rec.id == verdict.name), None)
+    base = next((rec for rec in a.cells.values() if rec.id == verdict.name), None)
     if cur is None or base is None:
         return []
     rows = []
-    for key, value in sorted(cur["metrics"].items()):
-        old = base["metrics"].get(key)
-        if f"metrics.{key}" in gated or not isinstance(value, (int, float)) or not isinstance(old, (int, float)):
+    for key, value in sorted(cur.metrics.items()):
+        old = base.metrics.get(key)
+        if f"metrics.{key}" in gated or old is None:
             continue
         rows.append((key, fmt_value(old), fmt_value(value), fmt_change(relative_change(old, value)), "", ""))
     return rows
@@ -153,25 +140,3 @@ def render_markdown(verdicts: list[CellVerdict], a: Path, b: Path,
             lines.append("Versions that differ: " + ", ".join(f"{k} {a} → {b}" for k, (a, b) in v.versions.items()))
         lines.append("")
     return "\n".join(lines)
-
-
-def main(args: argparse.Namespace) -> int:
-    try:
-        config = gate_config(args.batchperf_k, args.batchperf_tolerance)
-        a, b = load_results(args.a), load_results(args.b)
-    except (BaselineError, ValueError) as exc:
-        raise SystemExit(f"batchperf compare: {exc}") from None
-    verdicts = compare_files(a, b, config)
-    extras = {v.name: extra_rows(a, b, v, config) for v in verdicts} if args.all_metrics else None
-    if a.fingerprint is None or b.fingerprint is None:
-        print("note: a file has no batchperf fingerprint (machine_info.batchperf): hardware identity not checked")
-    render_rich(verdicts, make_console(), extras, title=f"{args.a} → {args.b}")
-    if args.markdown is not None:
-        text = render_markdown(verdicts, args.a, args.b, extras)
-        if args.markdown == "-":
-            print(text)
-        else:
-            with open(args.markdown, "a", encoding="utf-8") as fh:
-                fh.write(text + "\n")
-    failed = any(v.failed for v in verdicts)
-    return 1 if failed and args.fail_on_regression else 0

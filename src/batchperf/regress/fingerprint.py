@@ -26,6 +26,8 @@ from dataclasses import asdict, dataclass, field
 from importlib import metadata
 from typing import Any
 
+from batchperf.results.record import CellRecord
+
 UPGRADE_PACKAGES = ("vllm", "torch", "transformers", "pytest-benchmark", "batchperf")
 # Cell fields that describe how long we measured, not what: they never block a comparison.
 NON_IDENTITY_CELL_FIELDS = frozenset({"id", "rounds", "warmup_rounds"})
@@ -225,14 +227,11 @@ def current(cpu_only: bool = False) -> Fingerprint:
     return Fingerprint(identity, {**package_versions(), **gpu_upgrade}, soft)
 
 
-def cell_identity(extra_info: dict[str, Any]) -> dict[str, Any]:
+def cell_identity(record: CellRecord) -> dict[str, Any]:
     """What must match per cell: the workload and settings of ``cell``, plus the model's config hash."""
-    cell = extra_info.get("cell")
-    if not isinstance(cell, dict):
-        raise ValueError("results entry has no 'cell' object in extra_info")
-    ident = {k: v for k, v in cell.items() if k not in NON_IDENTITY_CELL_FIELDS}
+    ident = {k: v for k, v in record.cell.items() if k not in NON_IDENTITY_CELL_FIELDS}
     ident.setdefault("parallelism", 1)
-    ident["config_hash"] = (extra_info.get("model") or {}).get("config_hash")
+    ident["config_hash"] = record.config_hash
     return ident
 
 

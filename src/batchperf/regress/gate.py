@@ -18,9 +18,9 @@ import statistics
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from enum import Enum
-from typing import Any
 
 from batchperf.regress.fingerprint import Fingerprint, cell_identity, identity_diff, soft_warnings, version_diff
+from batchperf.results.record import CellRecord, lookup
 
 
 class Direction(str, Enum):
@@ -123,25 +123,12 @@ class GateConfig:
         return replace(self, rules=tuple(new if r is target else r for r in self.rules))
 
 
-def lookup(info: Mapping[str, Any], path: str) -> float | None:
-    """The number at dotted ``path`` in ``info``; None when absent or not a finite number."""
-    node: Any = info
-    for part in path.split("."):
-        if not isinstance(node, Mapping) or part not in node:
-            return None
-        node = node[part]
-    if isinstance(node, bool) or not isinstance(node, (int, float)) or not math.isfinite(node):
-        return None
-    return float(node)
-
-
-def relative_spread(info: Mapping[str, Any], path: str) -> float:
-    """Population std / |median| of ``path`` over ``info['rounds']``; 0 with fewer than two rounds."""
+def relative_spread(record: CellRecord, path: str) -> float:
+    """Population std / |median| of ``path`` over the record's rounds; 0 with fewer than two rounds."""
     section, _, name = path.partition(".")
-    rounds = info.get("rounds") if section == "metrics" else None
-    if not isinstance(rounds, list):
+    if section != "metrics":
         return 0.0
-    values = [v for r in rounds if isinstance(r, Mapping) and (v := lookup(r, name)) is not None]
+    values = [v for r in record.rounds if (v := lookup(r, name)) is not None]
     if len(values) < 2:
         return 0.0
     mid = abs(statistics.median(values))
@@ -172,12 +159,12 @@ class MetricResult:
         return self.metric.rsplit(".", 1)[1]
 
 
-def judge(rule: Rule, baseline: Mapping[str, Any], current: Mapping[str, Any], tier: str, k: float) -> MetricResult | None:
+def judge(rule: Rule, baseline: CellRecord, current: CellRecord, tier: str, k: float) -> MetricResult | None:
     """One metric's verdict; None when the baseline does not have the metric (nothing to compare)."""
-    base = lookup(baseline, rule.metric)
+    base = baseline.value(rule.metric)
     if base is None:
         return None
-    measured = lookup(current, rule.metric)
+    measured = current.value(rule.metric)
     if rule.direction is Direction.EXACT:
         tolerance = EXACT_REL
     else:
@@ -220,25 +207,22 @@ def _cell_verdict(results: list[MetricResult]) -> Verdict:
 
 def compare_cell(
     name: str,
-    baseline: Mapping[str, Any] | None,
-    current: Mapping[str, Any],
+    baseline: CellRecord | None,
+    current: CellRecord,
     config: GateConfig = GateConfig(),
     baseline_fp: Fingerprint | None = None,
     current_fp: Fingerprint | None = None,
 ) -> CellVerdict:
-    """Compare one cell's ``extra_info`` with its baseline's; never compares across a mismatched identity."""
+    """Compare one cell with its baseline; never compares across a mismatched identity."""
     if baseline is None:
         return CellVerdict(name, Verdict.NO_BASELINE, identity_diff=("no baseline entry for this cell",))
     diffs: list[str] = []
     if baseline_fp is not None and current_fp is not None:
         diffs += [f"hardware.{d}" for d in identity_diff(baseline_fp.identity.to_dict(), current_fp.identity.to_dict())]
-    try:
-        diffs += identity_diff(cell_identity(dict(baseline)), cell_identity(dict(current)))
-    except ValueError as exc:
-        diffs.append(str(exc))
+    diffs += identity_diff(cell_identity(baseline), cell_identity(current))
     if diffs:
         return CellVerdict(name, Verdict.NO_BASELINE, identity_diff=tuple(diffs))
-    tier = str(current["cell"].get("tier", "*"))
+    tier = current.tier
     results = [r for rule in config.rules if (r := judge(rule, baseline, current, tier, config.k)) is not None]
     versions, warnings = {}, ()
     if baseline_fp is not None and current_fp is not None:

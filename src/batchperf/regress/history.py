@@ -1,4 +1,4 @@
-"""``batchperf history DIR``: change points per cell and metric over a folder of nightly results.
+"""Change points per cell and metric over a folder of nightly results (``batchperf history DIR``).
 
 The nightly gate compares one run with its baseline, so a slow drift — say
 +1.5% P99 latency a night, always inside the per-run tolerance — never fails
@@ -13,14 +13,12 @@ mean before − 1).
 
 from __future__ import annotations
 
-import argparse
-import json
 import math
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
-from batchperf.results.record import CellResult, ResultsError, load_results
+from batchperf.results.io import read_results
+from batchperf.results.record import CellRecord, ResultsError
 
 # Metric (dotted path into a cell's extra_info) -> True when higher is better.
 METRICS: dict[str, bool] = {
@@ -43,7 +41,7 @@ class Run:
     path: Path
     datetime: str
     commit: str
-    cells: dict[str, CellResult]
+    cells: dict[str, CellRecord]
 
     @property
     def label(self) -> str:
@@ -72,26 +70,17 @@ class ChangePoint:
 def load_history(folder: Path) -> tuple[list[Run], list[str]]:
     """The results files in ``folder`` in run order, and a note for each file that is not one."""
     if not folder.is_dir():
-        raise ResultsError(f"{folder}: no such history folder; point at the folder the nightly job appends to")
+        raise ResultsError(folder, "no such history folder", "Point at the folder the nightly job appends to")
     runs, notes = [], []
     for path in sorted(folder.glob("*.json")):
         try:
-            header = json.loads(path.read_text())
-            cells = {c.id: c for c in load_results(path)}
-        except (ResultsError, json.JSONDecodeError, UnicodeDecodeError) as exc:
+            file = read_results(path)
+        except ResultsError as exc:
             notes.append(f"skipped {path.name}: {exc}")
             continue
-        commit = str((header.get("commit_info") or {}).get("id") or "")
-        runs.append(Run(path, str(header.get("datetime") or ""), commit, cells))
+        runs.append(Run(path, file.datetime, str(file.commit_info.get("id") or ""), {c.id: c for c in file.records}))
     runs.sort(key=lambda r: (r.datetime, r.commit, r.path.name))
     return runs, notes
-
-
-def value(cell: CellResult, metric: str) -> float | None:
-    node: Any = cell.info
-    for part in metric.split("."):
-        node = node.get(part) if isinstance(node, dict) else None
-    return float(node) if isinstance(node, int | float) and math.isfinite(node) else None
 
 
 def breakpoints(series: list[float], penalty: float = DEFAULT_PENALTY) -> list[int]:
@@ -121,7 +110,7 @@ def change_points(runs: list[Run], metrics: dict[str, bool] | None = None, penal
     cell_ids = sorted({cid for r in runs for cid in r.cells})
     for cid in cell_ids:
         for metric, higher in (metrics or METRICS).items():
-            points = [(i, v) for i, r in enumerate(runs) if cid in r.cells and (v := value(r.cells[cid], metric)) is not None]
+            points = [(i, v) for i, r in enumerate(runs) if cid in r.cells and (v := r.cells[cid].value(metric)) is not None]
             series = [v for _, v in points]
             bounds = [0, *breakpoints(series, penalty), len(series)]
             for k in range(1, len(bounds) - 1):
@@ -145,34 +134,3 @@ def table(points: list[ChangePoint], markdown: bool = False) -> list[str]:
     right = {3, 4, 5}
     return ["  ".join(str(x).rjust(w) if i in right else str(x).ljust(w) for i, (x, w) in enumerate(zip(r, widths))).rstrip()
             for r in (head, *rows)]
-
-
-def add_cli_args(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("folder", type=Path, help="folder of results JSON files, one per nightly run")
-    parser.add_argument("--penalty", type=float, default=DEFAULT_PENALTY,
-                        help=f"PELT penalty in units of σ²·ln(n); higher finds fewer changes (default {DEFAULT_PENALTY})")
-    parser.add_argument("--min-change", type=float, default=DEFAULT_MIN_CHANGE,
-                        help=f"ignore change points smaller than this fraction (default {DEFAULT_MIN_CHANGE})")
-    parser.add_argument("--markdown", action="store_true", help="print a Markdown table (for a CI job summary)")
-
-
-def main(args: argparse.Namespace) -> int:
-    if args.penalty <= 0 or args.min_change < 0:
-        raise SystemExit("batchperf history: --penalty must be > 0 and --min-change >= 0")
-    try:
-        runs, notes = load_history(args.folder)
-    except ResultsError as exc:
-        raise SystemExit(f"batchperf history: {exc}") from None
-    for note in notes:
-        print(f"note: {note}")
-    if len(runs) < 2 * MIN_SEGMENT:
-        print(f"batchperf history: {len(runs)} run(s) in {args.folder}; change points need at least "
-              f"{2 * MIN_SEGMENT} runs ({MIN_SEGMENT} on each side)")
-        return 0
-    points = change_points(runs, penalty=args.penalty, min_change=args.min_change)
-    cells = len({c for r in runs for c in r.cells})
-    print(f"batchperf history: {len(runs)} runs ({runs[0].label} … {runs[-1].label}), {cells} cells, "
-          f"{len(METRICS)} metrics: {len(points)} change point(s), {sum(p.worse for p in points)} worse")
-    if points:
-        print("\n".join(table(points, markdown=args.markdown)))
-    return 0

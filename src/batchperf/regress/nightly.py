@@ -9,59 +9,53 @@
 
 from __future__ import annotations
 
-import json
 import re
 import sys
 from pathlib import Path
-from typing import Any
 
-FAILED_VERDICTS = ("regression", "missing")  # batchperf.regress.gate.Verdict values whose .failed is true
-
-
-def _load(path: Path) -> dict[str, Any]:
-    try:
-        return json.loads(path.read_text())
-    except (OSError, json.JSONDecodeError) as exc:
-        raise SystemExit(f"batchperf.regress.nightly: cannot read results {path}: {exc}") from None
+from batchperf.regress.gate import Verdict
+from batchperf.results.io import ResultsFile, read_results
+from batchperf.results.record import ResultsError
 
 
-def history_name(data: dict[str, Any], tier: str) -> str:
-    stamp = re.sub(r"[^0-9T]", "", str(data.get("datetime") or ""))[:15] or "unknown-time"
-    commit = str((data.get("commit_info") or {}).get("id") or "nocommit")[:12]
+def history_name(results: ResultsFile, tier: str) -> str:
+    stamp = re.sub(r"[^0-9T]", "", results.datetime)[:15] or "unknown-time"
+    commit = str(results.commit_info.get("id") or "nocommit")[:12]
     return f"{stamp}-{commit}-{tier}.json"
 
 
-def baseline_path(data: dict[str, Any], baselines: Path) -> Path:
-    fingerprint = (data.get("machine_info") or {}).get("batchperf") or {}
-    key = fingerprint.get("key")
+def baseline_path(results: ResultsFile, baselines: Path) -> Path:
+    key = (results.fingerprint or {}).get("key")
     if not key:
         raise SystemExit("batchperf.regress.nightly: the results have no fingerprint (machine_info.batchperf.key); "
                          "they were made without the gate plugin")
     return baselines / key / "baseline.json"
 
 
-def confirmed_regressions(data: dict[str, Any]) -> list[str]:
+def confirmed_regressions(results: ResultsFile) -> list[str]:
+    """Cells whose stored gate verdict (after the re-measurement) is a failure."""
     found = []
-    for bench in data.get("benchmarks", []):
-        info = bench.get("extra_info") or {}
-        gate = info.get("gate") or {}
-        if gate.get("verdict") in FAILED_VERDICTS:
-            cell = (info.get("cell") or {}).get("id", bench.get("name"))
-            found.append(f"{cell}: {gate['verdict']} ({', '.join(gate.get('regressed') or []) or 'no metric named'})")
+    for rec in results.records:
+        gate = rec.gate or {}
+        if gate.get("verdict") in {v.value for v in Verdict if v.failed}:
+            found.append(f"{rec.id}: {gate['verdict']} ({', '.join(gate.get('regressed') or []) or 'no metric named'})")
     return found
 
 
 def main(argv: list[str]) -> int:
     if len(argv) < 2:
         raise SystemExit(__doc__)
-    step, results, *rest = argv
-    data = _load(Path(results))
+    step, path, *rest = argv
+    try:
+        results = read_results(path)
+    except ResultsError as exc:
+        raise SystemExit(f"batchperf.regress.nightly: {exc}") from None
     if step == "history-name" and len(rest) == 1:
-        print(history_name(data, rest[0]))
+        print(history_name(results, rest[0]))
     elif step == "baseline-path" and len(rest) == 1:
-        print(baseline_path(data, Path(rest[0])))
+        print(baseline_path(results, Path(rest[0])))
     elif step == "confirmed-regressions" and not rest:
-        found = confirmed_regressions(data)
+        found = confirmed_regressions(results)
         for line in found:
             print(f"confirmed regression: {line}")
         return 1 if found else 0

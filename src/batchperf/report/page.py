@@ -7,7 +7,8 @@ from collections.abc import Container
 from pathlib import Path
 from typing import Any
 
-from batchperf.results.runs import CellRecord
+from batchperf.results.io import ResultsFile
+from batchperf.results.record import CellRecord
 from batchperf.measure.kv_growth import DEFAULT_REL_TOL, KVGrowth
 from batchperf.report.knee import KNEE_FRACTION, knee
 from batchperf.report.plots import MIB, peak_memory
@@ -52,23 +53,22 @@ def _table(header: list[str], rows: list[list[str]], left: Container[int] = (0,)
     return f"<table><tr>{th}</tr>{body}</table>"
 
 
-def _runs(meta: list[dict[str, Any]]) -> str:
+def _runs(files: list[ResultsFile]) -> str:
     rows = []
-    for m in meta:
-        machine = m.get("machine_info", {})
-        commit = m.get("commit_info", {})
-        rows.append([html.escape(m["name"]), html.escape(str(m.get("datetime", "–"))),
+    for f in files:
+        machine, commit = f.machine_info, f.commit_info
+        rows.append([html.escape(f.name), html.escape(f.datetime or "–"),
                      html.escape(f"{machine.get('cpu', {}).get('brand_raw', machine.get('processor', '–'))}"),
                      html.escape(str(machine.get("python_version", "–"))),
                      html.escape(str(commit.get("id", "–"))[:10] + (" (dirty)" if commit.get("dirty") else "")),
-                     str(m["cells"])])
+                     str(len(f.cells))])
     return _table(["results file", "date", "machine", "python", "commit", "cells"], rows, left=range(5))
 
 
 def _knees(cells: list[CellRecord]) -> str:
     groups: dict[tuple[Any, ...], list[CellRecord]] = {}
     for c in cells:
-        groups.setdefault((c.source, c.model, c.backend, c.prompt_label, c.concurrency), []).append(c)
+        groups.setdefault((c.source, c.model_name, c.backend, c.prompt_label, c.concurrency), []).append(c)
     rows = []
     order = sorted(groups.items(), key=lambda kv: (kv[0][:3], kv[1][0].prompt_tokens, kv[0][4]))
     for (source, model, backend, prompt, conc), mine in order:
@@ -99,7 +99,7 @@ def _kv_table(fits: list[KVGrowth], skipped: list[str]) -> str:
 def _cells_table(cells: list[CellRecord]) -> str:
     rows = []
     several = len({c.source for c in cells}) > 1
-    for c in sorted(cells, key=lambda c: (c.source, c.model, c.backend, c.prompt_tokens, c.batch_size, c.concurrency)):
+    for c in sorted(cells, key=lambda c: (c.source, c.model_name, c.backend, c.prompt_tokens, c.batch_size, c.concurrency)):
         m, t = c.metrics, c.telemetry
         mem, _ = peak_memory(c)
         errors = len(c.token_count_errors) + int(m.get("failed", 0))
@@ -114,14 +114,14 @@ def _cells_table(cells: list[CellRecord]) -> str:
                    "J/token", "NVML", "errors"], rows, left=(0, 8))
 
 
-def write_page(out: Path, cells: list[CellRecord], meta: list[dict[str, Any]],
+def write_page(out: Path, cells: list[CellRecord], files: list[ResultsFile],
                figures: list[tuple[str, Path | None]], fits: list[KVGrowth], skipped: list[str]) -> Path:
     parts = [f"<!doctype html><html><head><meta charset='utf-8'><title>batchperf report</title>"
              f"<style>{CSS}</style></head><body>",
              "<h1>batchperf report</h1>",
-             f'<p class="meta">{len(cells)} cells from {len(meta)} results file(s). Every number is the median over '
+             f'<p class="meta">{len(cells)} cells from {len(files)} results file(s). Every number is the median over '
              "the measured rounds; warm-up requests and rounds are excluded.</p>",
-             _runs(meta),
+             _runs(files),
              "<h2>Knees and best batch sizes</h2>", _knees(cells)]
     for key, path in figures:
         title, caption = CAPTIONS[key]

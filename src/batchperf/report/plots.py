@@ -11,7 +11,8 @@ from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
 
-from batchperf.results.runs import CellRecord
+from batchperf.measure.metrics import itl_samples
+from batchperf.results.record import CellRecord
 from batchperf.measure.kv_growth import KVGrowth
 from batchperf.report.knee import KNEE_FRACTION, knee
 
@@ -47,7 +48,7 @@ class Series:
 
     def key(self, c: CellRecord) -> tuple[Any, ...]:
         last = ("bs", c.batch_size) if self.by_batch else ("c", c.concurrency)
-        return (c.source, c.model, c.backend, last)
+        return (c.source, c.model_name, c.backend, last)
 
     def label(self, key: tuple[Any, ...]) -> str:
         parts = [key[2]]  # the backend is always named
@@ -152,9 +153,8 @@ def ttft_over_concurrency(cells: list[CellRecord], path: Path) -> Path:
 
 
 def _itl_ms(cell: CellRecord) -> list[float]:
-    """Every inter-token gap (ms) of every measured round's successful requests."""
-    return [1e3 * (b - a) for trace in cell.traces for r in trace["requests"] if r.get("error") is None
-            for a, b in zip(r["token_times"], r["token_times"][1:])]
+    """Every inter-token gap (ms) of every measured round (:func:`batchperf.measure.metrics.itl_samples`)."""
+    return [1e3 * gap for trace in cell.run_traces() for gap in itl_samples(trace)]
 
 
 def itl_distribution(cells: list[CellRecord], path: Path) -> Path | None:
@@ -164,13 +164,13 @@ def itl_distribution(cells: list[CellRecord], path: Path) -> Path | None:
         return None
     plt = _pyplot()
     prompts = _prompt_order(with_traces)
-    groups = sorted({(c.source, c.model, c.backend) for c in with_traces})
+    groups = sorted({(c.source, c.model_name, c.backend) for c in with_traces})
     fig, axes = _panels(plt, len(groups), len(prompts), "Inter-token latency distribution (raw traces, all rounds)")
     multi = len({g[:2] for g in groups}) > 1
     for g, group in enumerate(groups):
         for p, prompt in enumerate(prompts):
             ax = axes[g][p]
-            here = [c for c in with_traces if (c.source, c.model, c.backend) == group and c.prompt_label == prompt]
+            here = [c for c in with_traces if (c.source, c.model_name, c.backend) == group and c.prompt_label == prompt]
             by_bs: dict[int, list[float]] = {}
             for c in here:
                 by_bs.setdefault(c.batch_size, []).extend(_itl_ms(c))
@@ -194,7 +194,7 @@ def kv_growth_plot(cells: list[CellRecord], fits: list[KVGrowth], path: Path) ->
     if not measured:
         return None
     plt = _pyplot()
-    panels = sorted({(c.source, c.model) for c in measured})
+    panels = sorted({(c.source, c.model_name) for c in measured})
     multi = len({s for s, _ in panels}) > 1
     series = Series(measured)
     fig, axes = _panels(plt, 1, max(len(panels), 2), "KV-cache bytes per request vs tokens held")
@@ -202,7 +202,7 @@ def kv_growth_plot(cells: list[CellRecord], fits: list[KVGrowth], path: Path) ->
         axes[0][1].set_visible(False)  # one model: keep the panel at its usual size, not stretched
     for m, (source, model) in enumerate(panels):
         ax = axes[0][m]
-        here = [c for c in measured if (c.source, c.model) == (source, model)]
+        here = [c for c in measured if (c.source, c.model_name) == (source, model)]
         top = max(c.kv["kv_tokens_per_request_mean"] for c in here)
         for i, backend in enumerate(sorted({c.backend for c in here})):
             mine = [c for c in here if c.backend == backend]
@@ -234,15 +234,11 @@ def kv_growth_plot(cells: list[CellRecord], fits: list[KVGrowth], path: Path) ->
 
 
 def peak_memory(cell: CellRecord) -> tuple[float | None, str]:
-    """The cell's peak memory (bytes) and what it is: torch's peak on CUDA, else the sampled peak RSS."""
-    for source, key, name in (
-        (cell.telemetry, "torch_peak_allocated_bytes", "torch peak allocated"),
-        (cell.memory, "torch_peak_allocated_bytes", "torch peak allocated"),
-        (cell.telemetry, "peak_rss_bytes", "peak RSS during the cell"),
-        (cell.memory, "peak_rss_bytes", "process peak RSS (lifetime)"),
-    ):
-        if source.get(key) is not None:
-            return float(source[key]), name
+    """The cell's peak memory (bytes) and what it is: torch's peak on CUDA, else the RSS peak sampled in the cell."""
+    for key, name in (("torch_peak_allocated_bytes", "torch peak allocated"),
+                      ("cell_peak_rss_bytes", "peak RSS during the cell")):
+        if cell.telemetry.get(key) is not None:
+            return float(cell.telemetry[key]), name
     return None, "none"
 
 

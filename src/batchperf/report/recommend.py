@@ -1,4 +1,4 @@
-"""``batchperf recommend``: the batch size with the most throughput whose tail latency meets the SLOs.
+"""The batch size with the most throughput whose tail latency meets the SLOs (``batchperf recommend``).
 
 Per model × prompt length × backend × concurrency, every measured batch size
 is a candidate. A candidate is rejected when a request failed or generated the
@@ -12,15 +12,12 @@ has no batch size meeting the SLOs, so a CI step can gate on it.
 
 from __future__ import annotations
 
-import argparse
-import json
 import statistics
 from dataclasses import asdict, dataclass
-from pathlib import Path
-from typing import TYPE_CHECKING, Literal
+from typing import Literal
 
-if TYPE_CHECKING:
-    from batchperf.results.runs import CellRecord
+from batchperf.measure.metrics import SLO, compute_metrics
+from batchperf.results.record import CellRecord
 
 Ranking = Literal["throughput", "goodput"]
 
@@ -77,15 +74,11 @@ class Recommendation:
 
 def goodput(cell: CellRecord, slo: SLOTargets) -> float:
     """Median over rounds of requests/s meeting every SLO, from the raw traces."""
-    from batchperf.measure.metrics import SLO, compute_metrics
-    from batchperf.measure.trace import RunTrace
-
     if not cell.traces:
         raise ValueError(f"cell {cell.id} kept no raw traces, so its goodput cannot be computed; "
                          "rank by throughput (--by throughput) or rerun keeping traces")
     per_request = SLO(ttft_ms=slo.p99_ttft_ms, tpot_ms=slo.p99_tpot_ms, e2el_ms=slo.p99_e2el_ms)
-    return statistics.median(compute_metrics(RunTrace.from_dict(t), per_request)["request_goodput"]
-                             for t in cell.traces)
+    return statistics.median(compute_metrics(t, per_request)["request_goodput"] for t in cell.run_traces())
 
 
 def _problems(cell: CellRecord) -> list[str]:
@@ -102,7 +95,7 @@ def recommend(cells: list[CellRecord], slo: SLOTargets, by: Ranking = "throughpu
         raise ValueError(f"rank by throughput or goodput, not {by!r}")
     groups: dict[tuple[str, str, str, int], list[CellRecord]] = {}
     for c in cells:
-        groups.setdefault((c.model, c.prompt_label, c.backend, c.concurrency), []).append(c)
+        groups.setdefault((c.model_name, c.prompt_label, c.backend, c.concurrency), []).append(c)
     out = []
     # models, then prompt lengths shortest first, then backends and concurrencies
     order = sorted(groups.items(), key=lambda kv: (kv[0][0], kv[1][0].prompt_tokens, kv[0][2], kv[0][3]))
@@ -153,28 +146,3 @@ def render(recs: list[Recommendation], slo: SLOTargets) -> str:
     lines.append(f"{len(recs) - missing} of {len(recs)} groups have a batch size meeting the SLOs"
                  + (f"; {missing} have none: relax the SLOs, or measure smaller batch sizes" if missing else ""))
     return "\n".join(lines)
-
-
-def add_cli_args(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("results", type=Path, metavar="RESULTS.json", help="a results file of a batch-size sweep")
-    parser.add_argument("--p99-e2el-ms", type=float, help="P99 end-to-end latency limit (ms)")
-    parser.add_argument("--p99-ttft-ms", type=float, help="P99 time-to-first-token limit (ms)")
-    parser.add_argument("--p99-tpot-ms", type=float, help="P99 time-per-output-token limit (ms)")
-    parser.add_argument("--by", choices=("throughput", "goodput"), default="throughput",
-                        help="rank the batch sizes that meet the SLOs by output throughput (default) or by goodput")
-    parser.add_argument("--json", action="store_true", help="print JSON instead of tables")
-
-
-def main(args: argparse.Namespace) -> int:
-    from batchperf.results.runs import load_cells
-
-    try:
-        slo = SLOTargets(args.p99_e2el_ms, args.p99_ttft_ms, args.p99_tpot_ms)
-        recs = recommend(load_cells([args.results]), slo, args.by)
-    except ValueError as exc:
-        raise SystemExit(f"batchperf recommend: {exc}")
-    if args.json:
-        print(json.dumps({"slo": asdict(slo), "by": args.by, "groups": [asdict(r) for r in recs]}, indent=1))
-    else:
-        print(render(recs, slo))
-    return 1 if any(r.batch_size is None for r in recs) else 0

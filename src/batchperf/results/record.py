@@ -1,86 +1,209 @@
-"""Read the results JSON that ``pytest --benchmark-json`` writes (see docs/results-schema.md)."""
+"""The record of one cell: what a performance cell stores in pytest-benchmark's ``extra_info``.
+
+One typed record serves every reader (gate, refresh, compare, report,
+recommend, merge, history, export): ``CellRecord.from_dict`` validates and
+``to_dict`` writes the same JSON back. Its schema is ``SCHEMA_VERSION``;
+records of schema 1 are upgraded on read (see :func:`upgrade`), so older
+results files and baselines stay readable. Every problem is a
+:class:`ResultsError` that names the file, the cell and the field, and says
+what to do. The layout is documented in docs/results-schema.md.
+"""
 
 from __future__ import annotations
 
-import json
-from dataclasses import dataclass
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
 from typing import Any
 
-from batchperf.suite.cell import SCHEMA_VERSION
+from batchperf.measure.kv_growth import KVPoint
 from batchperf.measure.trace import RunTrace
 
+SCHEMA_VERSION = 2
+SCHEMA_KEY = "batchperf_schema"
+# Sections every cell has; the rest may be absent (older or trimmed records).
 REQUIRED = ("cell", "metrics", "rounds", "kv")
+CELL_FIELDS = ("id", "tier", "model", "backend", "batch_size", "prompt_len", "concurrency")
 
 
 class ResultsError(ValueError):
-    """A results file is missing, corrupt or not batchperf's; the message names the file and the fix."""
+    """A results file, baseline or record that cannot be used: names where, the problem and the fix."""
+
+    def __init__(self, where: str | Path, problem: str, fix: str = "") -> None:
+        self.where, self.problem, self.fix = str(where), problem, fix
+        super().__init__(f"{where}: {problem}" + (f". {fix}" if fix else ""))
 
 
-class CellView:
-    """Accessors over one cell's ``extra_info`` (``self.info``), shared by every reader of results."""
+RERUN = "Re-run the cells with this batchperf to write a new results file"
 
-    __slots__ = ()
-    info: dict[str, Any]
 
-    @property
-    def cell(self) -> dict[str, Any]:
-        return self.info["cell"]
+@dataclass(slots=True)
+class CellRecord:
+    """One measured cell. ``fullname`` and ``source`` say where a reader found it; they are not stored."""
+
+    cell: dict[str, Any]  # the cell's parameters (suite.matrix Cell.describe() + dtype)
+    model: dict[str, Any]  # source, path, config_hash
+    metrics: dict[str, float]  # median over the measured rounds (vllm bench serve names)
+    rounds: list[dict[str, float]]  # every measured round's metrics
+    kv: dict[str, Any]  # analytic and measured KV figures
+    telemetry: dict[str, Any] = field(default_factory=dict)  # measure.telemetry Sampler summary, last round
+    token_count_errors: list[str] = field(default_factory=list)
+    traces: list[dict[str, Any]] = field(default_factory=list)  # RunTrace.to_dict() of each measured round
+    gate: dict[str, Any] | None = None  # the gate's verdict for this cell, when it was compared
+    gate_remeasured: dict[str, Any] | None = None  # metrics/rounds of the gate's re-measurement
+    pooled_runs: int | None = None  # in a baseline pooled from several runs: how many
+    other: dict[str, Any] = field(default_factory=dict)  # keys a newer batchperf wrote: kept, never dropped
+    fullname: str = ""  # pytest's node id, from the results file
+    source: str = ""  # the results file's name (stem), to tell runs apart
+
+    # --- the cell's parameters, typed ---
 
     @property
     def id(self) -> str:
         return str(self.cell["id"])
 
     @property
-    def metrics(self) -> dict[str, float]:
-        return self.info.get("metrics", {})
+    def tier(self) -> str:
+        return str(self.cell.get("tier", "*"))
 
     @property
-    def kv(self) -> dict[str, Any]:
-        return self.info.get("kv", {})
-
-
-@dataclass(frozen=True, slots=True)
-class CellResult(CellView):
-    """One cell of a results file: batchperf's ``extra_info`` plus pytest-benchmark's own fields."""
-
-    name: str  # pytest-benchmark's test name, e.g. test_cell[cpu-tiny-qwen2-hf-static-bs8-p512-c16]
-    info: dict[str, Any]  # extra_info
-    stats: dict[str, Any]
+    def model_name(self) -> str:
+        return str(self.cell["model"])
 
     @property
-    def rounds(self) -> list[dict[str, float]]:
-        return self.info["rounds"]
+    def backend(self) -> str:
+        return str(self.cell["backend"])
 
-    def traces(self) -> list[RunTrace]:
-        return [RunTrace.from_dict(t) for t in self.info.get("traces", [])]
+    @property
+    def batch_size(self) -> int:
+        return int(self.cell["batch_size"])
 
+    @property
+    def concurrency(self) -> int:
+        return int(self.cell["concurrency"])
 
-def load_results(path: str | Path) -> list[CellResult]:
-    """Every batchperf cell in a pytest-benchmark JSON file, validated."""
-    path = Path(path)
-    try:
-        data = json.loads(path.read_text())
-    except FileNotFoundError:
-        raise ResultsError(f"{path}: no such results file; make one with "
-                           f"`pytest perf_tests -m cpu --benchmark-json={path}` or `batchperf run`") from None
-    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
-        raise ResultsError(f"{path}: not valid JSON ({exc}); the file is corrupt or truncated — re-run to remake it") from None
-    if not isinstance(data, dict) or not isinstance(data.get("benchmarks"), list):
-        raise ResultsError(f"{path}: no 'benchmarks' list; this is not a pytest-benchmark results file")
-    cells = []
-    for bench in data["benchmarks"]:
-        info = bench.get("extra_info") or {}
-        if "batchperf_schema" not in info:
-            continue  # another plugin's benchmark in the same file
-        if info["batchperf_schema"] != SCHEMA_VERSION:
-            raise ResultsError(f"{path}: {bench.get('name')}: schema version {info['batchperf_schema']}, this "
-                               f"batchperf reads {SCHEMA_VERSION}; re-run the cells with this version")
-        missing = [k for k in REQUIRED if k not in info]
+    @property
+    def prompt_label(self) -> str:
+        return str(self.cell["prompt_len"])
+
+    @property
+    def prompt_tokens(self) -> float:
+        """Mean prompt length in tokens: what the label names when fixed, else what was sent."""
+        if self.prompt_label.isdigit():
+            return float(self.prompt_label)
+        done = self.metrics.get("completed") or 0
+        return self.metrics.get("total_input_tokens", 0) / done if done else math.nan
+
+    @property
+    def config_hash(self) -> str | None:
+        return self.model.get("config_hash")
+
+    # --- values ---
+
+    def value(self, path: str) -> float | None:
+        """The number at dotted ``path`` (e.g. ``metrics.output_throughput``); None when absent or not finite."""
+        return lookup(self.to_dict(with_traces=False), path)
+
+    def kv_point(self) -> KVPoint:
+        """This cell's point of the KV-growth fit (:mod:`batchperf.measure.kv_growth`)."""
+        return KVPoint(self.model_name, self.backend, self.kv.get("kv_tokens_per_request_mean"),
+                       self.kv.get("kv_bytes_per_request_mean"), self.kv.get("bytes_per_token_analytic"))
+
+    def run_traces(self) -> list[RunTrace]:
+        """The raw per-request traces of every measured round."""
+        try:
+            return [RunTrace.from_dict(t) for t in self.traces]
+        except ValueError as exc:
+            raise ResultsError(self.where, f"traces: {exc}", RERUN) from None
+
+    @property
+    def where(self) -> str:
+        return f"{self.source or 'results'}: {self.cell.get('id', self.fullname or '?')}"
+
+    # --- (de)serialisation ---
+
+    def to_dict(self, with_traces: bool = True) -> dict[str, Any]:
+        data: dict[str, Any] = {SCHEMA_KEY: SCHEMA_VERSION}
+        for f in fields(self):
+            if f.name in ("other", "fullname", "source") or (f.name == "traces" and not with_traces):
+                continue
+            value = getattr(self, f.name)
+            if value is not None:
+                data[f.name] = value
+        return {**data, **self.other}
+
+    def without_traces(self) -> CellRecord:
+        return replace(self, traces=[])
+
+    @classmethod
+    def from_dict(cls, data: Any, where: str = "results", fullname: str = "", source: str = "") -> CellRecord:
+        """Validate and type ``extra_info``; schema-1 records are upgraded. ResultsError names the field."""
+        if not isinstance(data, Mapping):
+            raise ResultsError(where, "extra_info is not an object", RERUN)
+        data = upgrade(dict(data), where)
+        known = {f.name for f in fields(cls)} - {"other", "fullname", "source"}
+        missing = [k for k in REQUIRED if k not in data]
         if missing:
-            raise ResultsError(f"{path}: {bench.get('name')}: missing {', '.join(missing)} in extra_info; "
-                               f"the file was cut or edited — re-run the cells")
-        cells.append(CellResult(bench.get("name", "?"), info, bench.get("stats", {})))
-    if not cells:
-        raise ResultsError(f"{path}: no batchperf cells in it (was it made by `pytest perf_tests`?)")
-    return cells
+            raise ResultsError(where, f"missing {', '.join(missing)} in extra_info; the file was cut or edited", RERUN)
+        for key, kind in (("cell", Mapping), ("model", Mapping), ("metrics", Mapping), ("kv", Mapping),
+                          ("telemetry", Mapping), ("rounds", list), ("token_count_errors", list), ("traces", list)):
+            if key in data and not isinstance(data[key], kind):
+                raise ResultsError(where, f"{key} is a {type(data[key]).__name__}, not a "
+                                   f"{'mapping' if kind is Mapping else 'list'}", RERUN)
+        if absent := [k for k in CELL_FIELDS if k not in data["cell"]]:
+            raise ResultsError(where, f"cell lacks {', '.join(absent)}", RERUN)
+        for key, value in data["metrics"].items():
+            if isinstance(value, bool) or not isinstance(value, (int, float)):
+                raise ResultsError(where, f"metrics.{key} is {value!r}, not a number", RERUN)
+        if not all(isinstance(r, Mapping) for r in data["rounds"]):
+            raise ResultsError(where, "rounds holds something other than metric objects", RERUN)
+        values = {k: v for k, v in data.items() if k in known}
+        values.setdefault("model", {})
+        record = cls(**{k: (dict(v) if isinstance(v, Mapping) else v) for k, v in values.items()},
+                     other={k: v for k, v in data.items() if k not in known and k != SCHEMA_KEY},
+                     fullname=fullname, source=source)
+        return record
+
+
+def upgrade(data: dict[str, Any], where: str = "results") -> dict[str, Any]:
+    """``extra_info`` of any schema this batchperf reads, as the current schema.
+
+    Schema 1 kept a ``memory`` section (``peak_rss_bytes`` there was the process's lifetime peak) beside
+    ``telemetry.peak_rss_bytes`` (the peak sampled during the cell). Schema 2 names each for its meaning,
+    in ``telemetry``: ``process_peak_rss_bytes`` and ``cell_peak_rss_bytes``.
+    """
+    version = data.get(SCHEMA_KEY)
+    if version == SCHEMA_VERSION:
+        return data
+    if version != 1:
+        raise ResultsError(where, f"cell schema {version!r}; this batchperf reads schemas 1 and {SCHEMA_VERSION}",
+                           "Read it with the batchperf that wrote it, or re-run the cells with this one")
+    data = dict(data)
+    memory = data.pop("memory", None) or {}
+    telemetry = dict(data.get("telemetry") or {})
+    if "peak_rss_bytes" in telemetry:
+        telemetry["cell_peak_rss_bytes"] = telemetry.pop("peak_rss_bytes")
+    if "peak_rss_bytes" in memory:
+        telemetry.setdefault("process_peak_rss_bytes", memory["peak_rss_bytes"])
+    for key in ("torch_peak_allocated_bytes", "torch_peak_reserved_bytes"):
+        if key in memory:
+            telemetry.setdefault(key, memory[key])
+    for trace in data.get("traces") or []:
+        if isinstance(trace, dict):
+            trace.pop("memory", None)
+    data["telemetry"] = telemetry
+    data[SCHEMA_KEY] = SCHEMA_VERSION
+    return data
+
+
+def lookup(info: Mapping[str, Any], path: str) -> float | None:
+    """The number at dotted ``path`` in ``info``; None when absent or not a finite number."""
+    node: Any = info
+    for part in path.split("."):
+        if not isinstance(node, Mapping) or part not in node:
+            return None
+        node = node[part]
+    if isinstance(node, bool) or not isinstance(node, (int, float)) or not math.isfinite(node):
+        return None
+    return float(node)

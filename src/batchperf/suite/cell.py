@@ -1,35 +1,19 @@
-"""Measure one cell under pytest-benchmark and build the record it stores in ``extra_info``."""
+"""Measure one cell under pytest-benchmark and build its :class:`~batchperf.results.record.CellRecord`."""
 
 from __future__ import annotations
 
-import hashlib
-import json
-import statistics
 from typing import Any
 
 from batchperf.backends import Backend
-from batchperf.measure.kv import kv_bytes_per_request, kv_bytes_per_token
-from batchperf.suite.matrix import Cell
-from batchperf.measure.metrics import compute_metrics, token_count_errors
-from batchperf.suite.models import LoadedModel
 from batchperf.backends.runner import run_cell
+from batchperf.measure.kv import kv_figures
+from batchperf.measure.metrics import compute_metrics, summarise, token_count_errors
 from batchperf.measure.telemetry import Sampler
 from batchperf.measure.trace import RunTrace
 from batchperf.measure.workload import Workload
-
-SCHEMA_VERSION = 1
-
-
-# Where a config was read from and which library wrote it say nothing about the model.
-_NOT_IDENTITY = ("_name_or_path", "transformers_version", "_commit_hash")
-
-
-def config_hash(config: Any) -> str:
-    """A short stable hash of a model config (its JSON, keys sorted, without its path or writer's version)."""
-    data = config.to_dict() if hasattr(config, "to_dict") else dict(config)
-    data = {k: v for k, v in data.items() if k not in _NOT_IDENTITY}
-    blob = json.dumps(data, sort_keys=True, default=str).encode()
-    return hashlib.sha256(blob).hexdigest()[:16]
+from batchperf.results.record import CellRecord
+from batchperf.suite.matrix import Cell
+from batchperf.suite.models import LoadedModel, config_hash
 
 
 def build_workload(cell: Cell, model: LoadedModel) -> Workload:
@@ -53,47 +37,21 @@ def run_rounds(benchmark: Any, backend: Backend, cell: Cell, workload: Workload)
     return traces[-rounds:] if len(traces) > rounds else traces
 
 
-def remeasure(backend: Backend, cell: Cell, workload: Workload, model: LoadedModel) -> dict[str, Any]:
+def remeasure(backend: Backend, cell: Cell, workload: Workload, model: LoadedModel) -> CellRecord:
     """The cell's record from fresh rounds, outside pytest-benchmark: the gate's confirmation run."""
     return cell_record(cell, model, [one_round(backend, cell, workload) for _ in range(cell.params.rounds)])
 
 
-def kv_figures(traces: list[RunTrace], model: LoadedModel) -> dict[str, Any]:
-    last = traces[-1]
-    held = [r for r in last.requests if r.kv_bytes is not None and r.kv_tokens]
-    analytic_per_token = kv_bytes_per_token(model.config, model.dtype)
-    figures: dict[str, Any] = {
-        "bytes_per_token_analytic": analytic_per_token,
-        "kv_bytes_per_request_analytic_mean": statistics.fmean(
-            kv_bytes_per_request(model.config, model.dtype, r.prompt_len, r.output_len) for r in last.requests
-        ),
-        **{k: v for k, v in last.kv.items()},
-    }
-    if held:
-        figures["bytes_per_token_measured"] = sum(r.kv_bytes for r in held) / sum(r.kv_tokens for r in held)
-        figures["kv_bytes_per_request_mean"] = statistics.fmean(r.kv_bytes for r in held)
-        figures["kv_tokens_per_request_mean"] = statistics.fmean(r.kv_tokens for r in held)
-    return figures
-
-
-def summarise(rounds: list[dict[str, float]]) -> dict[str, float]:
-    """Median over rounds of every metric (sample counts come from the last round)."""
-    keys = rounds[-1].keys()
-    return {k: (rounds[-1][k] if k.startswith("n_") else statistics.median(r[k] for r in rounds)) for k in keys}
-
-
-def cell_record(cell: Cell, model: LoadedModel, traces: list[RunTrace]) -> dict[str, Any]:
-    """Everything a cell stores: parameters, metrics (median and per round), KV, memory, raw traces."""
+def cell_record(cell: Cell, model: LoadedModel, traces: list[RunTrace]) -> CellRecord:
+    """Everything a cell stores: parameters, metrics (median and per round), KV, telemetry, raw traces."""
     rounds = [compute_metrics(t) for t in traces]
-    return {
-        "batchperf_schema": SCHEMA_VERSION,
-        "cell": {**cell.describe(), "dtype": model.spec.dtype},
-        "model": {"source": str(model.spec.source), "path": str(model.path), "config_hash": config_hash(model.config)},
-        "metrics": summarise(rounds),
-        "rounds": rounds,
-        "kv": kv_figures(traces, model),
-        "memory": traces[-1].memory,
-        "telemetry": traces[-1].telemetry,  # of the last measured round; every round's is in its trace
-        "token_count_errors": token_count_errors(traces[-1]),
-        "traces": [t.to_dict() for t in traces],
-    }
+    return CellRecord(
+        cell={**cell.describe(), "dtype": model.spec.dtype},
+        model={"source": str(model.spec.source), "path": str(model.path), "config_hash": config_hash(model.config)},
+        metrics=summarise(rounds),
+        rounds=rounds,
+        kv=kv_figures(traces, model.config, model.dtype),
+        telemetry=traces[-1].telemetry,  # of the last measured round; every round's is in its trace
+        token_count_errors=token_count_errors(traces[-1]),
+        traces=[t.to_dict() for t in traces],
+    )

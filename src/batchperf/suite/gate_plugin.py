@@ -5,9 +5,9 @@ it: it names this machine's pinned ``baselines/<fingerprint>/baseline.json``
 (never the last run saved under ``.benchmarks``), so pytest-benchmark's own
 comparison table and ``--benchmark-compare-fail`` use the same file.
 ``--benchmark-compare=PATH`` compares with that file (a baseline or a results
-file). Each cell calls :func:`gate_cell` once with its ``extra_info``; a first
-violation is re-measured and only a confirmed regression fails the test, with
-the one-table message. This plugin is loaded by ``batchperf.suite.plugin``.
+file). Each cell calls :func:`gate_cell` once with its record; a first violation is
+re-measured and only a confirmed regression fails the test (:func:`gate_outcome`,
+after the record is stored), with the one-table message. This plugin is loaded by ``batchperf.suite.plugin``.
 """
 
 from __future__ import annotations
@@ -20,9 +20,10 @@ from typing import Any
 import pytest
 
 from batchperf.regress import fingerprint as fp
-from batchperf.regress.store import DEFAULT_ROOT, BaselineError, RunFile, load_baseline, load_results, pinned_path
 from batchperf.regress.compare import add_gate_args, gate_config
 from batchperf.regress.gate import CellVerdict, GateConfig, Verdict, compare_cell, confirm, fmt_change, render_table
+from batchperf.regress.store import DEFAULT_ROOT, Run, load_baseline, load_reference, pinned_path
+from batchperf.results.record import CellRecord, ResultsError
 
 
 @dataclass(slots=True)
@@ -30,7 +31,7 @@ class GateSession:
     fingerprint: fp.Fingerprint
     config: GateConfig
     require_baseline: bool
-    baseline: RunFile | None = None
+    baseline: Run | None = None
     source: str = ""  # what the cells are compared with, for the summary
     active: bool = False  # --benchmark-compare was given
     verdicts: list[CellVerdict] = field(default_factory=list)
@@ -70,7 +71,7 @@ def pytest_configure(config: pytest.Config) -> None:
             return
         try:
             gate.baseline = load_baseline(path, gate.fingerprint)
-        except BaselineError as exc:
+        except ResultsError as exc:
             raise pytest.UsageError(f"batchperf gate: {exc}") from None
         config.option.benchmark_compare = str(path)  # pytest-benchmark's table and --benchmark-compare-fail
         gate.source = str(path)
@@ -80,20 +81,10 @@ def pytest_configure(config: pytest.Config) -> None:
         gate.active = False
         return
     try:
-        gate.baseline = _load_any(path)
-    except BaselineError as exc:
+        gate.baseline = load_reference(path)
+    except ResultsError as exc:
         raise pytest.UsageError(f"batchperf gate: {exc}") from None
     gate.source = str(path)
-
-
-def _load_any(path: Path) -> RunFile:
-    """A baseline, or failing that a results file (comparing two runs is legitimate too)."""
-    try:
-        return load_baseline(path)
-    except BaselineError as exc:
-        if "batchperf_baseline" not in exc.problem:
-            raise
-        return load_results(path)
 
 
 def pytest_benchmark_update_machine_info(config: pytest.Config, machine_info: dict[str, Any]) -> None:
@@ -102,36 +93,43 @@ def pytest_benchmark_update_machine_info(config: pytest.Config, machine_info: di
         machine_info["batchperf"] = config.stash[GATE].fingerprint.to_dict()
 
 
-def gate_cell(request: pytest.FixtureRequest, info: dict[str, Any],
-              remeasure: Callable[[], dict[str, Any]] | None = None) -> CellVerdict | None:
-    """Compare one cell with the baseline; fails the test on a confirmed regression. None: no comparison asked."""
+def gate_cell(request: pytest.FixtureRequest, record: CellRecord,
+              remeasure: Callable[[], CellRecord] | None = None) -> CellVerdict | None:
+    """Compare one cell with the baseline and note the verdict in ``record.gate``; fails the test on a confirmed
+    regression. None: no comparison asked."""
     config = request.config
     gate = config.stash.get(GATE, None)
     if gate is None or not gate.active:
         return None
-    verdict = _compare(gate, request.node.nodeid, info)
+    verdict = _compare(gate, request.node.nodeid, record)
     if verdict.failed and remeasure is not None:
         again = remeasure()
         verdict = confirm(verdict, _compare(gate, request.node.nodeid, again))
-        info["gate_remeasured"] = {k: again[k] for k in ("metrics", "rounds") if k in again}
-    info["gate"] = {"verdict": verdict.verdict.value, "remeasured": verdict.remeasured,
-                    "regressed": [m.name for m in verdict.metrics if m.verdict.failed]}
+        record.gate_remeasured = {"metrics": again.metrics, "rounds": again.rounds}
+    record.gate = {"verdict": verdict.verdict.value, "remeasured": verdict.remeasured,
+                   "regressed": [m.name for m in verdict.metrics if m.verdict.failed]}
     gate.verdicts.append(verdict)
+    return verdict
+
+
+def gate_outcome(request: pytest.FixtureRequest, verdict: CellVerdict | None) -> None:
+    """Fail the test when the gate's verdict says so (after the record has been stored)."""
+    gate = request.config.stash.get(GATE, None)
+    if verdict is None or gate is None:
+        return
     if verdict.failed:
         pytest.fail(render_table(verdict), pytrace=False)
     if verdict.verdict is Verdict.NO_BASELINE and gate.require_baseline:
         pytest.fail(f"batchperf gate: {verdict.name}: no comparable baseline in {gate.source or 'any file'}: "
                     + "; ".join(verdict.identity_diff)
                     + ". Make one with `batchperf refresh`, or drop --batchperf-require-baseline", pytrace=False)
-    return verdict
 
 
-def _compare(gate: GateSession, nodeid: str, info: dict[str, Any]) -> CellVerdict:
-    cell_id = info["cell"].get("id", nodeid)
+def _compare(gate: GateSession, nodeid: str, record: CellRecord) -> CellVerdict:
     if gate.baseline is None:
-        return CellVerdict(cell_id, Verdict.NO_BASELINE, identity_diff=(gate.source,))
-    base = gate.baseline.find(nodeid, cell_id)
-    return compare_cell(cell_id, base, info, gate.config, gate.baseline.fingerprint, gate.fingerprint)
+        return CellVerdict(record.id, Verdict.NO_BASELINE, identity_diff=(gate.source,))
+    base = gate.baseline.find(nodeid, record.id)
+    return compare_cell(record.id, base, record, gate.config, gate.baseline.fingerprint, gate.fingerprint)
 
 
 def summary_lines(gate: GateSession) -> list[str]:

@@ -8,6 +8,8 @@ with ``from_pretrained``: the same loading path as a real checkpoint, no hub.
 
 from __future__ import annotations
 
+import hashlib
+import json
 import os
 import shutil
 import tempfile
@@ -54,6 +56,18 @@ MODELS: dict[str, ModelSpec] = {
         ModelSpec("llama-2-7b", "meta-llama/Llama-2-7b-hf", tier="gpu", dtype="float16", opt_in=True),
     )
 }
+
+
+# Where a config was read from and which library wrote it say nothing about the model.
+_NOT_IDENTITY = ("_name_or_path", "transformers_version", "_commit_hash")
+
+
+def config_hash(config: Any) -> str:
+    """A short stable hash of a model config (its JSON, keys sorted, without its path or writer's version)."""
+    data = config.to_dict() if hasattr(config, "to_dict") else dict(config)
+    data = {k: v for k, v in data.items() if k not in _NOT_IDENTITY}
+    blob = json.dumps(data, sort_keys=True, default=str).encode()
+    return hashlib.sha256(blob).hexdigest()[:16]
 
 
 class ModelLoadError(RuntimeError):

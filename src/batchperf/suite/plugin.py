@@ -14,7 +14,8 @@ from typing import Any
 
 import pytest
 
-from batchperf.suite.matrix import AXES, TIERS, CellParams, Tier, narrowed
+from batchperf.results.record import CellRecord
+from batchperf.suite.matrix import AXES, TIERS, Tier, narrowed
 from batchperf.suite.pool import BackendPool, ModelPool
 from batchperf.suite.progress import add_progress_option, register_progress
 
@@ -62,7 +63,7 @@ class SessionState:
     tiers: dict[str, Tier]
     models: ModelPool
     backends: BackendPool = field(default_factory=BackendPool)
-    records: list[dict[str, Any]] = field(default_factory=list)
+    records: list[CellRecord] = field(default_factory=list)  # every cell measured in this session
 
 
 STATE = pytest.StashKey[SessionState]()
@@ -107,8 +108,8 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
     metafunc.parametrize("batchperf_params", params)
 
 
-def record(config: pytest.Config, data: dict[str, Any]) -> None:
-    state(config).records.append(data)
+def keep_record(config: pytest.Config, record: CellRecord) -> None:
+    state(config).records.append(record)
 
 
 def pytest_sessionfinish(session: pytest.Session) -> None:
@@ -117,14 +118,14 @@ def pytest_sessionfinish(session: pytest.Session) -> None:
             session.config.issue_config_time_warning(pytest.PytestWarning(f"batchperf: closing {error}"), stacklevel=2)
 
 
-def summary_rows(records: list[dict[str, Any]]) -> list[str]:
+def summary_rows(records: list[CellRecord]) -> list[str]:
     header = f"{'cell':<48} {'out tok/s':>10} {'P99 E2EL ms':>12} {'mean TTFT ms':>13} {'KV B/req':>10} {'n':>4}"
     rows = [header]
     for rec in records:
-        m, kv = rec["metrics"], rec["kv"]
-        kv_req = kv.get("kv_bytes_per_request_mean")
+        m = rec.metrics
+        kv_req = rec.kv.get("kv_bytes_per_request_mean")
         rows.append(
-            f"{rec['cell']['id']:<48} {m['output_throughput']:>10.1f} {m['p99_e2el_ms']:>12.1f} "
+            f"{rec.id:<48} {m['output_throughput']:>10.1f} {m['p99_e2el_ms']:>12.1f} "
             f"{m['mean_ttft_ms']:>13.1f} {(f'{kv_req:,.0f}' if kv_req is not None else '-'):>10} {m['n_e2el']:>4}"
         )
     return rows

@@ -1,0 +1,49 @@
+"""``batchperf compare A.json B.json``: per-cell changes of every metric with the gate's verdicts.
+
+A is the reference (a baseline or an earlier results file), B the new run. It
+prints a terminal table (rich) and, with ``--markdown``, the same as Markdown
+for a CI job summary (``--markdown "$GITHUB_STEP_SUMMARY"``).
+"""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+from batchperf.regress.compare import (
+    add_gate_args, compare_files, extra_rows, gate_config, make_console, render_markdown, render_rich,
+)
+from batchperf.regress.store import load_reference, load_run
+
+
+def add_cli_args(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("a", type=Path, metavar="A.json", help="reference: a baseline.json or a results file")
+    parser.add_argument("b", type=Path, metavar="B.json", help="the new results file")
+    parser.add_argument("--markdown", nargs="?", const="-", default=None, metavar="FILE",
+                        help="also write Markdown (to FILE, appended; '-' or no value: stdout)")
+    parser.add_argument("--all-metrics", action="store_true",
+                        help="also list every other numeric metric (no verdict: the gate does not judge it)")
+    parser.add_argument("--fail-on-regression", action="store_true", help="exit 1 when any cell regressed")
+    add_gate_args(parser)
+
+
+def main(args: argparse.Namespace) -> int:
+    try:
+        config = gate_config(args.batchperf_k, args.batchperf_tolerance)
+        a, b = load_reference(args.a), load_run(args.b)
+    except ValueError as exc:
+        raise SystemExit(f"batchperf compare: {exc}") from None
+    verdicts = compare_files(a, b, config)
+    extras = {v.name: extra_rows(a, b, v, config) for v in verdicts} if args.all_metrics else None
+    if a.fingerprint is None or b.fingerprint is None:
+        print("note: a file has no batchperf fingerprint (machine_info.batchperf): hardware identity not checked")
+    render_rich(verdicts, make_console(), extras, title=f"{args.a} → {args.b}")
+    if args.markdown is not None:
+        text = render_markdown(verdicts, args.a, args.b, extras)
+        if args.markdown == "-":
+            print(text)
+        else:
+            with open(args.markdown, "a", encoding="utf-8") as fh:
+                fh.write(text + "\n")
+    failed = any(v.failed for v in verdicts)
+    return 1 if failed and args.fail_on_regression else 0

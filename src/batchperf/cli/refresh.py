@@ -1,0 +1,59 @@
+"""``batchperf refresh``: pin a reviewed run as this hardware's baseline (see :mod:`batchperf.regress.refresh`)."""
+
+from __future__ import annotations
+
+import argparse
+import tempfile
+from pathlib import Path
+
+from batchperf.regress.compare import add_gate_args, make_console
+from batchperf.regress.refresh import RefreshRefused, refresh, run_pytest
+from batchperf.regress.store import DEFAULT_ROOT
+
+
+def add_cli_args(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("results", nargs="*", type=Path,
+                        help="results JSON written by pytest --benchmark-json; several runs of the same cells are "
+                             "pooled (their rounds together), so the baseline carries their run-to-run spread")
+    parser.add_argument("--run", nargs=argparse.REMAINDER, metavar="PYTEST_ARGS",
+                        help="run pytest with these arguments first and refresh from its results (put it last)")
+    parser.add_argument("--repeat", type=int, default=1, metavar="N", help="with --run: run N times and pool them")
+    parser.add_argument("--reason", default=None, help="why the baseline changes (recorded in the history)")
+    parser.add_argument("--baselines", type=Path, default=DEFAULT_ROOT, help="baselines root (default: baselines)")
+    parser.add_argument("--cells", action="append", default=[], metavar="GLOB",
+                        help="only these cells (glob on cell id or test name; repeatable); others keep their entries")
+    parser.add_argument("--accept-regression", action="store_true", help="store cells that regressed (needs --reason)")
+    parser.add_argument("--allow-failed", action="store_true", help="leave failed cells out instead of refusing")
+    parser.add_argument("--allow-dirty", action="store_true", help="accept results measured on a dirty git tree")
+    parser.add_argument("--partial", action="store_true",
+                        help="accept results missing some cells of the old baseline (they keep their old entries)")
+    parser.add_argument("--dry-run", action="store_true", help="show the diff and the checks; write nothing")
+    add_gate_args(parser)
+
+
+def main(args: argparse.Namespace) -> int:
+    console = make_console()
+    if args.accept_regression and not args.reason:
+        raise SystemExit("batchperf refresh: --accept-regression needs --reason \"why the regression is intended\"")
+    if bool(args.results) == (args.run is not None):
+        raise SystemExit("batchperf refresh: give results JSON file(s) or --run PYTEST_ARGS (one of the two)")
+    if args.repeat < 1:
+        raise SystemExit(f"batchperf refresh: --repeat must be >= 1, got {args.repeat}")
+    try:
+        if args.run is None:
+            return refresh(args, args.results, console)
+        with tempfile.TemporaryDirectory(prefix="batchperf-refresh-") as tmp:
+            outs = []
+            for i in range(args.repeat):
+                out = Path(tmp) / f"results-{i}.json"
+                rc = run_pytest(args.run, out)
+                if not out.exists():
+                    raise SystemExit(f"batchperf refresh: pytest exited {rc} without writing results; "
+                                     "nothing was written")
+                if rc not in (0, 1) and not args.partial:  # 2: interrupted, 3+: internal/usage errors
+                    raise SystemExit(f"batchperf refresh: pytest exited {rc} (interrupted or broken): the run is "
+                                     "incomplete; nothing was written (--partial stores what it has)")
+                outs.append(out)
+            return refresh(args, outs, console)
+    except (RefreshRefused, ValueError) as exc:
+        raise SystemExit(f"batchperf refresh: {exc}") from None

@@ -1,0 +1,184 @@
+"""Reading and writing results files: pytest-benchmark JSON whose benchmarks carry batchperf cells.
+
+A results file (``pytest --benchmark-json``), a merged shard file and a
+baseline are all the same format, so there is one reader, :func:`read_results`,
+and one writer, :func:`write_results` (atomic: a temporary file in the same
+folder, fsync, rename, fsync of the folder). Benchmarks of other plugins in
+the same file are kept as they are but never read as cells.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import json
+import os
+import tempfile
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from batchperf.results.record import RERUN, SCHEMA_KEY, CellRecord, ResultsError
+
+MAKE_ONE = "Make one with `pytest perf_tests -m cpu --benchmark-json=PATH` or `batchperf run`"
+
+
+@dataclass(frozen=True, slots=True)
+class ResultsFile:
+    """A pytest-benchmark JSON file with batchperf cells, read and validated."""
+
+    path: Path
+    header: dict[str, Any]  # everything but "benchmarks": machine_info, commit_info, datetime, version, ...
+    cells: dict[str, CellRecord]  # pytest fullname -> record, in file order
+    benches: dict[str, dict[str, Any]]  # pytest fullname -> pytest-benchmark's own fields (no extra_info)
+    others: tuple[dict[str, Any], ...] = ()  # benchmarks of other plugins, kept verbatim
+    sha256: str = ""
+    sources: tuple[tuple[str, str], ...] = ()  # (file, sha256) of every results file behind this one
+
+    @property
+    def name(self) -> str:
+        return self.path.stem
+
+    @property
+    def records(self) -> list[CellRecord]:
+        return list(self.cells.values())
+
+    @property
+    def machine_info(self) -> dict[str, Any]:
+        return dict(self.header.get("machine_info") or {})
+
+    @property
+    def commit_info(self) -> dict[str, Any]:
+        return dict(self.header.get("commit_info") or {})
+
+    @property
+    def datetime(self) -> str:
+        return str(self.header.get("datetime") or "")
+
+    @property
+    def fingerprint(self) -> dict[str, Any] | None:
+        """The batchperf fingerprint the gate plugin recorded (``machine_info.batchperf``), raw."""
+        return self.machine_info.get("batchperf")
+
+    @property
+    def cell_ids(self) -> dict[str, str]:
+        return {name: rec.id for name, rec in self.cells.items()}
+
+    def find(self, fullname: str, cell_id: str | None = None) -> CellRecord | None:
+        """The cell named ``fullname``, else the single cell whose id is ``cell_id`` (tests that moved)."""
+        if fullname in self.cells:
+            return self.cells[fullname]
+        same = [rec for rec in self.cells.values() if cell_id and rec.id == cell_id]
+        return same[0] if len(same) == 1 else None
+
+    def entry(self, fullname: str, record: CellRecord | None = None, with_traces: bool = True) -> dict[str, Any]:
+        """The benchmark ``fullname`` as pytest-benchmark writes it, its ``extra_info`` from ``record``
+        (default: the cell as read)."""
+        record = self.cells[fullname] if record is None else record
+        return {**self.benches[fullname], "extra_info": record.to_dict(with_traces=with_traces)}
+
+    def entries(self) -> Iterator[dict[str, Any]]:
+        """Every benchmark as pytest-benchmark writes it, other plugins' included."""
+        for name in self.cells:
+            yield self.entry(name)
+        yield from self.others
+
+
+def read_results(path: str | Path, what: str = "results") -> ResultsFile:
+    """Every batchperf cell of ``path``, validated; ResultsError names the file, the cell and the field."""
+    path = Path(path)
+    try:
+        raw = path.read_bytes()
+    except FileNotFoundError:
+        raise ResultsError(path, f"no such {what} file", MAKE_ONE.replace("PATH", str(path))) from None
+    except IsADirectoryError:
+        raise ResultsError(path, f"is a folder, not a {what} file", "Pass the JSON file inside it") from None
+    except OSError as exc:
+        raise ResultsError(path, f"cannot read the {what} file ({exc.strerror})", "Check its permissions") from None
+    try:
+        data = json.loads(raw)
+    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+        fix = (f"Restore it from git (`git checkout -- {path}`) or make a new one with `batchperf refresh`"
+               if what == "baseline"
+               else "The file is corrupt or truncated; re-run the cells to remake it")
+        raise ResultsError(path, f"not valid JSON ({exc})", fix) from None
+    if not isinstance(data, dict) or not isinstance(data.get("benchmarks"), list):
+        raise ResultsError(path, "no 'benchmarks' list: this is not a pytest-benchmark results file",
+                           "Pass a file written by `pytest --benchmark-json` or a baseline.json under baselines/")
+    cells: dict[str, CellRecord] = {}
+    benches: dict[str, dict[str, Any]] = {}
+    others: list[dict[str, Any]] = []
+    for i, bench in enumerate(data["benchmarks"]):
+        info = bench.get("extra_info") if isinstance(bench, dict) else None
+        if not isinstance(info, dict) or SCHEMA_KEY not in info:
+            others.append(bench)  # another plugin's benchmark in the same file
+            continue
+        name = bench.get("fullname") or bench.get("name")
+        if not isinstance(name, str) or not name:
+            raise ResultsError(path, f"benchmark #{i} has no fullname", RERUN)
+        if name in cells:
+            raise ResultsError(path, f"cell {name} appears twice", "Keep one entry per cell (re-run, or merge shards "
+                               "with `batchperf merge`, which refuses duplicates)")
+        cells[name] = CellRecord.from_dict(info, where=f"{path}: {name}", fullname=name, source=path.stem)
+        benches[name] = {k: v for k, v in bench.items() if k != "extra_info"}
+    if not cells:
+        raise ResultsError(path, f"no batchperf cells in it (no extra_info.{SCHEMA_KEY})",
+                           "Was it made by `pytest perf_tests`? " + MAKE_ONE.replace("PATH", str(path)))
+    header = {k: v for k, v in data.items() if k != "benchmarks"}
+    digest = hashlib.sha256(raw).hexdigest()
+    return ResultsFile(path, header, cells, benches, tuple(others), digest, ((str(path), digest),))
+
+
+def results_document(header: dict[str, Any], entries: Iterable[dict[str, Any]]) -> dict[str, Any]:
+    """A pytest-benchmark JSON document: ``header`` plus the benchmarks, sorted by name."""
+    return {**header, "benchmarks": sorted(entries, key=lambda b: str(b.get("fullname") or b.get("name")))}
+
+
+def write_results(path: Path, header: dict[str, Any], entries: Iterable[dict[str, Any]]) -> Path:
+    """Write a results (or baseline) file atomically; ``entries`` as :meth:`ResultsFile.entries` gives them."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    atomic_write_text(path, json.dumps(results_document(header, entries), indent=1, sort_keys=True) + "\n")
+    return path
+
+
+def atomic_write_text(path: Path, text: str) -> None:
+    """``path`` holds either its old content or ``text``, never a mix, even if the machine dies."""
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    try:
+        umask = os.umask(0)
+        os.umask(umask)
+        os.fchmod(fd, 0o666 & ~umask)  # a file to keep or commit, not mkstemp's private 0600
+        with os.fdopen(fd, "w", encoding="utf-8") as fh:
+            fh.write(text)
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(tmp)
+        raise
+    fsync_dir(path.parent)
+
+
+def fsync_dir(folder: Path) -> None:
+    fd = os.open(folder, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def temporaries(path: Path) -> list[Path]:
+    """Temporary files an interrupted :func:`atomic_write_text` of ``path`` left behind."""
+    return sorted(path.parent.glob(f".{path.name}.*.tmp"))
+
+
+def read_many(paths: Iterable[str | Path]) -> list[ResultsFile]:
+    """Several results files (before/after an upgrade, say); names must differ: runs are told apart by them."""
+    files = [read_results(p) for p in paths]
+    names = [f.name for f in files]
+    if dup := sorted({n for n in names if names.count(n) > 1}):
+        raise ResultsError(files[0].path, f"two results files share the name {dup[0]!r}; runs are told apart by "
+                           "file name", "Rename one")
+    return files
