@@ -235,14 +235,12 @@ def kv_growth_plot(cells: list[CellRecord], fits: list[KVGrowth], path: Path) ->
 
 def peak_memory(cell: CellRecord) -> tuple[float | None, str]:
     """The cell's peak memory (bytes) and what it is: torch's peak on CUDA, else the sampled peak RSS."""
-    for source, key, name in (
-        (cell.telemetry, "torch_peak_allocated_bytes", "torch peak allocated"),
-        (cell.memory, "torch_peak_allocated_bytes", "torch peak allocated"),
-        (cell.telemetry, "peak_rss_bytes", "peak RSS during the cell"),
-        (cell.memory, "peak_rss_bytes", "process peak RSS (lifetime)"),
+    for key, name in (
+        ("torch_peak_allocated_bytes", "torch peak allocated"),
+        ("cell_peak_rss_bytes", "peak RSS during the cell"),
     ):
-        if source.get(key) is not None:
-            return float(source[key]), name
+        if cell.telemetry.get(key) is not None:
+            return float(cell.telemetry[key]), name
     return None, "none"
 
 

@@ -83,7 +83,7 @@ def summarise(rounds: list[dict[str, float]]) -> dict[str, float]:
 
 
 def cell_record(cell: Cell, model: LoadedModel, traces: list[RunTrace]) -> dict[str, Any]:
-    """Everything a cell stores: parameters, metrics (median and per round), KV, memory, raw traces."""
+    """Everything a cell stores: parameters, metrics (median and per round), KV, telemetry, raw traces."""
     rounds = [compute_metrics(t) for t in traces]
     return {
         "batchperf_schema": SCHEMA_VERSION,
@@ -92,7 +92,6 @@ def cell_record(cell: Cell, model: LoadedModel, traces: list[RunTrace]) -> dict[
         "metrics": summarise(rounds),
         "rounds": rounds,
         "kv": kv_figures(traces, model),
-        "memory": traces[-1].memory,
         "telemetry": traces[-1].telemetry,  # of the last measured round; every round's is in its trace
         "token_count_errors": token_count_errors(traces[-1]),
         "traces": [t.to_dict() for t in traces],
