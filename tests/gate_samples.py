@@ -21,7 +21,7 @@ GPU_FP = Fingerprint(HardwareIdentity("x86_64", "Test CPU 9000", 16, (GPU("NVIDI
 
 def cell_info(cell_id: str = "cpu-tiny-qwen2-hf-static-bs4-p64-c8", throughput: float = 100.0, p99: float = 50.0,
               spread: float = 0.02, kv: float = 2048.0, tier: str = "cpu") -> dict[str, Any]:
-    """One cell's extra_info as the plugin stores it: median metrics, 3 rounds with ±spread, KV, memory."""
+    """One cell's extra_info as the plugin stores it: median metrics, 3 rounds with ±spread, KV, telemetry."""
     def metrics(scale: float) -> dict[str, float]:
         return {
             "completed": 16, "failed": 0, "duration": 1.0,
@@ -40,7 +40,8 @@ def cell_info(cell_id: str = "cpu-tiny-qwen2-hf-static-bs4-p64-c8", throughput: 
         "rounds": [metrics(1 - spread), metrics(1.0), metrics(1 + spread)],
         "kv": {"bytes_per_token_analytic": 2048, "bytes_per_token_measured": kv,
                "kv_bytes_per_request_mean": kv * 100},
-        "memory": {"peak_rss_bytes": 5e8, "rss_bytes": 4e8},
+        "telemetry": {"nvml": "not used: the device is not CUDA", "samples": 20, "cell_peak_rss_bytes": 5e8,
+                      "process_peak_rss_bytes": 6e8},
         "token_count_errors": [],
         "traces": [{"requests": []}],
     }
