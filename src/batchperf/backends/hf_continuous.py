@@ -99,16 +99,17 @@ class HFContinuousBackend:
     def run(self, workload: Workload, batch_size: int, concurrency: int) -> RunTrace:
         manager = self.manager(batch_size)
         clock = RunClock(self.model.device)
-        return drive(self.name, workload, batch_size, concurrency, clock, _ManagerRun(self, manager, clock))
+        run = _ManagerRun(manager, clock, kv_bytes_per_token(self.model.config, self.model.dtype))
+        return drive(self.name, workload, batch_size, concurrency, clock, run)
 
 
 class _ManagerRun:
     """One run: a request goes to the manager when sent; each step waits for the next result."""
 
-    def __init__(self, backend: HFContinuousBackend, manager: Any, clock: RunClock) -> None:
-        self.backend = backend
+    def __init__(self, manager: Any, clock: RunClock, bytes_per_token: int) -> None:
         self.manager = manager
         self.clock = clock
+        self.bytes_per_token = bytes_per_token
         self.sent: dict[str, tuple[RequestSpec, float]] = {}  # manager's request id -> (spec, sent at)
 
     def add(self, spec: RequestSpec, sent_at: float) -> None:
@@ -139,7 +140,6 @@ class _ManagerRun:
         # transformers stamps tokens with time.perf_counter(); the clock maps those readings to run time
         times = tuple(self.clock.since_start(t) for t in (result.timestamps or ()))
         held = kv_tokens_held(spec.prompt_len, len(times))
-        model = self.backend.model
         return RequestTrace(
             request_id=spec.request_id,
             prompt_len=spec.prompt_len,
@@ -148,7 +148,7 @@ class _ManagerRun:
             scheduled=max(self.clock.since_start(result.lifespan[0]), sent_at),
             token_times=times,
             kv_tokens=held,
-            kv_bytes=held * kv_bytes_per_token(model.config, model.dtype),
+            kv_bytes=held * self.bytes_per_token,
             error=result.error,
         )
 
