@@ -41,7 +41,8 @@ def cell_info(cell_id: str = "cpu-tiny-qwen2-hf-static-bs4-p64-c8", throughput: 
         "rounds": [metrics(1 - spread), metrics(1.0), metrics(1 + spread)],
         "kv": {"bytes_per_token_analytic": 2048, "bytes_per_token_measured": kv,
                "kv_bytes_per_request_mean": kv * 100},
-        "telemetry": {"cell_peak_rss_bytes": 5e8, "process_peak_rss_bytes": 6e8},
+        "telemetry": {"nvml": "not used: the device is not CUDA", "samples": 20, "cell_peak_rss_bytes": 5e8,
+                      "process_peak_rss_bytes": 6e8},
         "token_count_errors": [],
         "traces": [{"requests": []}],
     })

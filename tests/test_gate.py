@@ -119,6 +119,36 @@ def test_config_overrides_are_validated() -> None:
         GateConfig(k=-1)
     with pytest.raises(ValueError, match="floor"):
         Rule("metrics.x", Direction.LOWER, {"cpu": -0.1})
+    with pytest.raises(ValueError, match="devices must be some of cpu, cuda"):
+        Rule("metrics.x", Direction.LOWER, devices=("tpu",))
+    with pytest.raises(ValueError, match="devices"):
+        Rule("metrics.x", Direction.LOWER, devices=())
+
+
+def test_a_rule_says_where_its_metric_is_produced() -> None:
+    torch_peak = next(r for r in RULES if r.name == "torch_peak_allocated_bytes")
+    assert torch_peak.produced_on("cuda") and torch_peak.produced_on("cuda:1") and not torch_peak.produced_on("cpu")
+    assert RULES[0].produced_on("cpu") and RULES[0].produced_on("cuda")
+
+
+@pytest.mark.parametrize("backend", ["hf-static", "continuous"])
+def test_every_rule_has_a_producer_in_a_real_cell_record(tiny_model, backend: str) -> None:
+    """A rule nothing writes can never fire: each rule's path resolves in a cell measured here, on the CPU,
+    unless the rule says its metric is produced only on CUDA (then the CPU cell must not have it)."""
+    from batchperf.backends import create_backend
+    from batchperf.suite.cell import build_workload, cell_record, one_round
+    from batchperf.suite.matrix import CellParams
+
+    cell = CellParams("cpu", "cpu", "tiny-qwen2", backend, batch_size="2", prompt_len="16", concurrency="2",
+                      num_prompts="4", rounds=1, warmup_rounds=0, arrival="closed", output_lens="3,5").resolve()
+    runner = create_backend(backend, tiny_model)
+    try:
+        record = cell_record(cell, tiny_model, [one_round(runner, cell, build_workload(cell, tiny_model))])
+    finally:
+        runner.close()
+    produced = {r.metric: record.value(r.metric) for r in RULES if r.produced_on("cpu")}
+    assert [m for m, value in produced.items() if value is None] == [], "rules whose metric no cell writes"
+    assert [r.metric for r in RULES if not r.produced_on("cpu") and record.value(r.metric) is not None] == []
 
 
 # --- properties -----------------------------------------------------------------------------------

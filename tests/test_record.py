@@ -12,7 +12,7 @@ from batchperf.results.io import read_results, write_results
 from batchperf.results.record import SCHEMA_VERSION, CellRecord, ResultsError, upgrade
 from gate_samples import bench, cell_info, results_file
 
-REAL_V1 = Path(__file__).parent / "data" / "results_cpu_small.json"  # schema 1, from a real CPU-tier run
+REAL_V1 = Path(__file__).parent / "data" / "results_cpu_small_v1.json"  # schema 1, from a real CPU-tier run
 
 
 def test_a_real_schema_1_file_is_upgraded_on_read() -> None:

@@ -8,9 +8,10 @@ import sys
 import textwrap
 from pathlib import Path
 
+import psutil
 import pytest
 
-from batchperf.backends.server_process import ServerProcess, ServerStartError, free_port
+from batchperf.backends.server_process import ServerProcess, ServerStartError, _group_members, free_port
 
 
 # A stand-in for vLLM's server: answers /health and, like vLLM, forks a child process.
@@ -34,10 +35,9 @@ FAKE_SERVER = textwrap.dedent("""
 def alive(pid: int) -> bool:
     """Running, as opposed to gone or a zombie waiting for a parent that may never reap it."""
     try:
-        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
-    except (FileNotFoundError, ProcessLookupError):
+        return psutil.Process(pid).status() not in (psutil.STATUS_ZOMBIE, psutil.STATUS_DEAD)
+    except psutil.NoSuchProcess:
         return False
-    return state not in ("Z", "X")
 
 
 def recorded_pids(path: Path) -> list[int]:
@@ -59,8 +59,11 @@ def test_stop_ends_the_server_and_its_children(fake) -> None:
     assert server.running()
     started = recorded_pids(pids)
     assert len(started) == 2 and all(alive(p) for p in started)
+    pgid = server.pid
+    assert sorted(_group_members(pgid)) == sorted(started)  # the server and the child it forked
     server.stop()
     assert not any(alive(p) for p in started)
+    assert _group_members(pgid) == []
     assert "fake server up" in server.log_tail()
 
 

@@ -10,30 +10,20 @@ import psutil
 import pytest
 
 from batchperf.measure.telemetry import Sampler, _integrate
+from fake_nvml import FakeNvmlLibrary
 
 
-class FakeNvml:
+class FakeNvml(FakeNvmlLibrary):
     """Just enough of pynvml: a device whose readings come from the lists given."""
-
-    class NVMLError(Exception):
-        pass
 
     def __init__(self, energy_mj: list[int] | None = None, mem: list[int] | None = None,
                  util: list[int] | None = None, power_mw: list[int] | None = None,
                  init_error: str | None = None, fail_after: int | None = None) -> None:
+        super().__init__(init_error)
         self.energy_mj = list(energy_mj) if energy_mj is not None else None
         self.mem, self.util, self.power_mw = mem or [1000], util or [50], power_mw or [100_000]
-        self.init_error = init_error
         self.fail_after = fail_after
         self.calls = 0
-        self.shutdowns = 0
-
-    def nvmlInit(self) -> None:
-        if self.init_error:
-            raise self.NVMLError(self.init_error)
-
-    def nvmlShutdown(self) -> None:
-        self.shutdowns += 1
 
     def nvmlDeviceGetHandleByIndex(self, index: int) -> str:
         return f"gpu{index}"
@@ -69,7 +59,9 @@ def test_cpu_cell_reports_its_own_peak_rss_and_no_nvml():
     out = s.summary(output_tokens=10)
     assert out["nvml"].startswith("not used")
     assert out["samples"] >= 3
-    assert out["peak_rss_bytes"] >= before + 48 * 2**20
+    assert out["cell_peak_rss_bytes"] >= before + 48 * 2**20
+    assert out["process_peak_rss_bytes"] >= before + 48 * 2**20  # the lifetime peak includes this cell
+    assert "torch_peak_allocated_bytes" not in out  # CUDA only
     assert "energy_j" not in out and "joules_per_output_token" not in out
     assert 0 < out["sampler_cpu_s"] < out["duration_s"]
 
@@ -107,7 +99,7 @@ def test_nvml_that_cannot_start_leaves_the_cell_running():
         time.sleep(0.02)
     out = s.summary(output_tokens=4)
     assert out["nvml"] == "unavailable: NVML Shared Library Not Found"
-    assert out["samples"] >= 2 and out["peak_rss_bytes"] > 0
+    assert out["samples"] >= 2 and out["cell_peak_rss_bytes"] > 0
     assert "gpu_util_mean_pct" not in out
 
 
@@ -162,5 +154,5 @@ def test_run_cell_samples_the_measured_run_only():
     backend = _Backend(sampler)
     trace = run_cell(backend, workload, 2, 2, sampler=sampler)
     assert backend.watched == [False, True]  # warm-up unwatched, measured run watched
-    assert trace.telemetry["samples"] >= 2 and trace.telemetry["peak_rss_bytes"] > 0
+    assert trace.telemetry["samples"] >= 2 and trace.telemetry["cell_peak_rss_bytes"] > 0
     assert trace.to_dict()["telemetry"] == trace.telemetry

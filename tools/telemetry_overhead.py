@@ -78,7 +78,7 @@ def main() -> int:
           "CPU time is far less disturbed than wall time by other load on the machine)")
     print(f"sampler thread CPU: {last['sampler_cpu_s'] * 1e3:.1f} ms over a {last['duration_s']:.2f} s cell "
           f"= {100 * last['sampler_cpu_s'] / last['duration_s']:.3f}% ({last['samples']} samples; "
-          f"nvml: {last['nvml']}; peak RSS {last['peak_rss_bytes'] / 2**20:.0f} MiB)")
+          f"nvml: {last['nvml']}; cell peak RSS {last['cell_peak_rss_bytes'] / 2**20:.0f} MiB)")
     return 0
 
 

@@ -2,11 +2,12 @@
 
 The engine in :mod:`batchperf.engine` does the work: a torch-free scheduler
 admits requests as slots free up, a block manager hands out KV blocks, and the
-model runner packs every scheduled request into one forward pass. This module
-only drives it with the client feed and the clock, as ``hf-static`` does: after
-every step the clock is read (after a device synchronisation) and that time is
-given to each token the step produced. EOS is masked until the target, so each
-request generates exactly its target, as ``hf-static``'s ``min_new_tokens``.
+model runner packs every scheduled request into one forward pass;
+:class:`~batchperf.engine.llm_engine.LLMEngine` wires them into one ``step()``.
+This module only adapts it to the client feed (:mod:`batchperf.backends.drive`):
+each drive step is one engine step, whose tokens get the time the clock read
+after it (after a device synchronisation). EOS is masked until the target, so
+each request generates exactly its target, as ``hf-static``'s ``min_new_tokens``.
 
 KV per request is measured from the blocks it held at its peak (whole blocks;
 ``kv_tokens`` is the tokens those blocks held), not assumed.
@@ -14,16 +15,18 @@ KV per request is measured from the blocks it held at its peak (whole blocks;
 
 from __future__ import annotations
 
-from batchperf.measure.clock import RunClock
+from typing import Any
+
+from batchperf.backends.drive import Finished, drive
 from batchperf.engine.block_manager import BlockManager, blocks_for
+from batchperf.engine.llm_engine import LLMEngine
 from batchperf.engine.request import Request
-from batchperf.engine.scheduler import Scheduler, SchedulerConfig
-from batchperf.measure.feed import RequestFeed
+from batchperf.engine.scheduler import SchedulerConfig
+from batchperf.measure.clock import RunClock
 from batchperf.measure.kv import kv_tokens_held
-from batchperf.measure.memory import memory_figures, reset_peak
 from batchperf.suite.models import LoadedModel
 from batchperf.measure.trace import RequestTrace, RunTrace
-from batchperf.measure.workload import Workload
+from batchperf.measure.workload import RequestSpec, Workload
 
 DEFAULT_BLOCK_SIZE = 16  # tokens per KV block, as vLLM
 
@@ -78,62 +81,56 @@ class ContinuousBackend:
         return batch_size * blocks_for(longest, self.block_size)
 
     def run(self, workload: Workload, batch_size: int, concurrency: int) -> RunTrace:
-        clock = RunClock(self.model.device)
-        feed = RequestFeed(workload.requests, workload.max_in_flight(concurrency))
         num_blocks = self.pool_blocks(workload, batch_size)
         self.runner.allocate(num_blocks)
         blocks = BlockManager(num_blocks, self.block_size, self.runner.bytes_per_block)
-        scheduler = Scheduler(SchedulerConfig(batch_size, self.max_step_tokens), blocks)
-        done: list[RequestTrace] = []
-        reset_peak(self.model.device)
-        clock.start()
-        now = clock.now()
-        while not feed.done:
-            for spec, arrival in feed.poll(now):
-                scheduler.add(Request(spec.request_id, spec.prompt_ids, spec.target_len, arrival))
-            if not scheduler.has_work:
-                release = feed.next_release()
-                if release is None:
-                    raise RuntimeError("continuous: nothing queued and nothing to release; the feed is stuck")
-                clock.sleep_until(release)
-                now = clock.now()
-                continue
-            step = scheduler.schedule(now)
-            if not step:
-                raise RuntimeError(f"continuous: requests wait but none could be scheduled ({num_blocks} KV blocks)")
-            sampled = self.runner.run(step)
-            now = clock.now()  # after the sync: every token of this step exists from here
-            for request in scheduler.postprocess(step, sampled, now):
-                feed.complete(request.request_id, now)
-                done.append(self._trace(request, blocks.bytes_per_block))
-        bytes_per_block = blocks.bytes_per_block
-        return RunTrace(
-            backend=self.name,
-            batch_size=batch_size,
-            concurrency=concurrency,
-            requests=sorted(done, key=lambda t: t.request_id),
-            end=max(t.finished for t in done),
-            memory=memory_figures(self.model.device),
-            kv={
-                "kv_cache_peak_bytes": blocks.peak_used * bytes_per_block,
-                "kv_layout": "paged",
-                "block_size": self.block_size,
-                "bytes_per_block": bytes_per_block,
-                "num_blocks": num_blocks,
-                "pool_bytes": num_blocks * bytes_per_block,
-                "preemptions": scheduler.num_preemptions,
-            },
-        )
+        engine = LLMEngine(SchedulerConfig(batch_size, self.max_step_tokens), blocks, self.runner)
+        clock = RunClock(self.model.device)
+        return drive(self.name, workload, batch_size, concurrency, clock, _EngineRun(engine, clock))
 
-    @staticmethod
-    def _trace(request: Request, bytes_per_block: int) -> RequestTrace:
-        return RequestTrace(
-            request_id=request.request_id,
-            prompt_len=request.prompt_len,
-            target_len=request.target_len,
-            arrival=request.arrival,
-            scheduled=request.scheduled if request.scheduled is not None else request.arrival,
-            token_times=tuple(request.token_times),
-            kv_tokens=request.peak_tokens,
-            kv_bytes=request.peak_blocks * bytes_per_block,
-        )
+
+class _EngineRun:
+    """One run: a request enters the engine when sent; each step is one engine step."""
+
+    def __init__(self, engine: LLMEngine, clock: RunClock) -> None:
+        self.engine = engine
+        self.clock = clock
+
+    def add(self, spec: RequestSpec, sent_at: float) -> None:
+        self.engine.add(Request(spec.request_id, spec.prompt_ids, spec.target_len, sent_at))
+
+    @property
+    def has_work(self) -> bool:
+        return self.engine.has_work
+
+    def step(self, until: float | None) -> list[Finished]:
+        traces = [_trace(r, self.engine.blocks.bytes_per_block) for r in self.engine.step(self.clock)]
+        return [Finished(t, t.finished) for t in traces]
+
+    def kv_figures(self) -> dict[str, Any]:
+        blocks = self.engine.blocks
+        return {
+            "kv_cache_peak_bytes": blocks.peak_used * blocks.bytes_per_block,
+            "kv_layout": "paged",
+            "block_size": blocks.block_size,
+            "bytes_per_block": blocks.bytes_per_block,
+            "num_blocks": blocks.num_blocks,
+            "pool_bytes": blocks.num_blocks * blocks.bytes_per_block,
+            "preemptions": self.engine.scheduler.num_preemptions,
+        }
+
+    def close(self) -> None:
+        pass
+
+
+def _trace(request: Request, bytes_per_block: int) -> RequestTrace:
+    return RequestTrace(
+        request_id=request.request_id,
+        prompt_len=request.prompt_len,
+        target_len=request.target_len,
+        arrival=request.arrival,
+        scheduled=request.scheduled if request.scheduled is not None else request.arrival,
+        token_times=tuple(request.token_times),
+        kv_tokens=request.peak_tokens,
+        kv_bytes=request.peak_blocks * bytes_per_block,
+    )

@@ -1,15 +1,77 @@
-"""What every backend does at the end of a run: its requests' traces, in order, as one RunTrace."""
+"""The loop every backend runs: the client feed sends requests, the backend advances, traces come back.
+
+A backend supplies one :class:`BackendRun` per run of a workload; :func:`drive`
+does the rest, the same way for all of them: it starts the clock, hands each
+request over when the feed sends it, sleeps until the next release while the
+backend has nothing to do, frees a request's slot at the client when it ends,
+and assembles the :class:`RunTrace`. What one ``step`` is belongs to the
+backend: a whole ``generate`` batch (hf-static), one engine step (continuous,
+vllm), or a wait for the next result (hf-continuous, vllm-server), which must
+return by ``until`` so that the next request is sent on time.
+"""
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, NamedTuple, Protocol
 
+from batchperf.measure.clock import RunClock
+from batchperf.measure.feed import RequestFeed
 from batchperf.measure.trace import RequestTrace, RunTrace
+from batchperf.measure.workload import RequestSpec, Workload
 
 
-def run_trace(backend: str, batch_size: int, concurrency: int, done: list[RequestTrace],
-              kv: dict[str, Any], memory: dict[str, float] | None = None) -> RunTrace:
-    """The run's trace; it ends when its last request finished."""
+class Finished(NamedTuple):
+    trace: RequestTrace
+    freed_at: float  # s: when the client saw the request end; its concurrency slot is free from then
+
+
+class BackendRun(Protocol):
+    """One run of a backend, as :func:`drive` steers it."""
+
+    def add(self, spec: RequestSpec, sent_at: float) -> None:
+        """Take a request the client sent at ``sent_at`` (s): its arrival time."""
+        ...
+
+    @property
+    def has_work(self) -> bool:
+        """Some request taken has not finished."""
+        ...
+
+    def step(self, until: float | None) -> list[Finished]:
+        """Advance by one unit of work; return the requests that ended in it. A wait for results
+        ends by ``until`` (s, the feed's next release; None: nothing is released until one ends)."""
+        ...
+
+    def kv_figures(self) -> dict[str, Any]:
+        """The backend's KV figures of the completed run (``RunTrace.kv``)."""
+        ...
+
+    def close(self) -> None:
+        """Called after the run, completed or failed: leave the backend reusable (abort what is left)."""
+        ...
+
+
+def drive(backend: str, workload: Workload, batch_size: int, concurrency: int, clock: RunClock,
+          run: BackendRun) -> RunTrace:
+    """Run ``workload.requests`` through ``run`` as the client sends them; the run ends when its last request does."""
+    feed = RequestFeed(workload.requests, workload.max_in_flight(concurrency))
+    done: list[RequestTrace] = []
+    try:
+        clock.start()
+        while not feed.done:
+            for spec, sent_at in feed.poll(clock.now()):
+                run.add(spec, sent_at)
+            release = feed.next_release()
+            if not run.has_work:
+                if release is None:
+                    raise RuntimeError(f"{backend}: nothing in flight and nothing to release; the feed is stuck")
+                clock.sleep_until(release)
+                continue
+            for trace, freed_at in run.step(release):
+                feed.complete(trace.request_id, freed_at)
+                done.append(trace)
+    finally:
+        run.close()
     if not done:
         raise RuntimeError(f"{backend}: the run completed no request; nothing to measure")
     return RunTrace(
@@ -18,6 +80,5 @@ def run_trace(backend: str, batch_size: int, concurrency: int, done: list[Reques
         concurrency=concurrency,
         requests=sorted(done, key=lambda t: t.request_id),
         end=max(t.finished for t in done),
-        memory=memory or {},
-        kv=kv,
+        kv=run.kv_figures(),
     )

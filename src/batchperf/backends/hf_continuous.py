@@ -21,13 +21,11 @@ from __future__ import annotations
 import time
 from typing import Any
 
-from batchperf.backends.drive import run_trace
+from batchperf.backends.drive import Finished, drive
 from batchperf.measure.clock import RunClock
-from batchperf.measure.feed import RequestFeed
 from batchperf.measure.kv import kv_bytes_per_token, kv_tokens_held
-from batchperf.measure.memory import memory_figures, reset_peak
 from batchperf.suite.models import LoadedModel
-from batchperf.measure.trace import RequestTrace
+from batchperf.measure.trace import RequestTrace, RunTrace
 from batchperf.measure.workload import RequestSpec, Workload
 
 RESULT_POLL_S = 0.5  # longest wait for a result before checking that the manager's thread is alive
@@ -99,66 +97,72 @@ class HFContinuousBackend:
         return manager
 
     def run(self, workload: Workload, batch_size: int, concurrency: int) -> RunTrace:
-        clock = RunClock(self.model.device)
-        feed = RequestFeed(workload.requests, workload.max_in_flight(concurrency))
         manager = self.manager(batch_size)
-        sent: dict[str, tuple[RequestSpec, float]] = {}
-        done: list[RequestTrace] = []
-        reset_peak(self.model.device)
-        try:
-            clock.start()
-            # transformers stamps tokens with time.perf_counter(); this maps them to run time
-            base = time.perf_counter() - clock.now()
-            while not feed.done:
-                for spec, arrival in feed.poll(clock.now()):
-                    key = f"bp-{spec.request_id}"
-                    sent[key] = (spec, arrival)
-                    manager.add_request(
-                        input_ids=list(spec.prompt_ids), request_id=key, max_new_tokens=spec.target_len,
-                        record_timestamps=True, eos_token_id=-1,
-                    )
-                release = feed.next_release()
-                wait = RESULT_POLL_S if release is None else min(RESULT_POLL_S, max(release - clock.now(), 0.0))
-                result = manager.get_result(timeout=wait) if sent else None
-                if result is None:
-                    if sent and not manager.is_running():
-                        raise RuntimeError(f"hf-continuous: the generation thread stopped "
-                                           f"({manager.background_thread_status.fatal_error})")
-                    if not sent and release is not None:
-                        clock.sleep_until(release)
-                    continue
-                spec, arrival = sent.pop(result.request_id)
-                trace = self._trace(spec, arrival, result, base)
-                feed.complete(spec.request_id, trace.finished)
-                done.append(trace)
-        finally:
-            for key in sent:  # a failed run must not leave requests in the kept manager
-                manager.cancel_request(key)
-            if manager._original_attn_impl is not None:  # it switched the shared model's attention: restore it
-                manager.stop(block=True, keep_for_next_session=True)
-        return run_trace(self.name, batch_size, concurrency, done, kv=self._kv_figures(manager),
-                         memory=memory_figures(self.model.device))
+        clock = RunClock(self.model.device)
+        run = _ManagerRun(manager, clock, kv_bytes_per_token(self.model.config, self.model.dtype))
+        return drive(self.name, workload, batch_size, concurrency, clock, run)
 
-    def _trace(self, spec: RequestSpec, arrival: float, result: Any, base: float) -> RequestTrace:
-        times = tuple(t - base for t in (result.timestamps or ()))
+
+class _ManagerRun:
+    """One run: a request goes to the manager when sent; each step waits for the next result."""
+
+    def __init__(self, manager: Any, clock: RunClock, bytes_per_token: int) -> None:
+        self.manager = manager
+        self.clock = clock
+        self.bytes_per_token = bytes_per_token
+        self.sent: dict[str, tuple[RequestSpec, float]] = {}  # manager's request id -> (spec, sent at)
+
+    def add(self, spec: RequestSpec, sent_at: float) -> None:
+        key = f"bp-{spec.request_id}"
+        self.sent[key] = (spec, sent_at)
+        self.manager.add_request(
+            input_ids=list(spec.prompt_ids), request_id=key, max_new_tokens=spec.target_len,
+            record_timestamps=True, eos_token_id=-1,
+        )
+
+    @property
+    def has_work(self) -> bool:
+        return bool(self.sent)
+
+    def step(self, until: float | None) -> list[Finished]:
+        wait = RESULT_POLL_S if until is None else min(RESULT_POLL_S, max(until - self.clock.now(), 0.0))
+        result = self.manager.get_result(timeout=wait)
+        if result is None:
+            if not self.manager.is_running():
+                raise RuntimeError(f"hf-continuous: the generation thread stopped "
+                                   f"({self.manager.background_thread_status.fatal_error})")
+            return []
+        spec, sent_at = self.sent.pop(result.request_id)
+        trace = self._trace(spec, sent_at, result)
+        return [Finished(trace, trace.finished)]
+
+    def _trace(self, spec: RequestSpec, sent_at: float, result: Any) -> RequestTrace:
+        # transformers stamps tokens with time.perf_counter(); the clock maps those readings to run time
+        times = tuple(self.clock.since_start(t) for t in (result.timestamps or ()))
         held = kv_tokens_held(spec.prompt_len, len(times))
         return RequestTrace(
             request_id=spec.request_id,
             prompt_len=spec.prompt_len,
             target_len=spec.target_len,
-            arrival=arrival,
-            scheduled=max(result.lifespan[0] - base, arrival),
+            arrival=sent_at,
+            scheduled=max(self.clock.since_start(result.lifespan[0]), sent_at),
             token_times=times,
             kv_tokens=held,
-            kv_bytes=held * kv_bytes_per_token(self.model.config, self.model.dtype),
+            kv_bytes=held * self.bytes_per_token,
             error=result.error,
         )
 
-    def _kv_figures(self, manager: Any) -> dict[str, Any]:
-        config = manager.continuous_batching_config
+    def kv_figures(self) -> dict[str, Any]:
+        config = self.manager.continuous_batching_config
         return {
             "kv_layout": f"paged, {config.page_size}-token pages (transformers continuous batching)",
             "block_size": config.page_size,
             "kv_pool_blocks": config.num_blocks,
             "max_batch_tokens": config.max_batch_tokens,
         }
+
+    def close(self) -> None:
+        for key in self.sent:  # a failed run must not leave requests in the kept manager
+            self.manager.cancel_request(key)
+        if self.manager._original_attn_impl is not None:  # it switched the shared model's attention: restore it
+            self.manager.stop(block=True, keep_for_next_session=True)

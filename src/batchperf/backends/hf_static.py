@@ -13,9 +13,8 @@ from __future__ import annotations
 from collections import deque
 from typing import Any
 
+from batchperf.backends.drive import Finished, drive
 from batchperf.measure.clock import RunClock
-from batchperf.measure.feed import RequestFeed
-from batchperf.measure.memory import memory_figures, reset_peak
 from batchperf.suite.models import LoadedModel
 from batchperf.measure.trace import RequestTrace, RunTrace
 from batchperf.measure.workload import RequestSpec, Workload
@@ -61,38 +60,10 @@ class HFStaticBackend:
 
     def run(self, workload: Workload, batch_size: int, concurrency: int) -> RunTrace:
         clock = RunClock(self.model.device)
-        feed = RequestFeed(workload.requests, workload.max_in_flight(concurrency))
-        queue: deque[tuple[RequestSpec, float]] = deque()
-        done: list[RequestTrace] = []
-        kv_peak = 0
-        reset_peak(self.model.device)
-        clock.start()
-        while not feed.done:
-            queue.extend(feed.poll(clock.now()))
-            if not queue:
-                release = feed.next_release()
-                if release is None:
-                    raise RuntimeError("hf-static: nothing queued and nothing to release; the feed is stuck")
-                clock.sleep_until(release)
-                continue
-            batch = [queue.popleft() for _ in range(min(batch_size, len(queue)))]
-            traces, kv_bytes = self._run_batch(batch, clock)
-            kv_peak = max(kv_peak, kv_bytes)
-            for trace in traces:
-                feed.complete(trace.request_id, trace.finished)
-            done.extend(traces)
-        end = max(t.finished for t in done)
-        return RunTrace(
-            backend=self.name,
-            batch_size=batch_size,
-            concurrency=concurrency,
-            requests=sorted(done, key=lambda t: t.request_id),
-            end=end,
-            memory=memory_figures(self.model.device),
-            kv={"kv_cache_peak_bytes": kv_peak, "kv_layout": "dense, padded to the batch"},
-        )
+        return drive(self.name, workload, batch_size, concurrency, clock, _Batches(self, batch_size, clock))
 
-    def _run_batch(self, batch: list[tuple[RequestSpec, float]], clock: RunClock) -> tuple[list[RequestTrace], int]:
+    def run_batch(self, batch: list[tuple[RequestSpec, float]], clock: RunClock) -> tuple[list[RequestTrace], int]:
+        """One fixed batch of (request, sent at) through ``generate``: its traces and the KV bytes it held."""
         import torch
 
         device = self.model.device
@@ -134,3 +105,33 @@ class HFStaticBackend:
             for req, arrival in batch
         ]
         return traces, kv_bytes
+
+
+class _Batches:
+    """One run: requests queue in the order sent; each step runs the next ``batch_size`` of them to the end."""
+
+    def __init__(self, backend: HFStaticBackend, batch_size: int, clock: RunClock) -> None:
+        self.backend = backend
+        self.batch_size = batch_size
+        self.clock = clock
+        self.queue: deque[tuple[RequestSpec, float]] = deque()
+        self.kv_peak = 0
+
+    def add(self, spec: RequestSpec, sent_at: float) -> None:
+        self.queue.append((spec, sent_at))
+
+    @property
+    def has_work(self) -> bool:
+        return bool(self.queue)
+
+    def step(self, until: float | None) -> list[Finished]:
+        batch = [self.queue.popleft() for _ in range(min(self.batch_size, len(self.queue)))]
+        traces, kv_bytes = self.backend.run_batch(batch, self.clock)
+        self.kv_peak = max(self.kv_peak, kv_bytes)
+        return [Finished(trace, trace.finished) for trace in traces]
+
+    def kv_figures(self) -> dict[str, Any]:
+        return {"kv_cache_peak_bytes": self.kv_peak, "kv_layout": "dense, padded to the batch"}
+
+    def close(self) -> None:
+        pass

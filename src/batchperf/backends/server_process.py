@@ -23,6 +23,8 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+import psutil
+
 STOP_GRACE_S = 10.0  # SIGTERM, then SIGKILL after this long
 _LIVE: weakref.WeakSet[ServerProcess] = weakref.WeakSet()
 _PREVIOUS_HANDLERS: dict[int, Any] = {}
@@ -123,15 +125,14 @@ def _signal_group(pgid: int, sig: int) -> None:
 
 
 def _group_members(pgid: int) -> list[int]:
-    """Live (not zombie) processes of process group ``pgid``; Linux /proc, else assumed none."""
+    """Live (not zombie) processes of process group ``pgid``."""
     members = []
-    for stat in Path("/proc").glob("[0-9]*/stat"):
+    for proc in psutil.process_iter(["status"]):
         try:
-            fields = stat.read_text().rsplit(")", 1)[1].split()
-        except OSError:
+            if os.getpgid(proc.pid) == pgid and proc.info["status"] not in (psutil.STATUS_ZOMBIE, psutil.STATUS_DEAD):
+                members.append(proc.pid)
+        except (ProcessLookupError, PermissionError):  # it ended while we looked, or is not ours to see
             continue
-        if int(fields[2]) == pgid and fields[0] not in ("Z", "X"):  # fields: state, ppid, pgrp, ...
-            members.append(int(stat.parent.name))
     return members
 
 

@@ -20,13 +20,11 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from batchperf.backends._vllm import import_vllm, kv_block_figures, third_party_warnings_ignored
-from batchperf.backends.drive import run_trace
+from batchperf.backends.drive import Finished, drive
 from batchperf.measure.clock import RunClock
-from batchperf.measure.feed import RequestFeed
 from batchperf.measure.kv import kv_bytes_per_token, kv_tokens_held
-from batchperf.measure.memory import memory_figures, reset_peak
 from batchperf.suite.models import LoadedModel
-from batchperf.measure.trace import RequestTrace
+from batchperf.measure.trace import RequestTrace, RunTrace
 from batchperf.measure.workload import RequestSpec, Workload
 
 
@@ -109,95 +107,94 @@ class VLLMEngineBackend:
 
     def run(self, workload: Workload, batch_size: int, concurrency: int) -> RunTrace:
         engine = self.engine(batch_size)
+        clock = RunClock(self.model.device)
         with torch_threads(self._serving_threads):
-            return self._run(engine, workload, batch_size, concurrency)
+            return drive(self.name, workload, batch_size, concurrency, clock, _EngineRun(self, engine, clock))
 
-    def _run(self, engine: Any, workload: Workload, batch_size: int, concurrency: int) -> RunTrace:
-        from vllm import SamplingParams
-        from vllm.inputs import TokensPrompt
-        from vllm.sampling_params import RequestOutputKind
 
+class _EngineRun:
+    """One run: a request enters the engine when sent; each step is one ``engine.step()``."""
+
+    def __init__(self, backend: VLLMEngineBackend, engine: Any, clock: RunClock) -> None:
         core = getattr(engine.engine_core, "engine_core", None)  # only the in-process client has it
         if core is None:
             raise RuntimeError("vllm: the engine core runs in another process, so its block tables cannot be "
                                "read; run with VLLM_ENABLE_V1_MULTIPROCESSING=0 (batchperf's default)")
-        scheduler = core.scheduler
-        kv_manager = scheduler.kv_cache_manager
-        block_size, block_bytes = kv_block_figures(scheduler.kv_cache_config)
-        bytes_per_token = self._checked_bytes_per_token(block_size, block_bytes)
-        pool_blocks = kv_manager.block_pool.num_gpu_blocks - 1  # vLLM keeps one null block
-        blocks_held: dict[int, int] = {}  # request id -> most blocks its block table held
-        clock = RunClock(self.model.device)
-        feed = RequestFeed(workload.requests, workload.max_in_flight(concurrency))
-        live: dict[str, _Live] = {}  # vLLM's internal request id -> state
-        by_external: dict[str, str] = {}
-        done: list[RequestTrace] = []
-        peak_blocks = 0
-        reset_peak(self.model.device)
-        clock.start()
-        try:
-            while not feed.done:
-                for spec, arrival in feed.poll(clock.now()):
-                    params = SamplingParams(
-                        max_tokens=spec.target_len, ignore_eos=True, temperature=0.0,
-                        detokenize=False, output_kind=RequestOutputKind.DELTA,
-                    )
-                    prompt = TokensPrompt(prompt_token_ids=list(spec.prompt_ids))
-                    internal = engine.add_request(str(spec.request_id), prompt, params)
-                    live[internal] = _Live(spec, arrival)
-                    by_external[str(spec.request_id)] = internal
-                if not engine.has_unfinished_requests():
-                    release = feed.next_release()
-                    if release is None:
-                        raise RuntimeError("vllm: nothing queued and nothing to release; the feed is stuck")
-                    clock.sleep_until(release)
-                    continue
-                before = clock.now()
-                outputs = engine.step()
-                now = clock.now()
-                for request in scheduler.running:  # scheduled in this step or earlier
-                    state = live.get(request.request_id)
-                    if state is not None:
-                        if state.scheduled is None:
-                            state.scheduled = before
-                        blocks = len(kv_manager.get_block_ids(request.request_id)[0])  # first (only) cache group
-                        state.max_blocks = max(state.max_blocks, blocks)
-                peak_blocks = max(peak_blocks, pool_blocks - kv_manager.block_pool.get_num_free_blocks())
-                for out in outputs:
-                    state = live[by_external[out.request_id]]
-                    if state.scheduled is None:
-                        state.scheduled = before
-                    state.token_times.extend([now] * len(out.outputs[0].token_ids))
-                    if out.finished:
-                        del live[by_external.pop(out.request_id)]
-                        feed.complete(state.spec.request_id, now)
-                        blocks_held[state.spec.request_id] = state.max_blocks
-                        done.append(state.trace(bytes_per_token))
-        finally:
-            if by_external:  # a failed run must not leave requests in the reused engine
-                engine.abort_request(list(by_external), internal=False)
-        return run_trace(self.name, batch_size, concurrency, done, kv={
-            "kv_layout": f"paged, {block_size}-token blocks",
-            "block_size": block_size,
-            "bytes_per_block": block_bytes,
-            "bytes_per_token_backend": bytes_per_token,
-            "kv_pool_blocks": pool_blocks,
-            "kv_cache_peak_bytes": peak_blocks * block_bytes,
-            # whole blocks reserved per request, read from vLLM's block tables while it ran
-            "kv_blocks_per_request": [blocks_held[i] for i in sorted(blocks_held)],
-            "prefix_caching": self.prefix_caching,
-        }, memory=memory_figures(self.model.device))
+        self.engine = engine
+        self.clock = clock
+        self.prefix_caching = backend.prefix_caching
+        self.scheduler = core.scheduler
+        self.kv_manager = self.scheduler.kv_cache_manager
+        self.block_size, self.block_bytes = kv_block_figures(self.scheduler.kv_cache_config)
+        self.bytes_per_token = _checked_bytes_per_token(backend.model, self.block_size, self.block_bytes)
+        self.pool_blocks = self.kv_manager.block_pool.num_gpu_blocks - 1  # vLLM keeps one null block
+        self.live: dict[str, _Live] = {}  # vLLM's internal request id -> state
+        self.by_external: dict[str, str] = {}
+        self.blocks_held: dict[int, int] = {}  # request id -> most blocks its block table held
+        self.peak_blocks = 0
 
-    def _checked_bytes_per_token(self, block_size: int, block_bytes: int) -> int:
-        """vLLM's bytes per token, which must equal batchperf.measure.kv's analytic figure."""
-        analytic = kv_bytes_per_token(self.model.config, self.model.spec.dtype)
-        if block_bytes != analytic * block_size:
-            raise RuntimeError(
-                f"vllm: KV bytes per block from vLLM's cache config ({block_bytes} for {block_size} tokens) "
-                f"differ from batchperf.measure.kv's analytic {analytic} bytes/token for {self.model.name}; "
-                f"one of them is wrong (quantised KV cache or an unusual attention layout?)"
-            )
-        return analytic
+    def add(self, spec: RequestSpec, sent_at: float) -> None:
+        from vllm import SamplingParams
+        from vllm.inputs import TokensPrompt
+        from vllm.sampling_params import RequestOutputKind
+
+        params = SamplingParams(
+            max_tokens=spec.target_len, ignore_eos=True, temperature=0.0,
+            detokenize=False, output_kind=RequestOutputKind.DELTA,
+        )
+        prompt = TokensPrompt(prompt_token_ids=list(spec.prompt_ids))
+        internal = self.engine.add_request(str(spec.request_id), prompt, params)
+        self.live[internal] = _Live(spec, sent_at)
+        self.by_external[str(spec.request_id)] = internal
+
+    @property
+    def has_work(self) -> bool:
+        return bool(self.engine.has_unfinished_requests())
+
+    def step(self, until: float | None) -> list[Finished]:
+        before = self.clock.now()
+        outputs = self.engine.step()
+        now = self.clock.now()
+        self._read_block_tables(before)
+        finished = []
+        for out in outputs:
+            state = self.live[self.by_external[out.request_id]]
+            if state.scheduled is None:
+                state.scheduled = before
+            state.token_times.extend([now] * len(out.outputs[0].token_ids))
+            if out.finished:
+                del self.live[self.by_external.pop(out.request_id)]
+                self.blocks_held[state.spec.request_id] = state.max_blocks
+                finished.append(Finished(state.trace(self.bytes_per_token), now))
+        return finished
+
+    def _read_block_tables(self, before: float) -> None:
+        """After a step that began at ``before``: first admissions, and the blocks each request and the pool hold."""
+        for request in self.scheduler.running:  # scheduled in this step or earlier
+            state = self.live.get(request.request_id)
+            if state is not None:
+                if state.scheduled is None:
+                    state.scheduled = before
+                blocks = len(self.kv_manager.get_block_ids(request.request_id)[0])  # first (only) cache group
+                state.max_blocks = max(state.max_blocks, blocks)
+        self.peak_blocks = max(self.peak_blocks, self.pool_blocks - self.kv_manager.block_pool.get_num_free_blocks())
+
+    def kv_figures(self) -> dict[str, Any]:
+        return {
+            "kv_layout": f"paged, {self.block_size}-token blocks",
+            "block_size": self.block_size,
+            "bytes_per_block": self.block_bytes,
+            "bytes_per_token_backend": self.bytes_per_token,
+            "kv_pool_blocks": self.pool_blocks,
+            "kv_cache_peak_bytes": self.peak_blocks * self.block_bytes,
+            # whole blocks reserved per request, read from vLLM's block tables while it ran
+            "kv_blocks_per_request": [self.blocks_held[i] for i in sorted(self.blocks_held)],
+            "prefix_caching": self.prefix_caching,
+        }
+
+    def close(self) -> None:
+        if self.by_external:  # a failed run must not leave requests in the reused engine
+            self.engine.abort_request(list(self.by_external), internal=False)
 
 
 class VLLMPrefixCacheBackend(VLLMEngineBackend):
@@ -205,6 +202,18 @@ class VLLMPrefixCacheBackend(VLLMEngineBackend):
 
     name = "vllm-prefix-cache"
     prefix_caching = True
+
+
+def _checked_bytes_per_token(model: LoadedModel, block_size: int, block_bytes: int) -> int:
+    """vLLM's bytes per token, which must equal batchperf.measure.kv's analytic figure."""
+    analytic = kv_bytes_per_token(model.config, model.spec.dtype)
+    if block_bytes != analytic * block_size:
+        raise RuntimeError(
+            f"vllm: KV bytes per block from vLLM's cache config ({block_bytes} for {block_size} tokens) "
+            f"differ from batchperf.measure.kv's analytic {analytic} bytes/token for {model.name}; "
+            f"one of them is wrong (quantised KV cache or an unusual attention layout?)"
+        )
+    return analytic
 
 
 @contextmanager

@@ -12,6 +12,13 @@ and ``max_tokens`` = its target. As in ``vllm bench serve``: TTFT is the first
 chunk with a choice, each later chunk is one ITL sample, the output count is
 the ``usage`` field's ``completion_tokens``. A chunk carrying k tokens
 (``return_token_ids`` tells) gives all k its arrival time.
+
+The client is asyncio (one streaming task per request in flight) on an event
+loop kept for the run, behind the synchronous :class:`_Client` that
+:func:`~batchperf.backends.drive.drive` steers: a request's task is created
+when the feed sends it, and the tasks make progress while a step waits for the
+first of them to end (until the next release), as they did at the awaits of an
+asyncio driving loop.
 """
 
 from __future__ import annotations
@@ -24,13 +31,12 @@ from typing import Any
 
 from batchperf.backends import BackendUnavailable
 from batchperf.backends._vllm import ENV_DEFAULTS, INSTALL_HINT
+from batchperf.backends.drive import Finished, drive
 from batchperf.backends.server_process import ServerProcess, free_port
-from batchperf.backends.drive import run_trace
 from batchperf.measure.clock import RunClock
-from batchperf.measure.feed import RequestFeed
 from batchperf.measure.kv import kv_tokens_held
 from batchperf.suite.models import LoadedModel
-from batchperf.measure.trace import RequestTrace
+from batchperf.measure.trace import RequestTrace, RunTrace
 from batchperf.measure.workload import RequestSpec, Workload
 
 SERVER_URL_ENV = "BATCHPERF_SERVER_URL"
@@ -94,10 +100,8 @@ class VLLMServerBackend:
         url = self.base_url(batch_size) + "/v1/completions"
         model_name = SERVED_NAME if self.server is not None else self._remote_model_name()
         clock = RunClock(None)  # client-side times: nothing of ours runs on a device
-        feed = RequestFeed(workload.requests, workload.max_in_flight(concurrency))
-        done = asyncio.run(_drive(feed, clock, url, model_name))
         kv = {"server": url, "server_started_by_suite": self.server is not None}
-        return run_trace(self.name, batch_size, concurrency, done, kv=kv)
+        return drive(self.name, workload, batch_size, concurrency, clock, _Client(clock, url, model_name, kv))
 
     def _remote_model_name(self) -> str:
         """The first model a given server serves (its /v1/models)."""
@@ -110,37 +114,60 @@ class VLLMServerBackend:
         return str(models[0]["id"])
 
 
-async def _drive(feed: RequestFeed, clock: RunClock, url: str, model_name: str) -> list[RequestTrace]:
-    """Send requests as the feed releases them; collect each one's trace as it completes."""
+class _Client:
+    """One run's HTTP client: a streaming task per request in flight, on an event loop kept for the run."""
+
+    def __init__(self, clock: RunClock, url: str, model_name: str, kv: dict[str, Any]) -> None:
+        self.clock = clock
+        self.url = url
+        self.model_name = model_name
+        self.kv = kv
+        self.loop = asyncio.new_event_loop()
+        self.session = self.loop.run_until_complete(_open_session())
+        self.pending: set[asyncio.Task[tuple[RequestTrace, float]]] = set()
+
+    def add(self, spec: RequestSpec, sent_at: float) -> None:
+        # the task starts at the next step, as a task created by a driving coroutine starts at its next await
+        self.pending.add(self.loop.create_task(
+            _request(self.session, self.url, self.model_name, spec, sent_at, self.clock)))
+
+    @property
+    def has_work(self) -> bool:
+        return bool(self.pending)
+
+    def step(self, until: float | None) -> list[Finished]:
+        wait = None if until is None else max(until - self.clock.now(), 0.0)
+        finished, self.pending = self.loop.run_until_complete(
+            asyncio.wait(self.pending, timeout=wait, return_when=asyncio.FIRST_COMPLETED))
+        return [Finished(*task.result()) for task in finished]
+
+    def kv_figures(self) -> dict[str, Any]:
+        return self.kv
+
+    def close(self) -> None:
+        """Cancel what is still in flight, close the connections, then the loop (as ``asyncio.run`` ends)."""
+        try:
+            self.loop.run_until_complete(self._end())
+            self.loop.run_until_complete(self.loop.shutdown_asyncgens())
+            self.loop.run_until_complete(self.loop.shutdown_default_executor())
+        finally:
+            self.loop.close()
+
+    async def _end(self) -> None:
+        for task in self.pending:
+            task.cancel()
+        await asyncio.gather(*self.pending, return_exceptions=True)
+        await self.session.close()
+
+
+async def _open_session() -> Any:
+    """An aiohttp session; created inside the loop, which aiohttp requires."""
     import aiohttp
 
-    done: list[RequestTrace] = []
-    pending: set[asyncio.Task[tuple[RequestTrace, float]]] = set()
     timeout = aiohttp.ClientTimeout(total=REQUEST_TIMEOUT_S)
     # as vllm bench serve: one connection per in-flight request, no connection limit of aiohttp's own
     connector = aiohttp.TCPConnector(limit=0)
-    async with aiohttp.ClientSession(timeout=timeout, connector=connector) as session:
-        try:
-            clock.start()
-            while not feed.done:
-                for spec, arrival in feed.poll(clock.now()):
-                    pending.add(asyncio.create_task(_request(session, url, model_name, spec, arrival, clock)))
-                release = feed.next_release()
-                wait = None if release is None else max(release - clock.now(), 0.0)
-                if not pending:
-                    if wait is None:
-                        raise RuntimeError("vllm-server: nothing in flight and nothing to release; the feed is stuck")
-                    await asyncio.sleep(wait)
-                    continue
-                finished, pending = await asyncio.wait(pending, timeout=wait, return_when=asyncio.FIRST_COMPLETED)
-                for task in finished:
-                    trace, ended = task.result()
-                    feed.complete(trace.request_id, ended)
-                    done.append(trace)
-        finally:
-            for task in pending:
-                task.cancel()
-    return done
+    return aiohttp.ClientSession(timeout=timeout, connector=connector)
 
 
 async def _request(session: Any, url: str, model_name: str, spec: RequestSpec, arrival: float,

@@ -20,7 +20,7 @@ SUBCOMMANDS: dict[str, tuple[str, str]] = {
     "report": ("batchperf.cli.report", "an HTML page of plots (throughput, latency, ITL, KV growth, memory) from results"),
     "recommend": ("batchperf.cli.recommend", "the batch size with the most throughput whose P99s meet your SLOs"),
     "merge": ("batchperf.cli.merge", "join per-shard results files (--batchperf-shard=I/N) into one results file"),
-    "gpu-health": ("batchperf.measure.gpu_health", "record GPU health (other processes, clocks, persistence mode) as JSON"),
+    "gpu-health": ("batchperf.cli.gpu_health", "record GPU health (other processes, clocks, persistence mode) as JSON"),
     "history": ("batchperf.cli.history", "change points per cell and metric over a folder of nightly results files"),
 }
 

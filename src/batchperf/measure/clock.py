@@ -29,6 +29,10 @@ class RunClock:
         synchronize(self.device)
         return time.perf_counter() - self._t0
 
+    def since_start(self, perf_counter_s: float) -> float:
+        """Run time of a ``time.perf_counter()`` reading taken elsewhere (a library's own token stamps)."""
+        return perf_counter_s - self._t0
+
     def sleep_until(self, t: float) -> None:
         delay = t - (time.perf_counter() - self._t0)
         if delay > 0:

@@ -1,96 +1,121 @@
-"""``batchperf gpu-health``: the GPUs' state before a nightly run, as JSON beside the results.
+"""The GPUs' state before a nightly run, read through NVML (the ``pynvml`` module of nvidia-ml-py).
 
 Other processes on a GPU, clocks below their maximum (throttling), persistence
 mode off (the first CUDA call pays for driver start-up) all make a night's
-numbers noisy without any code change. The nightly job records them from
-``nvidia-smi`` next to the results and warns; they are soft facts, never a
-reason to skip. Without a GPU the file says so, so the CPU path produces the
-same artifacts.
+numbers noisy without any code change. The nightly job records them next to
+the results (``batchperf gpu-health``) and warns; they are soft facts, never a
+reason to skip. Without a GPU the record says so, so the CPU path produces the
+same artifacts. Units are those ``nvidia-smi`` prints: MHz, W, °C, %, MiB.
 """
 
 from __future__ import annotations
 
-import argparse
-import csv
-import io
-import json
-import shutil
-import subprocess
 import time
-from pathlib import Path
+from collections.abc import Callable
+from types import ModuleType
 from typing import Any
 
-GPU_FIELDS = ("index", "uuid", "name", "persistence_mode", "clocks.sm", "clocks.max.sm", "clocks.mem",
-              "clocks.max.mem", "power.draw", "power.limit", "temperature.gpu", "utilization.gpu", "memory.used",
-              "memory.total", "clocks_throttle_reasons.active")
-APP_FIELDS = ("gpu_uuid", "pid", "process_name", "used_memory")
+MIB = 2**20
+# Throttle reasons that are not throttling: none, and "GPU idle", expected before a run. Anything else is
+# power, thermal or an applied clock cap.
+NOT_THROTTLED = (0x0, 0x1)
 
 
-def _rows(text: str, names: tuple[str, ...]) -> list[dict[str, str]]:
-    rows = [r for r in csv.reader(io.StringIO(text), skipinitialspace=True) if r]
-    return [dict(zip(names, (v.strip() for v in row))) for row in rows]
+def collect(nvml_module: ModuleType | None = None) -> dict[str, Any]:
+    """This machine's GPU health; ``{"gpu": false, "reason": ...}`` without nvidia-ml-py, a driver or a GPU.
 
-
-def _number(text: str) -> float | None:
+    ``nvml_module`` stands in for ``pynvml`` (tests pass a fake)."""
+    stamp = time.strftime("%Y-%m-%dT%H:%M:%S%z")
     try:
-        return float(text)
-    except ValueError:  # "[N/A]", "[Not Supported]"
+        nvml = nvml_module
+        if nvml is None:
+            import pynvml as nvml
+    except ImportError:
+        return _no_gpu("nvidia-ml-py is not installed (pip install nvidia-ml-py)", stamp)
+    try:
+        nvml.nvmlInit()
+    except Exception as exc:  # NVMLError_LibraryNotFound, DriverNotLoaded, ...
+        return _no_gpu(f"NVML did not start ({exc})", stamp)
+    try:
+        gpus = [_gpu(nvml, i) for i in range(nvml.nvmlDeviceGetCount())]
+    finally:
+        _try(nvml, nvml.nvmlShutdown)
+    if not gpus:
+        return _no_gpu("NVML sees no device", stamp)
+    return {"gpu": True, "gpus": gpus, "warnings": [w for g in gpus for w in warnings(g)], "time": stamp}
+
+
+def _no_gpu(why: str, stamp: str) -> dict[str, Any]:
+    return {"gpu": False, "reason": f"no GPU: {why}", "time": stamp, "gpus": [], "warnings": []}
+
+
+def _gpu(nvml: Any, index: int) -> dict[str, Any]:
+    """One device's readings; a reading this device does not support is None."""
+    handle = nvml.nvmlDeviceGetHandleByIndex(index)
+
+    def read(fn: Callable[..., Any], *args: Any) -> Any:
+        return _try(nvml, fn, handle, *args)
+
+    sm, mem = nvml.NVML_CLOCK_SM, nvml.NVML_CLOCK_MEM
+    memory = read(nvml.nvmlDeviceGetMemoryInfo)
+    utilization = read(nvml.nvmlDeviceGetUtilizationRates)
+    persistence = read(nvml.nvmlDeviceGetPersistenceMode)
+    throttle = read(nvml.nvmlDeviceGetCurrentClocksThrottleReasons)
+    return {
+        "index": index,
+        "name": _text(nvml.nvmlDeviceGetName(handle)),
+        "uuid": _text(nvml.nvmlDeviceGetUUID(handle)),
+        "persistence_mode": "N/A" if persistence is None else (
+            "Enabled" if persistence == nvml.NVML_FEATURE_ENABLED else "Disabled"),
+        "throttle_reasons": None if throttle is None else f"0x{throttle:016x}",
+        "clocks_sm": _scaled(read(nvml.nvmlDeviceGetClockInfo, sm)),
+        "clocks_max_sm": _scaled(read(nvml.nvmlDeviceGetMaxClockInfo, sm)),
+        "clocks_mem": _scaled(read(nvml.nvmlDeviceGetClockInfo, mem)),
+        "clocks_max_mem": _scaled(read(nvml.nvmlDeviceGetMaxClockInfo, mem)),
+        "power_draw": _scaled(read(nvml.nvmlDeviceGetPowerUsage), 1e-3),  # mW -> W
+        "power_limit": _scaled(read(nvml.nvmlDeviceGetPowerManagementLimit), 1e-3),
+        "temperature_gpu": _scaled(read(nvml.nvmlDeviceGetTemperature, nvml.NVML_TEMPERATURE_GPU)),
+        "utilization_gpu": None if utilization is None else float(utilization.gpu),
+        "memory_used": None if memory is None else memory.used / MIB,
+        "memory_total": None if memory is None else memory.total / MIB,
+        "other_processes": [
+            {"pid": int(p.pid), "name": _process_name(nvml, p.pid),
+             "used_memory_mib": None if p.usedGpuMemory is None else p.usedGpuMemory / MIB}
+            for p in read(nvml.nvmlDeviceGetComputeRunningProcesses) or ()
+        ],
+    }
+
+
+def warnings(gpu: dict[str, Any]) -> list[str]:
+    """What about this GPU makes tonight's numbers noisier than they should be."""
+    label = f"GPU {gpu['index']} ({gpu['name']})"
+    out = []
+    if others := gpu["other_processes"]:
+        out.append(f"{label}: {len(others)} other process(es) on it: "
+                   + ", ".join(f"{o['name']} (pid {o['pid']})" for o in others))
+    if gpu["persistence_mode"] != "Enabled":
+        out.append(f"{label}: persistence mode is {gpu['persistence_mode']}; `sudo nvidia-smi -pm 1` "
+                   f"keeps the driver loaded between runs")
+    if gpu["throttle_reasons"] is not None and int(gpu["throttle_reasons"], 16) not in NOT_THROTTLED:
+        out.append(f"{label}: clocks throttled (reasons {gpu['throttle_reasons']})")
+    return out
+
+
+def _process_name(nvml: Any, pid: int) -> str:
+    name = _try(nvml, nvml.nvmlSystemGetProcessName, pid)
+    return "?" if name is None else _text(name)
+
+
+def _try(nvml: Any, fn: Callable[..., Any], *args: Any) -> Any:
+    try:
+        return fn(*args)
+    except nvml.NVMLError:  # "Not Supported" on this device, or no permission: the reading is absent
         return None
 
 
-def parse(gpu_csv: str, apps_csv: str) -> dict[str, Any]:
-    """Health from ``nvidia-smi --query-gpu`` and ``--query-compute-apps`` CSV (noheader, nounits)."""
-    apps = _rows(apps_csv, APP_FIELDS)
-    gpus, warnings = [], []
-    for row in _rows(gpu_csv, GPU_FIELDS):
-        others = [{"pid": int(a["pid"]), "name": a["process_name"], "used_memory_mib": _number(a["used_memory"])}
-                  for a in apps if a["gpu_uuid"] == row["uuid"]]
-        gpu = {"index": int(row["index"]), "name": row["name"], "uuid": row["uuid"],
-               "persistence_mode": row["persistence_mode"], "throttle_reasons": row["clocks_throttle_reasons.active"],
-               **{k.replace(".", "_"): _number(row[k]) for k in GPU_FIELDS[4:14]}, "other_processes": others}
-        gpus.append(gpu)
-        label = f"GPU {gpu['index']} ({gpu['name']})"
-        if others:
-            warnings.append(f"{label}: {len(others)} other process(es) on it: "
-                            + ", ".join(f"{o['name']} (pid {o['pid']})" for o in others))
-        if gpu["persistence_mode"].lower() != "enabled":
-            warnings.append(f"{label}: persistence mode is {gpu['persistence_mode']}; `sudo nvidia-smi -pm 1` "
-                            f"keeps the driver loaded between runs")
-        if gpu["throttle_reasons"] not in ("0x0000000000000000", "0x0000000000000001", ""):
-            # 0x1 is "GPU idle", expected before a run; anything else is power, thermal or an applied clock cap
-            warnings.append(f"{label}: clocks throttled (reasons {gpu['throttle_reasons']})")
-    return {"gpu": bool(gpus), "gpus": gpus, "warnings": warnings}
+def _scaled(value: float | None, factor: float = 1.0) -> float | None:
+    return None if value is None else value * factor
 
 
-def collect(nvidia_smi: str | None = None) -> dict[str, Any]:
-    """This machine's GPU health; ``{"gpu": false, "reason": ...}`` without nvidia-smi or a driver."""
-    exe = nvidia_smi or shutil.which("nvidia-smi")
-    stamp = time.strftime("%Y-%m-%dT%H:%M:%S%z")
-    if exe is None:
-        return {"gpu": False, "reason": "no GPU: nvidia-smi not found on PATH", "time": stamp, "gpus": [],
-                "warnings": []}
-    try:
-        gpu_csv, apps_csv = (
-            subprocess.run([exe, f"--query-{what}={','.join(fields)}", "--format=csv,noheader,nounits"],
-                           capture_output=True, text=True, check=True, timeout=60).stdout
-            for what, fields in (("gpu", GPU_FIELDS), ("compute-apps", APP_FIELDS)))
-    except (OSError, subprocess.SubprocessError) as exc:
-        return {"gpu": False, "reason": f"no GPU: nvidia-smi failed ({exc})", "time": stamp, "gpus": [],
-                "warnings": []}
-    return {**parse(gpu_csv, apps_csv), "time": stamp}
-
-
-def add_cli_args(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--out", type=Path, required=True, help="JSON file to write")
-    parser.add_argument("--nvidia-smi", default=None, help="path of nvidia-smi (default: from PATH)")
-
-
-def main(args: argparse.Namespace) -> int:
-    health = collect(args.nvidia_smi)
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(json.dumps(health, indent=2) + "\n")
-    what = health.get("reason") or f"{len(health['gpus'])} GPU(s)"
-    print(f"batchperf gpu-health: {what} -> {args.out}")
-    for line in health["warnings"]:
-        print(f"warning: {line}")
-    return 0
+def _text(value: bytes | str) -> str:
+    return value.decode() if isinstance(value, bytes) else str(value)

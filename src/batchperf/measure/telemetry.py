@@ -3,10 +3,11 @@
 ``with Sampler(device) as s: run the cell`` then ``s.summary(output_tokens)``
 gives a flat dict for the cell's results:
 
-- always: ``samples``, ``interval_s``, ``duration_s``, ``peak_rss_bytes``,
-  the largest process RSS *seen during the cell* (``ru_maxrss`` is the
-  process's lifetime peak, so it cannot tell one cell from the one before),
-  and ``sampler_cpu_s``, the CPU time the sampling thread itself used;
+- always: ``samples``, ``interval_s``, ``duration_s``, ``cell_peak_rss_bytes``,
+  the largest process RSS sampled during the cell, ``process_peak_rss_bytes``,
+  the process's lifetime peak (``ru_maxrss``: it includes every cell and load
+  before this one, so it cannot tell one cell from another), and
+  ``sampler_cpu_s``, the CPU time the sampling thread itself used;
 - on CUDA: ``torch_peak_allocated_bytes`` / ``torch_peak_reserved_bytes``
   (torch's peaks, reset when the cell starts), and through NVML (the
   ``pynvml`` module of nvidia-ml-py) the device's memory used, utilisation,
@@ -18,6 +19,8 @@ NVML is optional: when it is missing or fails, the cell still runs and
 
 from __future__ import annotations
 
+import resource
+import sys
 import threading
 import time
 from types import ModuleType, TracebackType
@@ -122,6 +125,7 @@ class Sampler:
         self._t0 = self._t1 = 0.0
         self._energy_j: float | None = None
         self._torch_peaks: dict[str, float] = {}
+        self._process_peak_rss = 0.0
         self._thread_cpu_s = 0.0
 
     def __enter__(self) -> Sampler:
@@ -147,6 +151,7 @@ class Sampler:
             self._thread.join()
         self._sample()
         self._t1 = time.perf_counter()
+        self._process_peak_rss = _process_peak_rss_bytes()
         if self._nvml is not None:
             self._energy_j = self._nvml.energy_j()
             self._nvml.close()
@@ -185,7 +190,8 @@ class Sampler:
             "samples": len(self._times),
             "interval_s": self.interval_s,
             "duration_s": self._t1 - self._t0,
-            "peak_rss_bytes": max(self._rss),
+            "cell_peak_rss_bytes": max(self._rss),
+            "process_peak_rss_bytes": self._process_peak_rss,
             "sampler_cpu_s": self._thread_cpu_s,
         }
         out |= self._torch_peaks
@@ -206,6 +212,12 @@ class Sampler:
             if output_tokens:
                 out["joules_per_output_token"] = energy / output_tokens
         return out
+
+
+def _process_peak_rss_bytes() -> float:
+    """The process's lifetime peak RSS; ``ru_maxrss`` is in KiB on Linux, in bytes on macOS."""
+    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    return float(peak if sys.platform == "darwin" else peak * 1024)
 
 
 def _integrate(times: tuple[float, ...], watts: tuple[float, ...]) -> float:

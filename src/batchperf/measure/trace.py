@@ -54,7 +54,6 @@ class RunTrace:
     end: float  # s: when the last measured request finished
     start: float = 0.0
     warmup_excluded: int = 0  # warm-up requests run before ``start``, not in ``requests``
-    memory: dict[str, float] = field(default_factory=dict)  # e.g. peak_rss_bytes
     kv: dict[str, Any] = field(default_factory=dict)  # backend KV figures (pool, block size…)
     telemetry: dict[str, Any] = field(default_factory=dict)  # batchperf.measure.telemetry.Sampler.summary() of the run
 

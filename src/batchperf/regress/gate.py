@@ -46,15 +46,21 @@ VERDICT_RANK = {Verdict.IMPROVEMENT: 2, Verdict.PASS: 1, Verdict.REGRESSION: 0, 
 EXACT_REL = 1e-9  # exact metrics are floats (means of integers): allow only float rounding
 
 
+DEVICES = ("cpu", "cuda")  # the device types a cell runs on (CellParams.device)
+
+
 @dataclass(frozen=True, slots=True)
 class Rule:
     metric: str  # dotted path into a cell's extra_info, e.g. "metrics.output_throughput"
     direction: Direction
     floors: Mapping[str, float] = field(default_factory=dict)  # tier -> relative floor; "*" for any tier
+    devices: tuple[str, ...] = DEVICES  # where a cell produces the metric (torch's peaks: only on CUDA)
 
     def __post_init__(self) -> None:
         if "." not in self.metric:
             raise ValueError(f"rule metric must be a dotted extra_info path, got {self.metric!r}")
+        if not self.devices or not set(self.devices) <= set(DEVICES):
+            raise ValueError(f"rule {self.metric}: devices must be some of {', '.join(DEVICES)}, got {self.devices}")
         for tier, value in self.floors.items():
             if not 0 <= value < 10:
                 raise ValueError(f"rule {self.metric}: floor for tier {tier!r} must be in [0, 10), got {value}")
@@ -67,6 +73,10 @@ class Rule:
     @property
     def name(self) -> str:
         return self.metric.rsplit(".", 1)[1]
+
+    def produced_on(self, device: str) -> bool:
+        """Whether a cell on ``device`` ("cpu", "cuda", "cuda:1") writes this metric."""
+        return device.split(":")[0] in self.devices
 
 
 # CPU-tier floors come from A/A reruns on a quiet 2-core VM, one torch thread (tools/detector_check.py,
@@ -92,10 +102,11 @@ RULES: tuple[Rule, ...] = (
     Rule("metrics.p99_e2el_ms", Direction.LOWER, _TAIL),
     Rule("kv.bytes_per_token_measured", Direction.EXACT),
     Rule("kv.kv_bytes_per_request_mean", Direction.EXACT),
-    Rule("kv.growth_slope_bytes_per_token", Direction.EXACT),
-    Rule("memory.torch_peak_allocated_bytes", Direction.LOWER, {"*": 0.05}),
-    # Process RSS peak depends on what ran earlier in the session: only a gross change means something.
-    Rule("memory.peak_rss_bytes", Direction.LOWER, {"*": 0.50}),
+    Rule("telemetry.torch_peak_allocated_bytes", Direction.LOWER, {"*": 0.05}, devices=("cuda",)),
+    # RSS counts the whole process (the interpreter, torch, every model loaded so far) and allocator
+    # caches that earlier cells left behind, so it depends on what ran before in the session even
+    # when sampled per cell: only a gross change means something.
+    Rule("telemetry.cell_peak_rss_bytes", Direction.LOWER, {"*": 0.50}),
 )
 
 
@@ -157,6 +168,10 @@ class MetricResult:
     @property
     def name(self) -> str:
         return self.metric.rsplit(".", 1)[1]
+
+    def produced_on(self, device: str) -> bool:
+        """Whether a cell on ``device`` ("cpu", "cuda", "cuda:1") writes this metric."""
+        return device.split(":")[0] in self.devices
 
 
 def judge(rule: Rule, baseline: CellRecord, current: CellRecord, tier: str, k: float) -> MetricResult | None:

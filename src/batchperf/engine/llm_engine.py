@@ -1,0 +1,51 @@
+"""The engine: a scheduler, a block manager and a model runner wired into one ``step()``.
+
+Torch-free: the runner is anything with ``run(step) -> list[int | None]`` (the
+real one, :class:`batchperf.engine.model_runner.ModelRunner`, owns the
+tensors; tests pass a fake). The clock is read before a step, to stamp first
+admissions, and after it, to stamp the step's tokens; the caller's clock
+synchronises the device on every read, so the second read is when those tokens
+exist.
+"""
+
+from __future__ import annotations
+
+from typing import Protocol
+
+from batchperf.engine.block_manager import BlockManager
+from batchperf.engine.request import Request
+from batchperf.engine.scheduler import Scheduled, Scheduler, SchedulerConfig
+
+
+class Runner(Protocol):
+    def run(self, step: list[Scheduled]) -> list[int | None]:
+        """One forward pass over ``step``: the token sampled for each item, None for a prompt chunk."""
+        ...
+
+
+class Clock(Protocol):
+    def now(self) -> float:
+        """Seconds since the run started, read after the device finished its queued work."""
+        ...
+
+
+class LLMEngine:
+    def __init__(self, config: SchedulerConfig, blocks: BlockManager, runner: Runner) -> None:
+        self.blocks = blocks
+        self.scheduler = Scheduler(config, blocks)
+        self.runner = runner
+
+    def add(self, request: Request) -> None:
+        self.scheduler.add(request)
+
+    @property
+    def has_work(self) -> bool:
+        return self.scheduler.has_work
+
+    def step(self, clock: Clock) -> list[Request]:
+        """Schedule, run one forward pass, record its tokens; return the requests that finished."""
+        step = self.scheduler.schedule(clock.now())
+        if not step:
+            raise RuntimeError(f"requests wait but none could be scheduled ({self.blocks.num_blocks} KV blocks)")
+        sampled = self.runner.run(step)
+        return self.scheduler.postprocess(step, sampled, clock.now())
