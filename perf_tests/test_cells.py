@@ -10,12 +10,12 @@ from typing import Any
 import pytest
 
 from batchperf.backends import Backend
+from batchperf.backends.model import LoadedModel
+from batchperf.measure.workload import Workload
+from batchperf.suite.cell import cell_record, remeasure, run_rounds
 from batchperf.suite.gate_plugin import gate_cell, gate_outcome
 from batchperf.suite.matrix import Cell
-from batchperf.suite.cell import cell_record, remeasure, run_rounds
-from batchperf.suite.models import LoadedModel
 from batchperf.suite.plugin import keep_record
-from batchperf.measure.workload import Workload
 
 
 def test_cell(

@@ -6,9 +6,9 @@ import argparse
 from pathlib import Path
 
 import pytest
+from gate_samples import CPU_TPUT_TOL, GPU_FP, cell_info, results_file, scaled
 
 from batchperf.cli import compare as compare_cli
-from gate_samples import CPU_TPUT_TOL, GPU_FP, cell_info, results_file, scaled
 
 A, B = "cpu-tiny-qwen2-hf-static-bs4-p64-c8", "cpu-tiny-qwen2-hf-static-bs8-p64-c8"
 

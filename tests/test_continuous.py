@@ -6,10 +6,10 @@ import pytest
 
 from batchperf.backends import create_backend
 from batchperf.backends.continuous import ContinuousBackend
+from batchperf.backends.runner import run_cell
 from batchperf.engine.block_manager import blocks_for
 from batchperf.measure.kv import kv_bytes_per_request, kv_bytes_per_token, kv_tokens_held
 from batchperf.measure.metrics import compute_metrics, token_count_errors
-from batchperf.backends.runner import run_cell
 from batchperf.measure.workload import Arrival, LengthSpec, WorkloadSpec
 
 

@@ -1,12 +1,11 @@
 """The client-side feed: concurrency limit, FIFO order, arrival times."""
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from batchperf.measure.feed import RequestFeed
 from batchperf.measure.workload import RequestSpec
-
-import pytest
 
 
 def specs(offsets: list[float]) -> list[RequestSpec]:

@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 import pytest
+from gate_samples import CPU_FP, GPU_FP, cell_info
 
 from batchperf.regress import fingerprint as fp
 from batchperf.regress.fingerprint import GPU, Fingerprint, HardwareIdentity
-from gate_samples import CPU_FP, GPU_FP, cell_info
 
 
 def test_key_is_stable_readable_and_covers_identity_only() -> None:

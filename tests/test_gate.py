@@ -5,16 +5,25 @@ from __future__ import annotations
 import math
 
 import pytest
+from gate_samples import CPU_FP, GPU_FP, cell_info, copied, scaled
 from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
 from batchperf.regress.fingerprint import NON_IDENTITY_CELL_FIELDS, Fingerprint
 from batchperf.regress.gate import (
-    RULES, VERDICT_RANK, Direction, GateConfig, Rule, Verdict, compare_cell, confirm, judge, relative_spread,
+    RULES,
+    VERDICT_RANK,
+    Direction,
+    GateConfig,
+    Rule,
+    Verdict,
+    compare_cell,
+    confirm,
+    judge,
+    relative_spread,
     render_table,
 )
 from batchperf.results.record import CellRecord
-from gate_samples import CPU_FP, GPU_FP, cell_info, copied, scaled
 
 positive = st.floats(min_value=1e-3, max_value=1e6, allow_nan=False, allow_infinity=False)
 spreads = st.floats(min_value=0.0, max_value=0.2)

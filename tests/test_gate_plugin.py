@@ -7,11 +7,11 @@ import json
 from pathlib import Path
 
 import pytest
+from gate_samples import CPU_TPUT_TOL, GPU_FP, cell_info, results_file
 
 from batchperf.cli import refresh
 from batchperf.regress import fingerprint
 from batchperf.regress.store import BASELINE_FILE
-from gate_samples import CPU_TPUT_TOL, GPU_FP, results_file, cell_info
 
 CELL_TEST = """
 import os, time

@@ -9,10 +9,10 @@ from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
+from fake_nvml import FakeNvmlLibrary
 
 from batchperf.cli.gpu_health import main
 from batchperf.measure.gpu_health import collect
-from fake_nvml import FakeNvmlLibrary
 
 MIB = 2**20
 

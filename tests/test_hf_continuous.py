@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 
 from batchperf.backends import create_backend
-from batchperf.measure.metrics import compute_metrics
 from batchperf.backends.runner import run_cell
+from batchperf.measure.metrics import compute_metrics
 from batchperf.measure.workload import LengthSpec, WorkloadSpec
 
 

@@ -3,9 +3,9 @@
 import pytest
 
 from batchperf.backends import BackendUnavailable, backend_names, create_backend
+from batchperf.backends.runner import run_cell
 from batchperf.measure.kv import kv_bytes_per_token
 from batchperf.measure.metrics import token_count_errors
-from batchperf.backends.runner import run_cell
 from batchperf.measure.workload import LengthSpec, WorkloadSpec
 
 

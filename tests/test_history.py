@@ -7,11 +7,11 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from gate_samples import bench as cell_bench
+from gate_samples import cell_info
 
 from batchperf.cli.history import main
 from batchperf.regress.history import breakpoints, change_points, load_history
-from gate_samples import bench as cell_bench
-from gate_samples import cell_info
 
 TOLERANCE = 0.05  # a per-run gate at ±5% (the gate's own floor is of this order)
 DRIFT = "cpu-tiny-qwen2-hf-static-bs8-p512-c16"

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-
 import pytest
 
 from batchperf.measure.kv_growth import KVGrowth, KVPoint, fit_slope, kv_growth

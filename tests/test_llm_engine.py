@@ -3,12 +3,12 @@
 from __future__ import annotations
 
 import pytest
+from fake_model import FakeRunner, reference
 
 from batchperf.engine.block_manager import BlockManager
 from batchperf.engine.llm_engine import LLMEngine
 from batchperf.engine.request import Request, Status
 from batchperf.engine.scheduler import Scheduled, SchedulerConfig
-from fake_model import FakeRunner, reference
 
 
 class TickClock:

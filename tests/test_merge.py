@@ -5,13 +5,13 @@ import json
 from pathlib import Path
 
 import pytest
+from gate_samples import CPU_FP, GPU_FP, bench, cell_info
 
 from batchperf.cli.merge import main
 from batchperf.regress.fingerprint import Fingerprint, HardwareIdentity
 from batchperf.results.io import read_results
 from batchperf.results.merge import merge_results
 from batchperf.results.record import ResultsError
-from gate_samples import CPU_FP, GPU_FP, bench, cell_info
 
 REPO = Path(__file__).resolve().parents[1]
 # Two cells: bs2-p8-c1 hashes to shard 1 of 2, bs2-p8-c2 to shard 2.

@@ -8,14 +8,14 @@ import sys
 from pathlib import Path
 from xml.etree import ElementTree
 
-import pytest
-
 import gate_samples
+import pytest
+from gate_samples import CPU_FP
+
 from batchperf.regress.fingerprint import Fingerprint
 from batchperf.regress.nightly import baseline_path, confirmed_regressions, history_name
 from batchperf.results.io import ResultsFile, read_results
 from batchperf.results.record import CellRecord
-from gate_samples import CPU_FP
 
 REPO = Path(__file__).resolve().parents[1]
 NARROW = ["--batchperf-backends=hf-static", "--batchperf-batch-sizes=2", "--batchperf-prompt-lens=8", "--batchperf-concurrency=1,2",

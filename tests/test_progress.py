@@ -7,7 +7,6 @@ import pytest
 from batchperf.suite.progress import CellProgress
 
 
-
 class FakeClock:
     def __init__(self) -> None:
         self.t = 100.0

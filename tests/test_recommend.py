@@ -4,11 +4,10 @@ from __future__ import annotations
 
 import argparse
 import json
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
-
-from dataclasses import replace
 
 from batchperf.cli.recommend import add_cli_args, main
 from batchperf.measure.metrics import compute_metrics

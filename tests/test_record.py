@@ -6,11 +6,11 @@ import json
 from pathlib import Path
 
 import pytest
+from gate_samples import bench, cell_info, results_file
 
 from batchperf.results import io as results_io
 from batchperf.results.io import read_results, write_results
 from batchperf.results.record import SCHEMA_VERSION, CellRecord, ResultsError, upgrade
-from gate_samples import bench, cell_info, results_file
 
 REAL_V1 = Path(__file__).parent / "data" / "results_cpu_small_v1.json"  # schema 1, from a real CPU-tier run
 

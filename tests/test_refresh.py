@@ -11,13 +11,13 @@ import sys
 from pathlib import Path
 
 import pytest
+from gate_samples import CPU_FP, GPU_FP, cell_info, results_file, scaled
 
 from batchperf.cli import refresh
 from batchperf.regress import store as baseline_store
 from batchperf.regress.store import BASELINE_FILE, HISTORY_FILE, load_baseline, locked, read_history
 from batchperf.results import io as results_io
 from batchperf.results.record import ResultsError
-from gate_samples import CPU_FP, GPU_FP, cell_info, results_file, scaled
 
 A, B = "cpu-tiny-qwen2-hf-static-bs4-p64-c8", "cpu-tiny-qwen2-hf-static-bs8-p64-c8"
 

@@ -6,13 +6,13 @@ import subprocess
 import sys
 
 import pytest
+from fake_model import FakeRunner, reference
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from batchperf.engine.block_manager import BlockManager, blocks_for
 from batchperf.engine.request import Request, Status
 from batchperf.engine.scheduler import Scheduler, SchedulerConfig
-from fake_model import FakeRunner, reference
 
 
 def drive(requests: list[Request], config: SchedulerConfig, blocks: BlockManager) -> tuple[Scheduler, FakeRunner]:

@@ -13,7 +13,6 @@ import pytest
 
 from batchperf.backends.server_process import ServerProcess, ServerStartError, _group_members, free_port
 
-
 # A stand-in for vLLM's server: answers /health and, like vLLM, forks a child process.
 FAKE_SERVER = textwrap.dedent("""
     import http.server, os, subprocess, sys

@@ -8,9 +8,9 @@ from types import SimpleNamespace
 import numpy as np
 import psutil
 import pytest
+from fake_nvml import FakeNvmlLibrary
 
 from batchperf.measure.telemetry import Sampler, _integrate
-from fake_nvml import FakeNvmlLibrary
 
 
 class FakeNvml(FakeNvmlLibrary):

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import importlib.util
+
 import pytest
 
 from batchperf.backends import BackendUnavailable, create_backend

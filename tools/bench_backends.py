@@ -36,10 +36,10 @@ def main(args: argparse.Namespace) -> int:
     os.environ.setdefault("VLLM_LOGGING_STREAM", "ext://sys.stderr")
     os.environ.setdefault("VLLM_LOGGING_LEVEL", "WARNING")
     from batchperf.backends import BackendUnavailable, backend_names, create_backend
-    from batchperf.measure.metrics import compute_metrics
-    from batchperf.suite.models import get_model_spec, load_model
     from batchperf.backends.runner import run_cell
+    from batchperf.measure.metrics import compute_metrics
     from batchperf.measure.workload import LengthSpec, WorkloadSpec
+    from batchperf.suite.models import get_model_spec, load_model
 
     if args.threads:
         import torch

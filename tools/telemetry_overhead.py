@@ -19,11 +19,11 @@ import statistics
 import time
 
 from batchperf.backends import create_backend
-from batchperf.measure.metrics import compute_metrics
-from batchperf.suite.models import get_model_spec, load_model
 from batchperf.backends.runner import run_cell
+from batchperf.measure.metrics import compute_metrics
 from batchperf.measure.telemetry import Sampler
 from batchperf.measure.workload import LengthSpec, WorkloadSpec
+from batchperf.suite.models import get_model_spec, load_model
 
 
 def main() -> int:

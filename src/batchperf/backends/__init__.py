@@ -14,7 +14,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Protocol, runtime_checkable
 
 if TYPE_CHECKING:
-    from batchperf.suite.models import LoadedModel
+    from batchperf.backends.model import LoadedModel
     from batchperf.measure.trace import RunTrace
     from batchperf.measure.workload import Workload
 

@@ -38,6 +38,7 @@ def import_vllm() -> ModuleType:
     try:
         with third_party_warnings_ignored():
             import vllm
+
             # the modules the backends use, imported here so their import-time warnings are caught too
             import vllm.inputs
             import vllm.sampling_params

@@ -18,13 +18,13 @@ from __future__ import annotations
 from typing import Any
 
 from batchperf.backends.drive import Finished, drive
+from batchperf.backends.model import LoadedModel
 from batchperf.engine.block_manager import BlockManager, blocks_for
 from batchperf.engine.llm_engine import LLMEngine
 from batchperf.engine.request import Request
 from batchperf.engine.scheduler import SchedulerConfig
 from batchperf.measure.clock import RunClock
 from batchperf.measure.kv import kv_tokens_held
-from batchperf.suite.models import LoadedModel
 from batchperf.measure.trace import RequestTrace, RunTrace
 from batchperf.measure.workload import RequestSpec, Workload
 

@@ -22,9 +22,9 @@ import time
 from typing import Any
 
 from batchperf.backends.drive import Finished, drive
+from batchperf.backends.model import LoadedModel
 from batchperf.measure.clock import RunClock
 from batchperf.measure.kv import kv_bytes_per_token, kv_tokens_held
-from batchperf.suite.models import LoadedModel
 from batchperf.measure.trace import RequestTrace, RunTrace
 from batchperf.measure.workload import RequestSpec, Workload
 

@@ -14,8 +14,8 @@ from collections import deque
 from typing import Any
 
 from batchperf.backends.drive import Finished, drive
+from batchperf.backends.model import LoadedModel
 from batchperf.measure.clock import RunClock
-from batchperf.suite.models import LoadedModel
 from batchperf.measure.trace import RequestTrace, RunTrace
 from batchperf.measure.workload import RequestSpec, Workload
 

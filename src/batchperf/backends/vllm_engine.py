@@ -21,9 +21,9 @@ from typing import Any
 
 from batchperf.backends._vllm import import_vllm, kv_block_figures, third_party_warnings_ignored
 from batchperf.backends.drive import Finished, drive
+from batchperf.backends.model import LoadedModel
 from batchperf.measure.clock import RunClock
 from batchperf.measure.kv import kv_bytes_per_token, kv_tokens_held
-from batchperf.suite.models import LoadedModel
 from batchperf.measure.trace import RequestTrace, RunTrace
 from batchperf.measure.workload import RequestSpec, Workload
 

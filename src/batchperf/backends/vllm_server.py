@@ -32,10 +32,10 @@ from typing import Any
 from batchperf.backends import BackendUnavailable
 from batchperf.backends._vllm import ENV_DEFAULTS, INSTALL_HINT
 from batchperf.backends.drive import Finished, drive
+from batchperf.backends.model import LoadedModel
 from batchperf.backends.server_process import ServerProcess, free_port
 from batchperf.measure.clock import RunClock
 from batchperf.measure.kv import kv_tokens_held
-from batchperf.suite.models import LoadedModel
 from batchperf.measure.trace import RequestTrace, RunTrace
 from batchperf.measure.workload import RequestSpec, Workload
 

@@ -11,7 +11,13 @@ import argparse
 from pathlib import Path
 
 from batchperf.regress.compare import (
-    add_gate_args, compare_files, extra_rows, gate_config, make_console, render_markdown, render_rich,
+    add_gate_args,
+    compare_files,
+    extra_rows,
+    gate_config,
+    make_console,
+    render_markdown,
+    render_rich,
 )
 from batchperf.regress.store import load_reference, load_run
 

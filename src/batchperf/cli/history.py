@@ -6,7 +6,13 @@ import argparse
 from pathlib import Path
 
 from batchperf.regress.history import (
-    DEFAULT_MIN_CHANGE, DEFAULT_PENALTY, METRICS, MIN_SEGMENT, change_points, load_history, table,
+    DEFAULT_MIN_CHANGE,
+    DEFAULT_PENALTY,
+    METRICS,
+    MIN_SEGMENT,
+    change_points,
+    load_history,
+    table,
 )
 from batchperf.results.record import ResultsError
 

@@ -14,6 +14,7 @@ from __future__ import annotations
 import math
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
+
 import numpy as np
 
 # Paged caches hold whole blocks, so bytes/token measured per request is rounded up to a block;

@@ -15,7 +15,15 @@ from pathlib import Path
 from typing import Any
 
 from batchperf.regress.gate import (
-    TABLE_HEADER, CellVerdict, GateConfig, Verdict, compare_cell, fmt_change, fmt_value, relative_change, table_rows,
+    TABLE_HEADER,
+    CellVerdict,
+    GateConfig,
+    Verdict,
+    compare_cell,
+    fmt_change,
+    fmt_value,
+    relative_change,
+    table_rows,
 )
 from batchperf.regress.store import Run
 

@@ -27,7 +27,15 @@ from typing import Any
 from batchperf.regress.compare import gate_config, render_rich
 from batchperf.regress.gate import CellVerdict, GateConfig, compare_cell
 from batchperf.regress.store import (
-    BASELINE_FILE, Run, baseline_record, folder_for, load_baseline, load_run, locked, pool_runs, repair_history,
+    BASELINE_FILE,
+    Run,
+    baseline_record,
+    folder_for,
+    load_baseline,
+    load_run,
+    locked,
+    pool_runs,
+    repair_history,
     write_baseline,
 )
 from batchperf.results.io import temporaries

@@ -7,11 +7,11 @@ from collections.abc import Container
 from pathlib import Path
 from typing import Any
 
-from batchperf.results.io import ResultsFile
-from batchperf.results.record import CellRecord
 from batchperf.measure.kv_growth import DEFAULT_REL_TOL, KVGrowth
 from batchperf.report.knee import KNEE_FRACTION, knee
 from batchperf.report.plots import MIB, peak_memory
+from batchperf.results.io import ResultsFile
+from batchperf.results.record import CellRecord
 
 CAPTIONS: dict[str, tuple[str, str]] = {
     "throughput": ("Throughput", "Output tokens per second over the measured requests (median of rounds), one panel "

@@ -11,10 +11,10 @@ from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
 
-from batchperf.measure.metrics import itl_samples
-from batchperf.results.record import CellRecord
 from batchperf.measure.kv_growth import KVGrowth
+from batchperf.measure.metrics import itl_samples
 from batchperf.report.knee import KNEE_FRACTION, knee
+from batchperf.results.record import CellRecord
 
 MIB = 2**20
 PANEL_W, PANEL_H = 4.6, 3.4

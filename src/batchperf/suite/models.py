@@ -13,11 +13,10 @@ import json
 import os
 import shutil
 import tempfile
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from batchperf.measure import inject
+from batchperf.backends.model import LoadedModel, ModelSpec, from_pretrained
 
 TINY_CONFIG: dict[str, Any] = {
     # Sized so a decode step's matmuls, not Python, take most of the step on 2 cores.
@@ -34,17 +33,6 @@ TINY_CONFIG: dict[str, Any] = {
 TINY_VOCAB = 1024
 TINY_SEED = 1234
 TINY_VERSION = 1  # bump when the recipe changes: the cache folder name follows
-
-
-@dataclass(frozen=True, slots=True)
-class ModelSpec:
-    """A model the suite can load: ``source`` is a hub id, a local path, or ``builtin:tiny-qwen2``."""
-
-    name: str
-    source: str
-    tier: str
-    dtype: str = "float16"
-    opt_in: bool = False  # not in the default matrix; ask for it by name
 
 
 MODELS: dict[str, ModelSpec] = {
@@ -70,10 +58,6 @@ def config_hash(config: Any) -> str:
     return hashlib.sha256(blob).hexdigest()[:16]
 
 
-class ModelLoadError(RuntimeError):
-    """A model could not be found or loaded; the message names it and the fix."""
-
-
 def get_model_spec(name: str, overrides: dict[str, str] | None = None) -> ModelSpec:
     """The registered model ``name``, its source replaced by ``overrides[name]`` if given."""
     overrides = overrides or {}
@@ -86,30 +70,6 @@ def get_model_spec(name: str, overrides: dict[str, str] | None = None) -> ModelS
     if name in overrides:
         return ModelSpec(spec.name, overrides[name], spec.tier, spec.dtype, spec.opt_in)
     return spec
-
-
-@dataclass(slots=True)
-class LoadedModel:
-    spec: ModelSpec
-    path: Path  # the folder from_pretrained read
-    model: Any  # transformers PreTrainedModel, eval mode, on ``device``
-    tokenizer: Any
-    config: Any
-    device: Any  # torch.device
-    dtype: Any  # torch.dtype
-    extra: dict[str, Any] = field(default_factory=dict)  # backends may cache state here
-
-    @property
-    def name(self) -> str:
-        return self.spec.name
-
-    @property
-    def max_model_len(self) -> int:
-        return int(self.config.max_position_embeddings)
-
-    @property
-    def vocab_size(self) -> int:
-        return int(self.config.vocab_size)
 
 
 def cache_root() -> Path:
@@ -176,23 +136,5 @@ def resolve_source(spec: ModelSpec) -> Path | str:
 
 
 def load_model(spec: ModelSpec, device: str = "cpu") -> LoadedModel:
-    """``from_pretrained`` the model and its tokenizer onto ``device`` in ``spec.dtype``."""
-    import torch
-    from transformers import AutoConfig, AutoModelForCausalLM, AutoTokenizer
-    from transformers.utils import logging as hf_logging
-
-    hf_logging.disable_progress_bar()  # the suite shows its own progress; these bars only clutter the log
-    source = resolve_source(spec)
-    dtype = getattr(torch, spec.dtype)
-    try:
-        config = AutoConfig.from_pretrained(source)
-        tokenizer = AutoTokenizer.from_pretrained(source)
-        model = AutoModelForCausalLM.from_pretrained(source, dtype=dtype).to(device).eval()
-    except Exception as exc:  # any loader failure becomes one clear message
-        raise ModelLoadError(
-            f"model {spec.name!r} did not load from {source}: {type(exc).__name__}: {exc}. "
-            f"Check the path or hub id (override with --batchperf-model-path {spec.name}=PATH); "
-            f"this machine has no hub access, so a hub id must already be in the local cache."
-        ) from exc
-    inject.install(model, device=torch.device(device))  # BATCHPERF_INJECT_*: the documented slowdown hook
-    return LoadedModel(spec, Path(str(source)), model, tokenizer, config, torch.device(device), dtype)
+    """The registered model ``spec`` on ``device`` (the CPU tier's tiny model is built first if needed)."""
+    return from_pretrained(spec, resolve_source(spec), device)

@@ -66,8 +66,8 @@ def cells(prompts: list[str], batches: list[int], concurrency: list[int], mix: b
 
 
 def run_cell_pair(model, backends: dict, cell: Cell, repeats: int, num_prompts: int) -> CellResult:
-    from batchperf.measure.metrics import compute_metrics, token_count_errors
     from batchperf.backends.runner import run_cell
+    from batchperf.measure.metrics import compute_metrics, token_count_errors
     from batchperf.measure.workload import LengthSpec, WorkloadSpec
 
     spec = WorkloadSpec(num_prompts=num_prompts, prompt_len=LengthSpec.parse(cell.prompt), num_warmup=1)
