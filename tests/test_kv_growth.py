@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import pytest
 
 from batchperf.measure.kv_growth import KVGrowth, fit_slope, kv_growth
@@ -63,34 +61,3 @@ def test_run_name_appears_in_the_description():
     fit = KVGrowth("m", "b", (1.0, 2.0), (2.0, 4.0), 2.0, 0.0, 2.0, run="after")
     assert "on b (after)" in fit.describe() and fit.agrees()
 
-
-SUITE_CHECK = Path(__file__).parent.parent / "perf_tests" / "test_kv_growth.py"
-
-
-def _run_check(pytester, records: list[dict]):
-    metrics = {"output_throughput": 1.0, "p99_e2el_ms": 1.0, "mean_ttft_ms": 1.0, "n_e2el": 1}  # for the summary
-    records = [{**r, "cell": {**r["cell"], "id": f"cell{i}"}, "metrics": metrics} for i, r in enumerate(records)]
-    pytester.makeconftest(f"""
-from pathlib import Path
-
-import pytest
-from batchperf.suite.plugin import state
-
-@pytest.fixture(autouse=True)
-def cells_ran(request):
-    state(request.config).records.extend({records!r})
-""")
-    pytester.makepyfile(test_suite_kv_check=SUITE_CHECK.read_text())  # a name no loaded module has
-    return pytester.runpytest("-p", "no:cacheprovider")
-
-
-def test_the_suite_check_fails_by_name_when_the_slope_is_wrong(pytester):
-    result = _run_check(pytester, [rec("m", "leaky", t, 2 * 8192 * t) for t in (79, 271)])
-    result.assert_outcomes(failed=1)
-    result.stdout.fnmatch_lines(["*KV-cache growth differs from the analytic bytes/token by more than 2%*",
-                                 "*KV-cache growth of m on leaky: slope 16,384.0 B/token*(+100.00%)*"])
-
-
-def test_the_suite_check_passes_on_the_analytic_slope_and_skips_without_cells(pytester):
-    _run_check(pytester, [rec("m", "b", t, 8192 * t) for t in (79, 271)]).assert_outcomes(passed=1)
-    _run_check(pytester, []).assert_outcomes(skipped=1)

@@ -18,9 +18,9 @@ from batchperf.suite.matrix import AXES, TIERS, CellParams, Tier, narrowed
 from batchperf.suite.pool import BackendPool, ModelPool
 from batchperf.suite.progress import add_progress_option, register_progress
 
-# Plugins of their own: the regression gate (baselines, --benchmark-compare, the per-cell verdict) and
-# sharding (--batchperf-shard=I/N).
-pytest_plugins = ["batchperf.suite.gate_plugin", "batchperf.suite.shard"]
+# Plugins of their own: the regression gate (baselines, --benchmark-compare, the per-cell verdict),
+# sharding (--batchperf-shard=I/N) and the KV-cache growth check over the session's cells.
+pytest_plugins = ["batchperf.suite.gate_plugin", "batchperf.suite.shard", "batchperf.suite.kv_check"]
 
 OPTION_AXES = {
     "models": "models (registry names, see `batchperf models`)",
