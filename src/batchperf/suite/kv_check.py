@@ -61,6 +61,7 @@ def pytest_collection_modifyitems(session: pytest.Session, config: pytest.Config
 
 def pytest_terminal_summary(terminalreporter: Any, config: pytest.Config) -> None:
     if lines := config.stash.get(LINES, None):
+        terminalreporter.ensure_newline()  # before the title, or the first line after it comes out blank
         terminalreporter.section("batchperf KV-cache growth")
         for line in lines:
             terminalreporter.write_line(line)
