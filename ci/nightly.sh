@@ -15,14 +15,13 @@
 # Writes into --out: gpu-health.json, results.json, junit.xml, pytest.log, report/, comparison.md, history.md,
 # and appends results.json to the history folder. The comparison (and history) go to $GITHUB_STEP_SUMMARY when set.
 # Exit status: pytest's (non-zero when a cell failed, e.g. a regression confirmed by its re-measure), or in --merge
-# mode non-zero when a merged cell carries a confirmed regression. A step whose subcommand this batchperf does not
-# have yet is skipped with a message.
+# mode non-zero when a merged cell carries a confirmed regression.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
 tier=gpu shard="" gpus=1 out="" python="${BATCHPERF_PYTHON:-}" history="${BATCHPERF_HISTORY:-history}" baselines=baselines
 merge=() pytest_extra=()
-usage() { sed -n '2,19p' "$0" | sed 's/^# \{0,1\}//'; exit "${1:-2}"; }
+usage() { sed -n '2,18p' "$0" | sed 's/^# \{0,1\}//'; exit "${1:-2}"; }
 while (($#)); do
     case "$1" in
         --tier) tier="$2"; shift 2 ;;
@@ -63,7 +62,6 @@ if [[ -z "$python" ]]; then
     python=.venv/bin/python
 fi
 bp() { "$python" -m batchperf.cli "$@"; }
-has() { "$python" -c 'import sys; from batchperf.cli import SUBCOMMANDS; sys.exit(sys.argv[1] not in SUBCOMMANDS)' "$1"; }
 summary() { if [[ -n "${GITHUB_STEP_SUMMARY:-}" ]]; then cat "$@" >>"$GITHUB_STEP_SUMMARY"; fi; }
 
 status=0
@@ -104,7 +102,7 @@ else
     step "pytest perf_tests -m $tier${shard:+ (shard $shard)}"
     args=(perf_tests -m "$tier" -p no:cacheprovider --benchmark-compare "--benchmark-json=$results"
           "--junitxml=$out/junit.xml" -o junit_suite_name="batchperf-$tier")
-    [[ -d "$baselines" ]] && has compare && args+=("--batchperf-baselines=$baselines")
+    [[ -d "$baselines" ]] && args+=("--batchperf-baselines=$baselines")
     [[ -n "$shard" ]] && args+=("--batchperf-shard=$shard")
     set +e
     "$python" -m pytest "${args[@]}" "${pytest_extra[@]}" 2>&1 | tee "$out/pytest.log"
@@ -120,27 +118,19 @@ fi
 
 # --- report --------------------------------------------------------------------------------------------------
 step "report"
-if has report; then
-    bp report "$results" --out "$out/report" || status=$((status ? status : 1))
-else
-    echo "skipped: this batchperf has no 'report' subcommand yet"
-fi
+bp report "$results" --out "$out/report" || status=$((status ? status : 1))
 
 # --- comparison with this machine's baseline, as the job summary ----------------------------------------------
 step "comparison"
-if has compare; then
-    baseline="$("$python" -m batchperf.regress.nightly baseline-path "$results" "$baselines")"
-    if [[ -f "$baseline" ]]; then
-        bp compare "$baseline" "$results" --markdown "$out/comparison.md" || true
-    else
-        printf '## batchperf: no baseline\n\nNo pinned baseline for this machine at `%s`; pin a reviewed run with `batchperf refresh`.\n' \
-            "$baseline" >"$out/comparison.md"
-    fi
-    cat "$out/comparison.md"
-    summary "$out/comparison.md"
+baseline="$("$python" -m batchperf.regress.nightly baseline-path "$results" "$baselines")"
+if [[ -f "$baseline" ]]; then
+    bp compare "$baseline" "$results" --markdown "$out/comparison.md" || true
 else
-    echo "skipped: this batchperf has no 'compare' subcommand yet"
+    printf '## batchperf: no baseline\n\nNo pinned baseline for this machine at `%s`; pin a reviewed run with `batchperf refresh`.\n' \
+        "$baseline" >"$out/comparison.md"
 fi
+cat "$out/comparison.md"
+summary "$out/comparison.md"
 
 # --- history ---------------------------------------------------------------------------------------------------
 step "history ($history)"

@@ -1,6 +1,10 @@
 """Fixtures for the unit tests."""
 
+from pathlib import Path
+
 import pytest
+
+REPO = Path(__file__).resolve().parents[1]
 
 
 @pytest.fixture(scope="session")
@@ -9,6 +13,19 @@ def tiny_model():
     from batchperf.suite.models import get_model_spec, load_model
 
     return load_model(get_model_spec("tiny-qwen2"))
+
+
+@pytest.fixture
+def suite(pytester: pytest.Pytester, tiny_model: object) -> pytest.Pytester:
+    """A copy of the real suite: the root conftest and perf_tests/test_cells.py.
+
+    ``tiny_model`` loads torch and transformers in this process first: in-process pytester
+    forgets modules the inner run imported, and torch cannot be imported twice.
+    """
+    import batchperf.backends.hf_static  # noqa: F401 - same reason
+    pytester.makeconftest((REPO / "conftest.py").read_text())
+    pytester.makepyfile(test_cells=(REPO / "perf_tests" / "test_cells.py").read_text())
+    return pytester
 
 
 pytest_plugins = ["pytester"]

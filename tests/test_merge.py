@@ -13,19 +13,10 @@ from batchperf.results.io import read_results
 from batchperf.results.merge import merge_results
 from batchperf.results.record import ResultsError
 
-REPO = Path(__file__).resolve().parents[1]
 # Two cells: bs2-p8-c1 hashes to shard 1 of 2, bs2-p8-c2 to shard 2.
 SMALL = ["-m", "cpu", "--batchperf-backends=hf-static", "--batchperf-batch-sizes=2", "--batchperf-prompt-lens=8",
          "--batchperf-concurrency=1,2",
          "--batchperf-num-prompts=3", "--batchperf-rounds=1", "--batchperf-output-lens=2,3", "-p", "no:cacheprovider"]
-
-
-@pytest.fixture
-def suite(pytester: pytest.Pytester, tiny_model: object) -> pytest.Pytester:
-    import batchperf.backends.hf_static  # noqa: F401 - torch and transformers stay loaded (see test_plugin.py)
-    pytester.makeconftest((REPO / "conftest.py").read_text())
-    pytester.makepyfile(test_cells=(REPO / "perf_tests" / "test_cells.py").read_text())
-    return pytester
 
 
 def cell_ids(path: Path) -> list[str]:
@@ -34,7 +25,7 @@ def cell_ids(path: Path) -> list[str]:
 
 def test_two_shards_merged_give_the_same_cells_as_one_run(suite: pytest.Pytester, tmp_path: Path) -> None:
     whole = tmp_path / "whole.json"
-    suite.runpytest(*SMALL, f"--benchmark-json={whole}").assert_outcomes(passed=2)
+    suite.runpytest(*SMALL, f"--benchmark-json={whole}").assert_outcomes(passed=3)  # and the KV check
     parts = []
     for i in (1, 2):
         part = tmp_path / f"shard{i}.json"

@@ -5,33 +5,22 @@ from pathlib import Path
 
 import pytest
 
-REPO = Path(__file__).resolve().parents[1]
 SMALL = ["-m", "cpu", "--batchperf-batch-sizes=2", "--batchperf-prompt-lens=8", "--batchperf-concurrency=2",
          "--batchperf-num-prompts=3", "--batchperf-rounds=1", "--batchperf-output-lens=2,3", "-p", "no:cacheprovider",
          "--batchperf-backends=hf-static"]
 FAST = [*SMALL, "--benchmark-disable"]  # one run per cell, for tests of what happens around the cells
 
 
-@pytest.fixture
-def suite(pytester: pytest.Pytester, tiny_model: object) -> pytest.Pytester:
-    """A copy of the real suite: the root conftest and perf_tests/test_cells.py.
-
-    ``tiny_model`` loads torch and transformers in this process first: in-process pytester
-    forgets modules the inner run imported, and torch cannot be imported twice.
-    """
-    import batchperf.backends.hf_static  # noqa: F401 - same reason
-    pytester.makeconftest((REPO / "conftest.py").read_text())
-    pytester.makepyfile(test_cells=(REPO / "perf_tests" / "test_cells.py").read_text())
-    return pytester
-
-
 def test_cells_run_and_store_everything(suite: pytest.Pytester) -> None:
     out = suite.path / "out.json"
     result = suite.runpytest(*SMALL, "--batchperf-concurrency=1,2", f"--benchmark-json={out}")
-    result.assert_outcomes(passed=2)
+    # and the KV-growth check: c1 runs each request alone, c2 pads a pair to the longer target, so the
+    # two cells hold different token counts and give a slope
+    result.assert_outcomes(passed=3)
     result.stdout.fnmatch_lines(["*= batchperf =*", "cell *out tok/s*P99 E2EL ms*",
                                  "cpu-tiny-qwen2-hf-static-bs2-p8-c1 *", "cpu-tiny-qwen2-hf-static-bs2-p8-c2 *",
                                  "models loaded: 1 (tiny-qwen2)"])
+    result.stdout.fnmatch_lines(["KV-cache growth of tiny-qwen2 on hf-static: slope 2,048.0 B/token *"])
     benches = json.loads(out.read_text())["benchmarks"]
     info = benches[0]["extra_info"]
     assert info["cell"]["batch_size"] == 2 and info["cell"]["prompt_len"] == "8"
@@ -46,20 +35,20 @@ def test_cells_run_and_store_everything(suite: pytest.Pytester) -> None:
 def test_gpu_cells_skip_with_a_reason_without_cuda(suite: pytest.Pytester) -> None:
     result = suite.runpytest("-m", "gpu", "--batchperf-backends=hf-static", "--batchperf-batch-sizes=1", "--batchperf-prompt-lens=128",
                              "--batchperf-concurrency=16", "-rs", "-p", "no:cacheprovider")
-    result.assert_outcomes(skipped=2)
-    result.stdout.fnmatch_lines(["*SKIPPED*CUDA is not available*"])
+    result.assert_outcomes(skipped=3)  # the two cells, then the KV-growth check with no cell to fit
+    result.stdout.fnmatch_lines(["*SKIPPED*CUDA is not available*", "*SKIPPED*no performance cell ran*"])
 
 
 def test_invalid_matrix_entry_fails_its_cell_and_the_rest_run(suite: pytest.Pytester) -> None:
     result = suite.runpytest(*FAST, "--batchperf-batch-sizes=2,zero")
-    result.assert_outcomes(passed=1, errors=1)
+    result.assert_outcomes(passed=1, errors=1, skipped=1)
     result.stdout.fnmatch_lines(["*invalid matrix entry in cell cpu-tiny-qwen2-hf-static-bszero-p8-c2: "
                                  "invalid batch size 'zero': must be a whole number >= 1*"])
 
 
 def test_unknown_model_fails_its_cells_and_the_rest_run(suite: pytest.Pytester) -> None:
     result = suite.runpytest(*FAST, "--batchperf-models=tiny-qwen2,no-such-model")
-    result.assert_outcomes(passed=1, errors=1)
+    result.assert_outcomes(passed=1, errors=1, skipped=1)
     result.stdout.fnmatch_lines(["*unknown model 'no-such-model'; known models: tiny-qwen2*"])
 
 
@@ -68,13 +57,13 @@ def test_model_that_does_not_load_fails_its_cells_and_the_rest_run(suite: pytest
     broken.mkdir()
     (broken / "config.json").write_text("{ this is not json")
     result = suite.runpytest(*FAST, "--batchperf-models=broken,tiny-qwen2", f"--batchperf-model-path=broken={broken}")
-    result.assert_outcomes(passed=1, errors=1)
+    result.assert_outcomes(passed=1, errors=1, skipped=1)
     result.stdout.fnmatch_lines([f"*model 'broken' did not load from {broken}*"])
 
 
 def test_unknown_backend_fails_its_cells(suite: pytest.Pytester) -> None:
     result = suite.runpytest(*FAST, "--batchperf-backends=hf-static,warp-drive")
-    result.assert_outcomes(passed=1, errors=1)
+    result.assert_outcomes(passed=1, errors=1, skipped=1)
     result.stdout.fnmatch_lines(["*unknown backend 'warp-drive'*"])
 
 

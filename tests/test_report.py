@@ -38,7 +38,7 @@ def test_knee_edge_cases():
 # --- the page, from a real CPU-tier results file --------------------------------------------------
 
 # Written by the real suite on the CPU tier, narrowed to stay small, then saved without indentation:
-#   pytest perf_tests -m cpu --batchperf-batch-sizes=1,4,8 --batchperf-prompt-lens=64,256
+#   pytest perf_tests -m cpu --batchperf-backends=hf-static --batchperf-batch-sizes=1,4,8 --batchperf-prompt-lens=64,256
 #     --batchperf-concurrency=4,8 --batchperf-num-prompts=8 --batchperf-output-lens=4,8
 #     --batchperf-rounds=2 --benchmark-json=results_cpu_small.json
 RESULTS = Path(__file__).parent / "data" / "results_cpu_small.json"

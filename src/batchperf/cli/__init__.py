@@ -22,6 +22,7 @@ SUBCOMMANDS: dict[str, tuple[str, str]] = {
     "merge": ("batchperf.cli.merge", "join per-shard results files (--batchperf-shard=I/N) into one results file"),
     "gpu-health": ("batchperf.cli.gpu_health", "record GPU health (other processes, clocks, persistence mode) as JSON"),
     "history": ("batchperf.cli.history", "change points per cell and metric over a folder of nightly results files"),
+    "versus": ("batchperf.cli.versus", "two or more backends on the same cells, interleaved in one process: tok/s and ratios"),
 }
 
 

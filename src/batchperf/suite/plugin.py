@@ -9,6 +9,7 @@ and build backends live in the repository's ``fixtures/`` (wired by the root
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -19,9 +20,9 @@ from batchperf.suite.matrix import AXES, TIERS, Tier, narrowed
 from batchperf.suite.pool import BackendPool, ModelPool
 from batchperf.suite.progress import add_progress_option, register_progress
 
-# Plugins of their own: the regression gate (baselines, --benchmark-compare, the per-cell verdict) and
-# sharding (--batchperf-shard=I/N).
-pytest_plugins = ["batchperf.suite.gate_plugin", "batchperf.suite.shard"]
+# Plugins of their own: the regression gate (baselines, --benchmark-compare, the per-cell verdict),
+# sharding (--batchperf-shard=I/N) and the KV-cache growth check over the session's cells.
+pytest_plugins = ["batchperf.suite.gate_plugin", "batchperf.suite.shard", "batchperf.suite.kv_check"]
 
 OPTION_AXES = {
     "models": "models (registry names, see `batchperf models`)",
@@ -46,6 +47,14 @@ def add_matrix_options(add: Any) -> None:
         help="output tokens per request, cycled over the requests (default: 16,32)")
     add("--batchperf-arrival", dest="batchperf_arrival", default=None, metavar="SPEC",
         help="closed (default: N in flight, a new one as each finishes), burst, or rate:REQ_PER_S[:BURSTINESS]")
+
+
+MATRIX_SETTINGS = (*AXES, "num_prompts", "rounds", "arrival", "output_lens")
+
+
+def matrix_settings(get: Callable[[str], str | None]) -> dict[str, str | None]:
+    """The matrix options given, by setting name, for :func:`narrowed`; ``get(dest)`` reads one option."""
+    return {key: get(f"batchperf_{key}") for key in MATRIX_SETTINGS}
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -80,9 +89,7 @@ def _model_overrides(entries: list[str]) -> dict[str, str]:
 
 
 def pytest_configure(config: pytest.Config) -> None:
-    settings = {axis: config.getoption(f"batchperf_{axis}") for axis in AXES}
-    for key in ("num_prompts", "rounds", "arrival", "output_lens"):
-        settings[key] = config.getoption(f"batchperf_{key}")
+    settings = matrix_settings(config.getoption)
     try:
         tiers = {name: narrowed(tier, **settings) for name, tier in TIERS.items()}
     except ValueError as exc:

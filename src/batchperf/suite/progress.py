@@ -15,6 +15,8 @@ import time
 from collections.abc import Callable
 from typing import Any
 
+from batchperf.suite.shard import cell_id
+
 OPTION = "batchperf_progress"
 
 
@@ -67,13 +69,6 @@ def _hms(seconds: float) -> str:
     return f"{s // 3600}:{s % 3600 // 60:02d}:{s % 60:02d}"
 
 
-def _cell_id(item: Any) -> str | None:
-    """The cell id of a performance test item, None for any other test."""
-    callspec = getattr(item, "callspec", None)
-    cell = callspec.params.get("batchperf_params") if callspec is not None else None
-    return getattr(cell, "id", None) if cell is not None else None
-
-
 class ProgressPlugin:
     """The pytest side: counts the collected cells, prints a line as each one starts."""
 
@@ -86,7 +81,7 @@ class ProgressPlugin:
 
     def pytest_collection_finish(self, session: Any) -> None:
         # session.items is what will run: after -m / -k deselection
-        self.ids = {item.nodeid: cid for item in session.items if (cid := _cell_id(item)) is not None}
+        self.ids = {item.nodeid: cid for item in session.items if (cid := cell_id(item)) is not None}
 
     def pytest_runtestloop(self) -> None:
         # the terminal reporter exists by now (it may not when plugins configure)

@@ -88,7 +88,8 @@ def pytest_configure(config: pytest.Config) -> None:
         raise pytest.UsageError(f"--batchperf-shard: {exc}") from None
 
 
-def _cell_id(item: pytest.Item) -> str | None:
+def cell_id(item: pytest.Item) -> str | None:
+    """The cell id of a performance test item, None for any other test."""
     params = getattr(item, "callspec", None)
     cell = params.params.get("batchperf_params") if params is not None else None
     return getattr(cell, "id", None)
@@ -98,11 +99,11 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[Any]) -> No
     shard = config.stash.get(SHARD, None)
     if shard is None:
         return
-    # Only cells are sharded; the suite's other checks (e.g. KV growth) run in every shard over its own cells.
+    # Only cells are sharded; the KV-growth check (batchperf.suite.kv_check) is added after this, in every shard.
     keep, dropped = [], []
     for item in items:
-        cell_id = _cell_id(item)
-        (keep if cell_id is None or shard.holds(cell_id) else dropped).append(item)
+        cid = cell_id(item)
+        (keep if cid is None or shard.holds(cid) else dropped).append(item)
     if dropped:
         config.hook.pytest_deselected(items=dropped)
         items[:] = keep
