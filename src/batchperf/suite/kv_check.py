@@ -16,8 +16,8 @@ from typing import Any
 import pytest
 
 from batchperf.measure.kv_growth import DEFAULT_REL_TOL, kv_growth
+from batchperf.suite.matrix import cell_id
 from batchperf.suite.plugin import state
-from batchperf.suite.shard import cell_id
 
 NAME = "kv_cache_growth"
 NODE_ID = f"batchperf::{NAME}"  # no file holds it; "batchperf" is what the terminal shows as its place

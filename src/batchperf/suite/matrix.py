@@ -209,3 +209,10 @@ def narrowed(tier: Tier, **overrides: str | None) -> Tier:
             changes[key] = value
     limits = {b: {a: v for a, v in axes.items() if a not in changes} for b, axes in tier.limits.items()}
     return replace(tier, **changes, limits=limits)
+
+
+def cell_id(item: object) -> str | None:
+    """The cell id of a pytest item that is a performance cell (parametrized with ``batchperf_params``), else None."""
+    params = getattr(item, "callspec", None)
+    cell = params.params.get("batchperf_params") if params is not None else None
+    return getattr(cell, "id", None)

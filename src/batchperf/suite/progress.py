@@ -15,7 +15,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from batchperf.suite.shard import cell_id
+from batchperf.suite.matrix import cell_id
 
 OPTION = "batchperf_progress"
 

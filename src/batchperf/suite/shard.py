@@ -21,6 +21,8 @@ from typing import Any
 
 import pytest
 
+from batchperf.suite.matrix import cell_id
+
 USAGE = "use I/N with 1 <= I <= N, e.g. --batchperf-shard=2/4 for the second of four shards"
 
 
@@ -86,13 +88,6 @@ def pytest_configure(config: pytest.Config) -> None:
         config.stash[SHARD] = Shard.parse(raw) if raw else None
     except ValueError as exc:
         raise pytest.UsageError(f"--batchperf-shard: {exc}") from None
-
-
-def cell_id(item: pytest.Item) -> str | None:
-    """The cell id of a performance test item, None for any other test."""
-    params = getattr(item, "callspec", None)
-    cell = params.params.get("batchperf_params") if params is not None else None
-    return getattr(cell, "id", None)
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[Any]) -> None:
