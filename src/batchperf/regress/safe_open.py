@@ -35,6 +35,19 @@ def open_regular(path: Path, flags: int, mode: int = 0o644) -> int:
     return fd
 
 
+def refuse_link(path: Path) -> None:
+    """A ResultsError if ``path`` is a symlink or exists as anything but a regular file; creates nothing."""
+    try:
+        mode = os.lstat(path).st_mode
+    except FileNotFoundError:
+        return
+    if stat.S_ISLNK(mode):
+        raise ResultsError(path, "is a symbolic link; a baseline refresh never writes through one",
+                           f"Replace it with a regular file (rm {path}) and run again; nothing was written")
+    if not stat.S_ISREG(mode):
+        raise ResultsError(path, "is not a regular file", f"Remove it (rm {path}) and run again; nothing was written")
+
+
 def make_folder(folder: Path) -> None:
     """``mkdir -p folder`` as a ResultsError naming the folder when it cannot be made."""
     try:

@@ -27,7 +27,7 @@ from typing import Any
 
 from batchperf.measure.metrics import summarise
 from batchperf.regress.fingerprint import Fingerprint, cell_identity, identity_diff, version_diff
-from batchperf.regress.safe_open import flock_holder, make_folder, open_regular
+from batchperf.regress.safe_open import flock_holder, make_folder, open_regular, refuse_link
 from batchperf.results.io import ResultsFile, read_results, write_results
 from batchperf.results.record import CellRecord, ResultsError
 
@@ -256,7 +256,7 @@ def write_baseline(folder: Path, template: dict[str, Any], entries: list[dict[st
 
     Returns the notes of :func:`append_history`."""
     header = {**template, BLOCK: {"schema": SCHEMA, "fingerprint": fingerprint.to_dict(), "provenance": provenance}}
-    os.close(open_regular(folder / HISTORY_FILE, os.O_RDWR | os.O_CREAT | os.O_APPEND))  # refuse a symlink first
+    refuse_link(folder / HISTORY_FILE)  # before the baseline changes: never a new baseline without its history line
     write_results(folder / BASELINE_FILE, header, entries)
     # A crash right here leaves the history one entry short; missing_history_entry() finds it next time.
     return append_history(folder, provenance)

@@ -136,9 +136,22 @@ def results_document(header: dict[str, Any], entries: Iterable[dict[str, Any]]) 
 
 
 def write_results(path: Path, header: dict[str, Any], entries: Iterable[dict[str, Any]]) -> Path:
-    """Write a results (or baseline) file atomically; ``entries`` as :meth:`ResultsFile.entries` gives them."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    atomic_write_text(path, json.dumps(results_document(header, entries), indent=1, sort_keys=True) + "\n")
+    """Write a results (or baseline) file atomically; ``entries`` as :meth:`ResultsFile.entries` gives them.
+
+    Every cell is validated as :func:`read_results` would, so nothing is written that could not be read
+    back (a NaN or a negative measurement names its cell and metric)."""
+    entries = list(entries)
+    for i, bench in enumerate(entries):
+        info = bench.get("extra_info") if isinstance(bench, dict) else None
+        if isinstance(info, dict) and SCHEMA_KEY in info:
+            CellRecord.from_dict(info, where=f"{path}: {bench.get('fullname') or bench.get('name') or f'#{i}'}")
+    text = json.dumps(results_document(header, entries), indent=1, sort_keys=True) + "\n"
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        atomic_write_text(path, text)
+    except OSError as exc:
+        raise ResultsError(path, f"cannot write it ({exc.strerror or exc})",
+                           "Check that its folder exists and is writable, or write elsewhere") from None
     return path
 
 
