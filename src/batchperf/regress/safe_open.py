@@ -17,6 +17,11 @@ from pathlib import Path
 from batchperf.results.record import ResultsError
 
 
+_LINK = ("is a symbolic link; a baseline refresh never writes through one",
+         "Replace it with a regular file and run again; nothing was written")
+_NOT_REGULAR = ("is not a regular file", "Remove it and run again; nothing was written")
+
+
 def open_regular(path: Path, flags: int, mode: int = 0o644) -> int:
     """``os.open(path, flags)`` refusing a symlink or a non-regular file; the caller closes the fd."""
     try:
@@ -24,13 +29,12 @@ def open_regular(path: Path, flags: int, mode: int = 0o644) -> int:
         fd = os.open(path, flags | os.O_NOFOLLOW | os.O_CLOEXEC | os.O_NONBLOCK, mode)
     except OSError as exc:
         if exc.errno == errno.ELOOP:
-            raise ResultsError(path, "is a symbolic link; a baseline refresh never writes through one",
-                               f"Replace it with a regular file (rm {path}) and run again; nothing was written") from None
+            raise ResultsError(path, *_LINK) from None
         raise ResultsError(path, f"cannot open it for writing ({exc.strerror})",
                            "Check that the folder is writable, or pass another --baselines DIR") from None
     if not stat.S_ISREG(os.fstat(fd).st_mode):
         os.close(fd)
-        raise ResultsError(path, "is not a regular file", f"Remove it (rm {path}) and run again; nothing was written")
+        raise ResultsError(path, *_NOT_REGULAR)
     os.set_blocking(fd, True)
     return fd
 
@@ -42,10 +46,9 @@ def refuse_link(path: Path) -> None:
     except FileNotFoundError:
         return
     if stat.S_ISLNK(mode):
-        raise ResultsError(path, "is a symbolic link; a baseline refresh never writes through one",
-                           f"Replace it with a regular file (rm {path}) and run again; nothing was written")
+        raise ResultsError(path, *_LINK)
     if not stat.S_ISREG(mode):
-        raise ResultsError(path, "is not a regular file", f"Remove it (rm {path}) and run again; nothing was written")
+        raise ResultsError(path, *_NOT_REGULAR)
 
 
 def make_folder(folder: Path) -> None:

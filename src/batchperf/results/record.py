@@ -153,6 +153,13 @@ class CellRecord:
                                    f"{'mapping' if kind is Mapping else 'list'}", RERUN)
         if absent := [k for k in CELL_FIELDS if k not in data["cell"]]:
             raise ResultsError(where, f"cell lacks {', '.join(absent)}", RERUN)
+        for key in ("batch_size", "concurrency"):  # read as int by every reader: refuse "x" here, by name
+            value = data["cell"][key]
+            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+                raise ResultsError(where, f"cell.{key} is {value!r}, not a whole number >= 1", RERUN)
+        for key in ("id", "model", "backend"):
+            if not isinstance(data["cell"][key], str) or not data["cell"][key]:
+                raise ResultsError(where, f"cell.{key} is {data['cell'][key]!r}, not a name", RERUN)
         for key, value in data["metrics"].items():
             if isinstance(value, bool) or not isinstance(value, (int, float)):
                 raise ResultsError(where, f"metrics.{key} is {value!r}, not a number", RERUN)
