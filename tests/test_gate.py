@@ -40,11 +40,12 @@ def test_tolerance_is_the_floor_when_the_spread_is_small() -> None:
 
 
 def test_tolerance_grows_with_the_baselines_spread() -> None:
-    base = cell_info(spread=0.10, tier="gpu")  # relative pstdev 0.08165 → 3 × = 0.245 > GPU floor 0.05
-    result = judge(RULES[0], base, scaled(base, 1.25), "gpu", k=3.0)
-    assert result.tolerance == pytest.approx(3 * math.sqrt(0.02 / 3), rel=1e-6)
-    assert result.verdict is Verdict.PASS  # -20% is inside ±24.5%
-    assert judge(RULES[0], base, scaled(base, 1.40), "gpu", k=3.0).verdict is Verdict.REGRESSION
+    base = cell_info(spread=0.04, tier="gpu")  # relative pstdev 0.03266 → 3 × = 0.098 > GPU floor 0.05
+    result = judge(RULES[0], base, scaled(base, 1.09), "gpu", k=3.0)
+    assert result.tolerance == pytest.approx(3 * math.sqrt(0.0032 / 3), rel=1e-6)
+    assert result.tolerance < RULES[0].cap("gpu")
+    assert result.verdict is Verdict.PASS  # -8.3% is inside ±9.8%
+    assert judge(RULES[0], base, scaled(base, 1.15), "gpu", k=3.0).verdict is Verdict.REGRESSION
 
 
 def test_gpu_floor_is_tighter_than_cpu() -> None:
@@ -167,8 +168,9 @@ def test_every_rule_has_a_producer_in_a_real_cell_record(tiny_model, backend: st
 def test_identical_data_never_flags(throughput: float, p99: float, spread: float, kv: float) -> None:
     info = cell_info(throughput=throughput, p99=p99, spread=spread, kv=kv)
     verdict = compare_cell("c", info, copied(info), GateConfig(), CPU_FP, CPU_FP)
-    assert verdict.verdict is Verdict.PASS
-    assert all(m.verdict is Verdict.PASS and m.change == 0 for m in verdict.metrics)
+    # a baseline noisier than the cap is too noisy to gate (issue 14), identical data or not
+    assert verdict.verdict in (Verdict.PASS, Verdict.NOISY)
+    assert all(m.verdict in (Verdict.PASS, Verdict.NOISY) and m.change == 0 for m in verdict.metrics)
 
 
 @given(spread=spreads, s1=st.floats(0.2, 5.0), s2=st.floats(0.2, 5.0), k=st.floats(0.0, 5.0))
@@ -191,11 +193,18 @@ def test_direction_is_respected(factor: float, spread: float) -> None:
         cur.metrics[name] *= factor
         result = judge(rule, base, cur, "cpu", 3.0)
         assume(abs(abs(result.change) - result.tolerance) > 1e-9)
+        if result.verdict is Verdict.NOISY:  # too noisy to gate: only a change beyond its noise is judged
+            assert abs(result.change) <= result.tolerance or not got_worse_than(rule, factor)
+            continue
         got_worse = factor < 1 if rule.direction is Direction.HIGHER else factor > 1
         if abs(result.change) <= result.tolerance:
             assert result.verdict is Verdict.PASS
         else:
             assert result.verdict is (Verdict.REGRESSION if got_worse else Verdict.IMPROVEMENT), name
+
+
+def got_worse_than(rule: Rule, factor: float) -> bool:
+    return factor < 1 if rule.direction is Direction.HIGHER else factor > 1
 
 
 @given(unit=st.sampled_from([1e-3, 1e3, 1 / 1024, 2**20, 60.0, 0.7]), slowdown=st.floats(0.3, 3.0),

@@ -34,6 +34,9 @@ def add_cli_args(parser: argparse.ArgumentParser) -> None:
 
 
 def main(args: argparse.Namespace) -> int:
+    if args.markdown not in (None, "-") and not Path(args.markdown).parent.is_dir():
+        raise SystemExit(f"batchperf compare: --markdown {args.markdown}: cannot write it (No such file or directory: "
+                         f"{Path(args.markdown).parent}); create the folder first, or give '-' for stdout")
     try:
         config = gate_config(args.batchperf_k, args.batchperf_tolerance)
         a, b = load_reference(args.a), load_run(args.b)
@@ -49,7 +52,11 @@ def main(args: argparse.Namespace) -> int:
         if args.markdown == "-":
             print(text)
         else:
-            with open(args.markdown, "a", encoding="utf-8") as fh:
-                fh.write(text + "\n")
+            try:
+                with open(args.markdown, "a", encoding="utf-8") as fh:
+                    fh.write(text + "\n")
+            except OSError as exc:
+                raise SystemExit(f"batchperf compare: --markdown {args.markdown}: cannot write it ({exc.strerror}); "
+                                 "give a writable file, or '-' for stdout") from None
     failed = any(v.failed for v in verdicts)
     return 1 if failed and args.fail_on_regression else 0

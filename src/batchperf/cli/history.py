@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
+from batchperf.cli.options import real
 from batchperf.regress.history import (
     DEFAULT_MIN_CHANGE,
     DEFAULT_PENALTY,
@@ -19,16 +20,14 @@ from batchperf.results.record import ResultsError
 
 def add_cli_args(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("folder", type=Path, help="folder of results JSON files, one per nightly run")
-    parser.add_argument("--penalty", type=float, default=DEFAULT_PENALTY,
+    parser.add_argument("--penalty", type=real(above=True), default=DEFAULT_PENALTY,
                         help=f"PELT penalty in units of σ²·ln(n); higher finds fewer changes (default {DEFAULT_PENALTY})")
-    parser.add_argument("--min-change", type=float, default=DEFAULT_MIN_CHANGE,
+    parser.add_argument("--min-change", type=real(), default=DEFAULT_MIN_CHANGE,
                         help=f"ignore change points smaller than this fraction (default {DEFAULT_MIN_CHANGE})")
     parser.add_argument("--markdown", action="store_true", help="print a Markdown table (for a CI job summary)")
 
 
 def main(args: argparse.Namespace) -> int:
-    if args.penalty <= 0 or args.min_change < 0:
-        raise SystemExit("batchperf history: --penalty must be > 0 and --min-change >= 0")
     try:
         runs, notes = load_history(args.folder)
     except ResultsError as exc:

@@ -7,12 +7,14 @@ import json
 from dataclasses import asdict
 from pathlib import Path
 
+from batchperf.cli.options import real
+
 
 def add_cli_args(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("results", type=Path, metavar="RESULTS.json", help="a results file of a batch-size sweep")
-    parser.add_argument("--p99-e2el-ms", type=float, help="P99 end-to-end latency limit (ms)")
-    parser.add_argument("--p99-ttft-ms", type=float, help="P99 time-to-first-token limit (ms)")
-    parser.add_argument("--p99-tpot-ms", type=float, help="P99 time-per-output-token limit (ms)")
+    parser.add_argument("--p99-e2el-ms", type=real(above=True), help="P99 end-to-end latency limit (ms)")
+    parser.add_argument("--p99-ttft-ms", type=real(above=True), help="P99 time-to-first-token limit (ms)")
+    parser.add_argument("--p99-tpot-ms", type=real(above=True), help="P99 time-per-output-token limit (ms)")
     parser.add_argument("--by", choices=("throughput", "goodput"), default="throughput",
                         help="rank the batch sizes that meet the SLOs by output throughput (default) or by goodput")
     parser.add_argument("--json", action="store_true", help="print JSON instead of tables")

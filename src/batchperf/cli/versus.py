@@ -102,6 +102,8 @@ def _bad_input(names: list[str], args: argparse.Namespace) -> list[str]:
                         f"got {','.join(names)}")
     if args.repeats < 1:
         problems.append(f"--repeats must be >= 1, got {args.repeats}")
+    if args.threads < 0:
+        problems.append(f"--threads must be >= 0, got {args.threads} (0: torch's choice)")
     return problems
 
 

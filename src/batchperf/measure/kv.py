@@ -56,6 +56,11 @@ class KVShape:
             raise ValueError("config has no num_hidden_layers / num_attention_heads: not a decoder LLM config")
         kv_heads = _field(config, "num_key_value_heads") or heads
         head_dim = _field(config, "head_dim")
+        sizes = {"num_hidden_layers": layers, "num_attention_heads": heads, "num_key_value_heads": kv_heads}
+        sizes |= {"head_dim": head_dim} if head_dim is not None else {"hidden_size": hidden}
+        for key, value in sizes.items():  # a negative size would print negative bytes as if they were real
+            if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < 1):
+                raise ValueError(f"config {key} is {value!r}: must be a whole number >= 1")
         if head_dim is None:
             if hidden is None:
                 raise ValueError("config has neither head_dim nor hidden_size")

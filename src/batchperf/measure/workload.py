@@ -102,8 +102,8 @@ class Arrival:
             raise ValueError(f"arrival kind must be closed, burst or rate, got {self.kind!r}")
         if self.kind == "rate" and not (self.rate > 0 and math.isfinite(self.rate)):
             raise ValueError(f"arrival rate must be a finite number > 0 req/s, got {self.rate}")
-        if self.burstiness <= 0:
-            raise ValueError(f"burstiness must be > 0, got {self.burstiness}")
+        if not (self.burstiness > 0 and math.isfinite(self.burstiness)):  # NaN gaps would never be sent
+            raise ValueError(f"burstiness must be a finite number > 0, got {self.burstiness}")
 
     def offsets(self, rng: np.random.Generator, n: int) -> list[float]:
         """Scheduled send time of each request, seconds after t0."""

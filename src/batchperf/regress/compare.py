@@ -27,10 +27,12 @@ from batchperf.regress.gate import (
 )
 from batchperf.regress.store import Run
 
-VERDICT_STYLE = {"REGRESSION": "bold red", "MISSING": "bold red", "improvement": "green", "ok": ""}
+VERDICT_STYLE = {"REGRESSION": "bold red", "MISSING": "bold red", "improvement": "green", "ok": "",
+                 "TOO NOISY": "yellow", "NOT JUDGED": "yellow"}
 CELL_LABEL = {
     Verdict.PASS: "pass", Verdict.REGRESSION: "REGRESSION", Verdict.MISSING: "MISSING",
     Verdict.IMPROVEMENT: "improvement (refresh suggested)", Verdict.NO_BASELINE: "no comparable baseline",
+    Verdict.NOISY: "too noisy to gate", Verdict.NOT_JUDGED: "not judged (bad baseline)",
 }
 
 
@@ -117,6 +119,9 @@ def render_rich(verdicts: list[CellVerdict], console: Any, extras: dict[str, lis
         for row in table_rows(v) + (extras or {}).get(v.name, []):
             table.add_row(*row, style=VERDICT_STYLE.get(row[-1], ""))
         console.print(table)
+        for m in v.metrics:
+            if m.note:
+                console.print(f"  {m.name}: {m.note}")
         if v.versions:
             console.print("  versions that differ: " + ", ".join(f"{k} {a} → {b}" for k, (a, b) in v.versions.items()))
         for w in v.warnings:
@@ -130,9 +135,11 @@ def render_markdown(verdicts: list[CellVerdict], a: Path, b: Path,
     counts = summary_counts(verdicts)
     lines = [f"## batchperf compare: `{a}` → `{b}`", "",
              ", ".join(f"**{n}** {CELL_LABEL[k]}" for k, n in counts.items()), ""]
-    order = {Verdict.REGRESSION: 0, Verdict.MISSING: 0, Verdict.IMPROVEMENT: 1, Verdict.NO_BASELINE: 2, Verdict.PASS: 3}
+    order = {Verdict.REGRESSION: 0, Verdict.MISSING: 0, Verdict.NOT_JUDGED: 1, Verdict.NOISY: 1,
+             Verdict.IMPROVEMENT: 2, Verdict.NO_BASELINE: 3, Verdict.PASS: 4}
     for v in sorted(verdicts, key=lambda v: (order[v.verdict], v.name)):
-        icon = {Verdict.REGRESSION: "❌", Verdict.MISSING: "❌", Verdict.IMPROVEMENT: "⬆️"}.get(v.verdict, "✅")
+        icon = {Verdict.REGRESSION: "❌", Verdict.MISSING: "❌", Verdict.IMPROVEMENT: "⬆️", Verdict.NOISY: "⚠️",
+                Verdict.NOT_JUDGED: "⚠️", Verdict.NO_BASELINE: "❔"}.get(v.verdict, "✅")
         lines.append(f"### {icon} `{v.name}`: {CELL_LABEL[v.verdict]}")
         lines.append("")
         if not v.metrics:
@@ -143,6 +150,7 @@ def render_markdown(verdicts: list[CellVerdict], a: Path, b: Path,
         for row in table_rows(v) + (extras or {}).get(v.name, []):
             cells = [f"**{c}**" if row[-1] in ("REGRESSION", "MISSING") and c else c for c in row]
             lines.append("| " + " | ".join(cells) + " |")
+        lines += [f"\n- `{m.name}`: {m.note}" for m in v.metrics if m.note]
         if v.versions:
             lines.append("")
             lines.append("Versions that differ: " + ", ".join(f"{k} {a} → {b}" for k, (a, b) in v.versions.items()))

@@ -72,13 +72,19 @@ class HardwareIdentity:
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> HardwareIdentity:
+        if not isinstance(data, dict):
+            raise ValueError(f"identity is a {type(data).__name__}, not a mapping")
+        if not isinstance(data.get("gpus", []), list):
+            raise ValueError(f"identity.gpus is a {type(data['gpus']).__name__}, not a list")
         try:
             gpus = tuple(GPU(g["name"], int(g["memory_mib"])) for g in data.get("gpus", []))
             threads = data.get("cpu_threads")
             return cls(str(data["arch"]), str(data["cpu_model"]), int(data["cpu_cores"]), gpus,
                        None if threads is None else int(threads))
-        except (KeyError, TypeError) as exc:
+        except KeyError as exc:
             raise ValueError(f"not a hardware identity (missing {exc})") from None
+        except TypeError as exc:
+            raise ValueError(f"not a hardware identity ({exc})") from None
 
     @property
     def key(self) -> str:
@@ -114,8 +120,12 @@ class Fingerprint:
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> Fingerprint:
+        """ValueError naming the part that is not what a fingerprint holds (a hand edit, another tool)."""
         if not isinstance(data, dict) or "identity" not in data:
             raise ValueError("not a batchperf fingerprint (no 'identity')")
+        for key in ("upgrade", "soft"):
+            if not isinstance(data.get(key, {}), dict):
+                raise ValueError(f"{key} is a {type(data[key]).__name__}, not a mapping")
         return cls(HardwareIdentity.from_dict(data["identity"]), dict(data.get("upgrade", {})),
                    dict(data.get("soft", {})))
 

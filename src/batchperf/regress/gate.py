@@ -9,6 +9,12 @@ where ``spread`` is the baseline's own round-to-round relative spread (populatio
 std / |median| over ``extra_info.rounds``). Exact metrics (KV bytes) have no
 tolerance at all: any change is a regression, everywhere. Changes are relative,
 so the unit a metric is stored in never matters.
+
+The spread term has a ceiling, ``cap[metric, tier]``: a metric whose baseline is so
+noisy that k × spread exceeds it cannot be gated, and says so (*too noisy to gate*)
+instead of passing; it still fails a change beyond even its noise. A baseline value
+the gate cannot judge against (NaN, infinite, negative, a zero throughput) is *not
+judged*, never a pass. A cell passes only when every metric it was compared on did.
 """
 
 from __future__ import annotations
@@ -20,7 +26,7 @@ from dataclasses import dataclass, field, replace
 from enum import Enum
 
 from batchperf.regress.fingerprint import Fingerprint, cell_identity, identity_diff, soft_warnings, version_diff
-from batchperf.results.record import CellRecord, lookup
+from batchperf.results.record import CellRecord
 
 
 class Direction(str, Enum):
@@ -35,14 +41,22 @@ class Verdict(str, Enum):
     PASS = "pass"
     IMPROVEMENT = "improvement"  # "refresh suggested"
     NO_BASELINE = "no-baseline"
+    NOISY = "too-noisy"  # the baseline's own spread asks for more tolerance than the cap: cannot be gated
+    NOT_JUDGED = "not-judged"  # the baseline's value cannot be judged against (NaN, inf, negative, zero throughput)
 
     @property
     def failed(self) -> bool:
         return self in (Verdict.REGRESSION, Verdict.MISSING)
 
+    @property
+    def unjudged(self) -> bool:
+        """Compared with nothing usable: reported in the summary, failed under --batchperf-require-baseline."""
+        return self in (Verdict.NO_BASELINE, Verdict.NOISY, Verdict.NOT_JUDGED)
+
 
 # Best to worst, for "the verdict never improves as a slowdown grows".
-VERDICT_RANK = {Verdict.IMPROVEMENT: 2, Verdict.PASS: 1, Verdict.REGRESSION: 0, Verdict.MISSING: 0}
+VERDICT_RANK = {Verdict.IMPROVEMENT: 2, Verdict.PASS: 1, Verdict.NOISY: 1, Verdict.NOT_JUDGED: 1,
+                Verdict.REGRESSION: 0, Verdict.MISSING: 0}
 EXACT_REL = 1e-9  # exact metrics are floats (means of integers): allow only float rounding
 
 
@@ -55,20 +69,27 @@ class Rule:
     direction: Direction
     floors: Mapping[str, float] = field(default_factory=dict)  # tier -> relative floor; "*" for any tier
     devices: tuple[str, ...] = DEVICES  # where a cell produces the metric (torch's peaks: only on CUDA)
+    # tier -> the most tolerance k × spread may give before the metric is too noisy to gate (never below the floor)
+    caps: Mapping[str, float] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         if "." not in self.metric:
             raise ValueError(f"rule metric must be a dotted extra_info path, got {self.metric!r}")
         if not self.devices or not set(self.devices) <= set(DEVICES):
             raise ValueError(f"rule {self.metric}: devices must be some of {', '.join(DEVICES)}, got {self.devices}")
-        for tier, value in self.floors.items():
-            if not 0 <= value < 10:
-                raise ValueError(f"rule {self.metric}: floor for tier {tier!r} must be in [0, 10), got {value}")
+        for kind, values in (("floor", self.floors), ("cap", self.caps)):
+            for tier, value in values.items():
+                if not 0 <= value < 10:
+                    raise ValueError(f"rule {self.metric}: {kind} for tier {tier!r} must be in [0, 10), got {value}")
 
     def floor(self, tier: str) -> float:
         if self.direction is Direction.EXACT:
             return 0.0
         return self.floors.get(tier, self.floors.get("*", 0.0))
+
+    def cap(self, tier: str) -> float:
+        """The most tolerance the baseline's spread may buy; a floor raised above it raises it too."""
+        return max(self.caps.get(tier, self.caps.get("*", 0.0)), self.floor(tier))
 
     @property
     def name(self) -> str:
@@ -93,13 +114,22 @@ _TPUT = {"cpu": 0.15, "gpu": 0.05, "*": 0.10}
 _TAIL = {"cpu": 0.40, "gpu": 0.10, "*": 0.15}  # P99 TTFT and E2EL
 _STEP = {"cpu": 0.60, "gpu": 0.10, "*": 0.15}  # P99 TPOT
 _GAP = {"cpu": 1.50, "gpu": 0.15, "*": 0.20}  # P99 ITL
+# Caps: the most slack k x spread may buy. A throughput tolerance of 40% lets a 1.67x slowdown through; a
+# baseline noisier than that cannot tell a 30% slower forward pass (-22..-28% throughput) from noise, so its
+# cell reports itself too noisy to gate rather than pass. Tails get twice their floor (TPOT 1.0, ITL its
+# floor); the GPU caps are three times the GPU floors. docs/baselines.md says what they do to the committed
+# CPU baseline.
+_TPUT_CAP = {"cpu": 0.40, "gpu": 0.15, "*": 0.30}
+_TAIL_CAP = {"cpu": 0.80, "gpu": 0.30, "*": 0.45}
+_STEP_CAP = {"cpu": 1.00, "gpu": 0.30, "*": 0.45}
+_GAP_CAP = {"cpu": 1.50, "gpu": 0.45, "*": 0.60}
 RULES: tuple[Rule, ...] = (
-    Rule("metrics.output_throughput", Direction.HIGHER, _TPUT),
-    Rule("metrics.request_throughput", Direction.HIGHER, _TPUT),
-    Rule("metrics.p99_ttft_ms", Direction.LOWER, _TAIL),
-    Rule("metrics.p99_tpot_ms", Direction.LOWER, _STEP),
-    Rule("metrics.p99_itl_ms", Direction.LOWER, _GAP),
-    Rule("metrics.p99_e2el_ms", Direction.LOWER, _TAIL),
+    Rule("metrics.output_throughput", Direction.HIGHER, _TPUT, caps=_TPUT_CAP),
+    Rule("metrics.request_throughput", Direction.HIGHER, _TPUT, caps=_TPUT_CAP),
+    Rule("metrics.p99_ttft_ms", Direction.LOWER, _TAIL, caps=_TAIL_CAP),
+    Rule("metrics.p99_tpot_ms", Direction.LOWER, _STEP, caps=_STEP_CAP),
+    Rule("metrics.p99_itl_ms", Direction.LOWER, _GAP, caps=_GAP_CAP),
+    Rule("metrics.p99_e2el_ms", Direction.LOWER, _TAIL, caps=_TAIL_CAP),
     Rule("kv.bytes_per_token_measured", Direction.EXACT),
     Rule("kv.kv_bytes_per_request_mean", Direction.EXACT),
     Rule("telemetry.torch_peak_allocated_bytes", Direction.LOWER, {"*": 0.05}, devices=("cuda",)),
@@ -135,15 +165,46 @@ class GateConfig:
 
 
 def relative_spread(record: CellRecord, path: str) -> float:
-    """Population std / |median| of ``path`` over the record's rounds; 0 with fewer than two rounds."""
+    """Population std / |median| of ``path`` over the record's rounds; 0 with fewer than two rounds.
+
+    NaN when a round holds a value that is not a finite number >= 0 (the spread is unknown), and
+    infinite when the values spread around a median of 0."""
     section, _, name = path.partition(".")
     if section != "metrics":
         return 0.0
-    values = [v for r in record.rounds if (v := lookup(r, name)) is not None]
+    raw = [r[name] for r in record.rounds if isinstance(r, Mapping) and name in r]
+    if any(bad_number(v) for v in raw):
+        return math.nan
+    values = [float(v) for v in raw]
     if len(values) < 2:
         return 0.0
     mid = abs(statistics.median(values))
-    return statistics.pstdev(values) / mid if mid > 0 else 0.0
+    std = statistics.pstdev(values)
+    if mid == 0:
+        return 0.0 if std == 0 else math.inf
+    return std / mid
+
+
+def bad_number(value: object) -> str | None:
+    """Why ``value`` is no measurement to judge against (a measurement is a finite number >= 0), or None."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return f"{value!r} is not a number"
+    if not math.isfinite(value):
+        return f"{value} is not finite"
+    return f"{value} is negative" if value < 0 else None
+
+
+def _raw(record: CellRecord, path: str) -> object:
+    """The value at dotted ``path`` of the record, whatever it is; ``_ABSENT`` when the path is missing."""
+    node: object = {"metrics": record.metrics, "kv": record.kv, "telemetry": record.telemetry}
+    for part in path.split("."):
+        if not isinstance(node, Mapping) or part not in node:
+            return _ABSENT
+        node = node[part]
+    return node
+
+
+_ABSENT = object()
 
 
 def relative_change(baseline: float, measured: float) -> float:
@@ -164,6 +225,7 @@ class MetricResult:
     tolerance: float  # relative
     verdict: Verdict
     first_measured: float | None = None  # the first run's value when this one is the re-measurement
+    note: str = ""  # why a metric was not judged, or is too noisy to gate
 
     @property
     def name(self) -> str:
@@ -174,27 +236,47 @@ class MetricResult:
         return device.split(":")[0] in self.devices
 
 
+def _unusable_baseline(rule: Rule, raw: object, spread: float) -> str | None:
+    """Why the baseline's value of ``rule``'s metric cannot be judged against, or None."""
+    if why := bad_number(raw):
+        return f"baseline value {why}"
+    if raw == 0 and rule.direction is Direction.HIGHER:
+        return "baseline value is 0: nothing completed, no relative change to judge"
+    if math.isnan(spread):
+        return "a baseline round holds a value that is not a finite number >= 0"
+    return None
+
+
 def judge(rule: Rule, baseline: CellRecord, current: CellRecord, tier: str, k: float) -> MetricResult | None:
     """One metric's verdict; None when the baseline does not have the metric (nothing to compare)."""
-    base = baseline.value(rule.metric)
-    if base is None:
+    raw = _raw(baseline, rule.metric)
+    if raw is _ABSENT:
         return None
     measured = current.value(rule.metric)
-    if rule.direction is Direction.EXACT:
-        tolerance = EXACT_REL
-    else:
-        tolerance = max(rule.floor(tier), k * relative_spread(baseline, rule.metric))
+    spread = relative_spread(baseline, rule.metric)
+    if why := _unusable_baseline(rule, raw, spread):
+        base = float(raw) if isinstance(raw, (int, float)) else math.nan
+        return MetricResult(rule.metric, rule.direction, base, measured, math.nan, math.nan, Verdict.NOT_JUDGED,
+                            note=why)
+    base = float(raw)  # type: ignore[arg-type]  # a finite number >= 0, checked above
+    slack, cap = k * spread, rule.cap(tier)
+    noisy = rule.direction is not Direction.EXACT and slack > cap
+    tolerance = EXACT_REL if rule.direction is Direction.EXACT else max(rule.floor(tier), slack)
     if measured is None:
         return MetricResult(rule.metric, rule.direction, base, None, math.nan, tolerance, Verdict.MISSING)
     change = relative_change(base, measured)
     worse = {Direction.HIGHER: -change, Direction.LOWER: change, Direction.EXACT: abs(change)}[rule.direction]
-    if worse > tolerance:
+    note = ""
+    if worse > tolerance:  # beyond even the baseline's own noise: a regression, noisy or not
         verdict = Verdict.REGRESSION
+    elif noisy:
+        verdict = Verdict.NOISY
+        note = f"{k:g} × the baseline's round-to-round spread is ±{slack:.0%}, above the cap of {cap:.0%}"
     elif rule.direction is not Direction.EXACT and -worse > tolerance:
         verdict = Verdict.IMPROVEMENT
     else:
         verdict = Verdict.PASS
-    return MetricResult(rule.metric, rule.direction, base, measured, change, tolerance, verdict)
+    return MetricResult(rule.metric, rule.direction, base, measured, change, tolerance, verdict, note=note)
 
 
 @dataclass(frozen=True, slots=True)
@@ -213,8 +295,13 @@ class CellVerdict:
 
 
 def _cell_verdict(results: list[MetricResult]) -> Verdict:
+    """Worst first: a failure; then a metric that could not be judged; then an improvement; a pass needs them all."""
     if any(r.verdict.failed for r in results):
         return Verdict.REGRESSION
+    if not results or any(r.verdict is Verdict.NOT_JUDGED for r in results):
+        return Verdict.NOT_JUDGED
+    if any(r.verdict is Verdict.NOISY for r in results):
+        return Verdict.NOISY
     if any(r.verdict is Verdict.IMPROVEMENT for r in results):
         return Verdict.IMPROVEMENT
     return Verdict.PASS
@@ -243,7 +330,8 @@ def compare_cell(
     if baseline_fp is not None and current_fp is not None:
         versions = version_diff(baseline_fp.upgrade, current_fp.upgrade)
         warnings = tuple(soft_warnings(baseline_fp.soft, current_fp.soft))
-    return CellVerdict(name, _cell_verdict(results), tuple(results), (), versions, warnings)
+    why = () if results else ("the baseline has none of the gated metrics",)
+    return CellVerdict(name, _cell_verdict(results), tuple(results), why, versions, warnings)
 
 
 def confirm(first: CellVerdict, second: CellVerdict) -> CellVerdict:
@@ -283,6 +371,8 @@ def fmt_change(change: float) -> str:
 def fmt_tolerance(r: MetricResult) -> str:
     if r.direction is Direction.EXACT:
         return "exact"
+    if math.isnan(r.tolerance):
+        return "-"
     return f"{'-' if r.direction is Direction.HIGHER else '+'}{r.tolerance * 100:.1f}%"
 
 
@@ -295,7 +385,8 @@ def table_rows(verdict: CellVerdict) -> list[tuple[str, ...]]:
         measured = fmt_value(r.measured)
         if r.first_measured is not None:
             measured += f" (1st {fmt_value(r.first_measured)})"
-        label = {Verdict.IMPROVEMENT: "improvement", Verdict.PASS: "ok"}.get(r.verdict, r.verdict.value.upper())
+        label = {Verdict.IMPROVEMENT: "improvement", Verdict.PASS: "ok", Verdict.NOISY: "TOO NOISY",
+                 Verdict.NOT_JUDGED: "NOT JUDGED"}.get(r.verdict, r.verdict.value.upper())
         rows.append((r.name, fmt_value(r.baseline), measured, fmt_change(r.change), fmt_tolerance(r), label))
     return rows
 
@@ -310,6 +401,7 @@ def render_table(verdict: CellVerdict) -> str:
         lines.append("  ".join(c.ljust(w) if j == 0 else c.rjust(w) for j, (c, w) in enumerate(zip(row, widths))))
         if i == 0:
             lines.append("  ".join("-" * w for w in widths))
+    lines += [f"{m.name}: {m.note}" for m in verdict.metrics if m.note]
     if verdict.versions:
         lines.append("versions that differ from the baseline: "
                      + ", ".join(f"{k} {a} → {b}" for k, (a, b) in verdict.versions.items()))

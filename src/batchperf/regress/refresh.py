@@ -25,17 +25,19 @@ from pathlib import Path
 from typing import Any
 
 from batchperf.regress.compare import gate_config, render_rich
+from batchperf.regress.fingerprint import identity_diff, version_diff
 from batchperf.regress.gate import CellVerdict, GateConfig, compare_cell
 from batchperf.regress.store import (
     BASELINE_FILE,
     Run,
+    append_history,
     baseline_record,
     folder_for,
     load_baseline,
     load_run,
     locked,
+    missing_history_entry,
     pool_runs,
-    repair_history,
     write_baseline,
 )
 from batchperf.results.io import temporaries
@@ -60,6 +62,28 @@ class Plan:
     @property
     def regressions(self) -> list[str]:
         return [v.name for v in self.verdicts if v.failed]
+
+    @property
+    def kept(self) -> list[str]:
+        """Cells of the old baseline that keep their old entries (not in the results, not selected, or failed)."""
+        if self.old is None:
+            return []
+        stored = self.selected.keys() - self.failed.keys()
+        return sorted(self.old.cell_ids[n] for n in self.old.cells if n not in stored)
+
+    @property
+    def kept_identity_diff(self) -> list[str]:
+        """How the identity the kept cells were measured with differs from the results' (empty: the same)."""
+        if self.old is None or self.old.fingerprint is None or self.results.fingerprint is None:
+            return []
+        return identity_diff(self.old.fingerprint.identity.to_dict(), self.results.fingerprint.identity.to_dict())
+
+    @property
+    def kept_versions(self) -> dict[str, tuple[str, str]]:
+        """Upgrade axes the kept cells were measured with that differ from the results': name -> (kept, new)."""
+        if self.old is None or self.old.fingerprint is None or self.results.fingerprint is None:
+            return {}
+        return version_diff(self.old.fingerprint.upgrade, self.results.fingerprint.upgrade)
 
 
 def cell_failure(record: CellRecord) -> str | None:
@@ -106,6 +130,13 @@ def check_plan(plan: Plan, args: argparse.Namespace) -> list[str]:
     if regressed and not (args.accept_regression and args.reason):
         refusals.append(f"{len(regressed)} cell(s) regressed against the current baseline: {', '.join(regressed)} "
                         f"(store them only with --accept-regression --reason \"why this is intended\")")
+    if plan.kept and (diff := plan.kept_identity_diff):
+        # A baseline has one fingerprint: kept cells would be stamped with an identity they were not measured with,
+        # and a later comparison would trust them (issue 14).
+        refusals.append(f"{len(plan.kept)} cell(s) of the baseline would be kept ({', '.join(plan.kept[:4])}"
+                        f"{' …' if len(plan.kept) > 4 else ''}), measured with another identity than these results "
+                        f"({'; '.join(diff)}); a baseline holds one identity: measure every cell of it this way "
+                        "(no --partial, --cells or --allow-failed), or refresh into another --baselines folder")
     if plan.not_covered and not args.partial:
         refusals.append(f"incomplete run: {len(plan.not_covered)} cell(s) of the baseline are not in the results: "
                         f"{', '.join(plan.not_covered[:8])}{' …' if len(plan.not_covered) > 8 else ''} "
@@ -149,6 +180,9 @@ def provenance(plan: Plan, args: argparse.Namespace, stored: list[str]) -> dict[
         "versions": dict(fp.upgrade) if fp else {},
         "cells": stored,
         "accepted_regressions": [n for n in plan.regressions if n in stored],
+        # cells kept from the old baseline, measured with other versions than the fingerprint now says
+        **({"kept_measured_with": {k: a for k, (a, _) in plan.kept_versions.items()}}
+           if plan.kept and plan.kept_versions else {}),
         "left_out_failed": sorted(plan.results.cell_ids[n] for n in plan.failed),
         "injected": dict(fp.soft.get("injected", {})) if fp else {},
         "flags": {k: bool(getattr(args, k)) for k in ("accept_regression", "allow_failed", "allow_dirty", "partial")},
@@ -169,35 +203,58 @@ def refresh(args: argparse.Namespace, results_paths: list[Path], console: Any) -
             raise ResultsError(run.path, "has no batchperf fingerprint (machine_info.batchperf)",
                                 "Run the cells with the batchperf pytest plugin active so the file records its hardware")
     results = pool_runs(runs)
-    results_label = ", ".join(str(p) for p in results_paths)
     folder = folder_for(args.baselines, results.fingerprint)
+    if args.dry_run:  # reads only: no lock file, no folder, no repair; it says what a refresh would do
+        return _refresh(args, results, results_paths, folder, config, console)
     with locked(folder):
-        for tmp in temporaries(folder / BASELINE_FILE):
-            console.print(f"note: removing {tmp}, left by an interrupted refresh (the baseline itself is intact)")
-            tmp.unlink()
-        if (recovered := repair_history(folder)) is not None:
-            console.print(f"note: history was missing the current baseline's entry {recovered['id']}; appended it")
-        path = folder / BASELINE_FILE
-        old = load_baseline(path, results.fingerprint) if path.exists() else None
-        plan = plan_refresh(results, old, config, args.cells)
-        render_rich(plan.verdicts, console, title=f"{path} ← {results_label}")
-        if injected := results.fingerprint.soft.get("injected"):
-            console.print("[bold yellow]warning:[/bold yellow] these results were measured with an injected slowdown ("
-                          + ", ".join(f"{k}={v}" for k, v in sorted(injected.items())) + "); the history records it")
-        refusals = check_plan(plan, args)
-        if refusals:
-            console.print("[bold red]refresh refused; nothing was written:[/bold red]")
-            for r in refusals:
-                console.print(f"  - {r}")
-            return 2
-        store = {n: rec for n, rec in plan.selected.items() if n not in plan.failed}
-        keep = [] if old is None else [old.file.entry(n) for n in old.cells if n not in store]  # incl. failed cells
-        entries = [*keep, *(results.file.entry(n, baseline_record(rec), with_traces=False) for n, rec in store.items())]
-        stored = sorted(plan.results.cell_ids[n] for n in store)
+        return _refresh(args, results, results_paths, folder, config, console)
+
+
+def _refresh(args: argparse.Namespace, results: Run, results_paths: list[Path], folder: Path, config: GateConfig,
+             console: Any) -> int:
+    for tmp in temporaries(folder / BASELINE_FILE):
         if args.dry_run:
-            console.print(f"dry run: would write {len(entries)} cell(s) to {path} ({len(stored)} from the results)")
-            return 0
-        prov = provenance(plan, args, stored)
-        write_baseline(folder, results.file.header, entries, results.fingerprint, prov)
-        console.print(f"wrote {path}: {len(entries)} cell(s), {len(stored)} refreshed; history entry {prov['id']}")
+            console.print(f"dry run: would remove {tmp}, left by an interrupted refresh")
+            continue
+        console.print(f"note: removing {tmp}, left by an interrupted refresh (the baseline itself is intact)")
+        tmp.unlink()
+    if (recovered := missing_history_entry(folder)) is not None:
+        if args.dry_run:
+            console.print(f"dry run: would append the missing history entry {recovered['id']} of the current baseline")
+        else:
+            _notes(console, append_history(folder, recovered))
+            console.print(f"note: history was missing the current baseline's entry {recovered['id']}; appended it")
+    path = folder / BASELINE_FILE
+    old = load_baseline(path, results.fingerprint) if path.exists() else None
+    plan = plan_refresh(results, old, config, args.cells)
+    render_rich(plan.verdicts, console, title=f"{path} ← {', '.join(str(p) for p in results_paths)}")
+    if injected := results.fingerprint.soft.get("injected"):
+        console.print("[bold yellow]warning:[/bold yellow] these results were measured with an injected slowdown ("
+                      + ", ".join(f"{k}={v}" for k, v in sorted(injected.items())) + "); the history records it")
+    refusals = check_plan(plan, args)
+    if refusals:
+        console.print("[bold red]refresh refused; nothing was written:[/bold red]")
+        for r in refusals:
+            console.print(f"  - {r}")
+        return 2
+    if (versions := plan.kept_versions) and plan.kept:
+        console.print(f"note: {len(plan.kept)} kept cell(s) were measured with "
+                      + ", ".join(f"{k} {a}" for k, (a, _) in versions.items())
+                      + "; the history records it (the baseline's fingerprint says "
+                      + ", ".join(f"{k} {b}" for k, (_, b) in versions.items()) + ")")
+    store = {n: rec for n, rec in plan.selected.items() if n not in plan.failed}
+    keep = [] if old is None else [old.file.entry(n) for n in old.cells if n not in store]  # incl. failed cells
+    entries = [*keep, *(results.file.entry(n, baseline_record(rec), with_traces=False) for n, rec in store.items())]
+    stored = sorted(plan.results.cell_ids[n] for n in store)
+    if args.dry_run:
+        console.print(f"dry run: would write {len(entries)} cell(s) to {path} ({len(stored)} from the results)")
+        return 0
+    prov = provenance(plan, args, stored)
+    _notes(console, write_baseline(folder, results.file.header, entries, results.fingerprint, prov))
+    console.print(f"wrote {path}: {len(entries)} cell(s), {len(stored)} refreshed; history entry {prov['id']}")
     return 0
+
+
+def _notes(console: Any, notes: list[str]) -> None:
+    for note in notes:
+        console.print(f"note: {note}")

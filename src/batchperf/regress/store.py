@@ -27,6 +27,7 @@ from typing import Any
 
 from batchperf.measure.metrics import summarise
 from batchperf.regress.fingerprint import Fingerprint, cell_identity, identity_diff, version_diff
+from batchperf.regress.safe_open import flock_holder, make_folder, open_regular, refuse_link
 from batchperf.results.io import ResultsFile, read_results, write_results
 from batchperf.results.record import CellRecord, ResultsError
 
@@ -189,41 +190,59 @@ class LockHeld(ResultsError):
 
 @contextlib.contextmanager
 def locked(folder: Path) -> Iterator[None]:
-    """Exclusive, non-blocking lock on ``folder``; released by the OS even if the holder dies."""
+    """Exclusive, non-blocking lock on ``folder``; released by the OS even if the holder dies.
+
+    The lock file is opened without following a symlink and never truncated or written: it may be a
+    committed symlink or a hard link to a file that matters (:mod:`batchperf.regress.safe_open`).
+    """
     import fcntl
 
-    folder.mkdir(parents=True, exist_ok=True)
+    make_folder(folder)
     path = folder / LOCK_FILE
-    with open(path, "a+", encoding="utf-8") as fh:
+    fd = open_regular(path, os.O_RDWR | os.O_CREAT)
+    try:
         try:
-            fcntl.flock(fh, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
-            fh.seek(0)
-            holder = fh.read().strip() or "unknown"
-            raise LockHeld(path, f"another baseline refresh holds the lock ({holder})",
+            raise LockHeld(path, f"another baseline refresh holds the lock ({flock_holder(fd)})",
                            "Wait for it to finish and run again; nothing was written") from None
-        fh.seek(0)
-        fh.truncate()
-        fh.write(f"pid {os.getpid()}")
-        fh.flush()
-        try:
-            yield
-        finally:
-            fh.seek(0)
-            fh.truncate()
-            fcntl.flock(fh, fcntl.LOCK_UN)
+        yield
+    finally:
+        os.close(fd)  # releases the lock
 
 
-def append_history(folder: Path, provenance: dict[str, Any]) -> None:
+def append_history(folder: Path, provenance: dict[str, Any]) -> list[str]:
+    """Append one provenance line to ``history.jsonl``; returns notes about what had to be repaired first.
+
+    A last line without its newline is either a complete entry (written by hand, or by ``printf %s``):
+    kept, its newline added; or an append a crash cut short, which does not parse: only that is
+    dropped, and the returned note says so.
+    """
     path = folder / HISTORY_FILE
-    if path.exists() and path.stat().st_size > 0:
-        raw = path.read_bytes()
-        if not raw.endswith(b"\n"):  # a crash cut the last append: drop the fragment (repair_history restores it)
-            os.truncate(path, raw.rfind(b"\n") + 1)
-    with open(path, "a", encoding="utf-8") as fh:
-        fh.write(json.dumps(provenance, sort_keys=True) + "\n")
+    notes: list[str] = []
+    fd = open_regular(path, os.O_RDWR | os.O_CREAT | os.O_APPEND)
+    with os.fdopen(fd, "r+b") as fh:
+        raw = fh.read()
+        head = b""
+        if raw and not raw.endswith(b"\n"):
+            start = raw.rfind(b"\n") + 1
+            if _parses(raw[start:]):
+                head = b"\n"
+            else:
+                os.ftruncate(fd, start)
+                notes.append(f"{path}: dropped a torn last line ({len(raw) - start} bytes, "
+                             f"{raw[start:start + 40]!r}…): an append cut short by a crash")
+        fh.write(head + json.dumps(provenance, sort_keys=True).encode() + b"\n")
         fh.flush()
-        os.fsync(fh.fileno())
+        os.fsync(fd)
+    return notes
+
+
+def _parses(line: bytes) -> bool:
+    try:
+        return isinstance(json.loads(line), dict)
+    except ValueError:
+        return False
 
 
 def baseline_record(record: CellRecord) -> CellRecord:
@@ -232,17 +251,21 @@ def baseline_record(record: CellRecord) -> CellRecord:
 
 
 def write_baseline(folder: Path, template: dict[str, Any], entries: list[dict[str, Any]],
-                   fingerprint: Fingerprint, provenance: dict[str, Any]) -> Path:
-    """Write ``folder/baseline.json`` atomically, then append ``provenance`` to the history. Hold :func:`locked`."""
+                   fingerprint: Fingerprint, provenance: dict[str, Any]) -> list[str]:
+    """Write ``folder/baseline.json`` atomically, then append ``provenance`` to the history. Hold :func:`locked`.
+
+    Returns the notes of :func:`append_history`."""
     header = {**template, BLOCK: {"schema": SCHEMA, "fingerprint": fingerprint.to_dict(), "provenance": provenance}}
-    path = write_results(folder / BASELINE_FILE, header, entries)
-    # A crash right here leaves the history one entry short; repair_history() restores it from the baseline.
-    append_history(folder, provenance)
-    return path
+    refuse_link(folder / HISTORY_FILE)  # before the baseline changes: never a new baseline without its history line
+    write_results(folder / BASELINE_FILE, header, entries)
+    # A crash right here leaves the history one entry short; missing_history_entry() finds it next time.
+    return append_history(folder, provenance)
 
 
-def repair_history(folder: Path) -> dict[str, Any] | None:
-    """Append the current baseline's provenance if a crash kept it out of the history; returns what was added."""
+def missing_history_entry(folder: Path) -> dict[str, Any] | None:
+    """The current baseline's provenance when a crash kept it out of the history (to append), else None.
+
+    Reads only, so a dry run can say what a refresh would repair."""
     path = folder / BASELINE_FILE
     if not path.exists():
         return None
@@ -251,8 +274,6 @@ def repair_history(folder: Path) -> dict[str, Any] | None:
     except (ValueError, KeyError, TypeError):
         return None
     ids = {h.get("id") for h in read_history(folder)}
-    if provenance.get("id") and provenance["id"] not in ids:
-        recovered = {**provenance, "recovered": "appended after an interrupted refresh"}
-        append_history(folder, recovered)
-        return recovered
+    if isinstance(provenance, dict) and provenance.get("id") and provenance["id"] not in ids:
+        return {**provenance, "recovered": "appended after an interrupted refresh"}
     return None

@@ -7,6 +7,7 @@ that vary in what is plotted. Panels split by prompt length.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
@@ -121,7 +122,8 @@ def curves_over_batch(cells: list[CellRecord], path: Path, title: str,
             ax.set_ylabel(ylabel)
             ax.set_title(f"prompt {prompt}")
             _from_zero(ax)
-            ax.legend(fontsize=8)
+            if ax.get_legend_handles_labels()[0]:  # a metric no cell has (a hand-edited file): no empty legend
+                ax.legend(fontsize=8)
     return _save(fig, plt, path)
 
 
@@ -137,9 +139,10 @@ def ttft_over_concurrency(cells: list[CellRecord], path: Path) -> Path:
             mine = sorted((c for c in here if series.key(c) == key), key=lambda c: c.concurrency)
             xs = [c.concurrency for c in mine]
             style = series.style(key, i)
-            ax.plot(xs, [c.metrics["p99_ttft_ms"] for c in mine], label=series.label(key),
+            ax.plot(xs, [c.metrics.get("p99_ttft_ms", math.nan) for c in mine], label=series.label(key),
                     **{**style, "linestyle": "-"})
-            ax.plot(xs, [c.metrics["median_ttft_ms"] for c in mine], **{**style, "linestyle": ":", "alpha": 0.6})
+            ax.plot(xs, [c.metrics.get("median_ttft_ms", math.nan) for c in mine],
+                    **{**style, "linestyle": ":", "alpha": 0.6})
         ticks = sorted({c.concurrency for c in here})
         ax.set_xscale("log", base=2)
         ax.set_xticks(ticks, [str(t) for t in ticks])

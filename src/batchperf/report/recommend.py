@@ -17,9 +17,10 @@ from dataclasses import asdict, dataclass
 from typing import Literal
 
 from batchperf.measure.metrics import SLO, compute_metrics
-from batchperf.results.record import CellRecord
+from batchperf.results.record import RERUN, CellRecord, ResultsError
 
 Ranking = Literal["throughput", "goodput"]
+NEEDED = ("output_throughput", "p99_e2el_ms", "p99_ttft_ms", "p99_tpot_ms")  # what a candidate is judged on
 
 
 @dataclass(frozen=True, slots=True)
@@ -95,6 +96,8 @@ def recommend(cells: list[CellRecord], slo: SLOTargets, by: Ranking = "throughpu
         raise ValueError(f"rank by throughput or goodput, not {by!r}")
     groups: dict[tuple[str, str, str, int], list[CellRecord]] = {}
     for c in cells:
+        if lacking := [name for name in NEEDED if name not in c.metrics]:  # a hand-edited file: say where
+            raise ResultsError(c.where, f"metrics lacks {', '.join(lacking)}", RERUN)
         groups.setdefault((c.model_name, c.prompt_label, c.backend, c.concurrency), []).append(c)
     out = []
     # models, then prompt lengths shortest first, then backends and concurrencies

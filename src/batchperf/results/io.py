@@ -106,9 +106,13 @@ def read_results(path: str | Path, what: str = "results") -> ResultsFile:
     if not isinstance(data, dict) or not isinstance(data.get("benchmarks"), list):
         raise ResultsError(path, "no 'benchmarks' list: this is not a pytest-benchmark results file",
                            "Pass a file written by `pytest --benchmark-json` or a baseline.json under baselines/")
+    for key in ("machine_info", "commit_info"):
+        if not isinstance(data.get(key, {}), dict):
+            raise ResultsError(path, f"{key} is a {type(data[key]).__name__}, not an object", RERUN)
     cells: dict[str, CellRecord] = {}
     benches: dict[str, dict[str, Any]] = {}
     others: list[dict[str, Any]] = []
+    by_id: dict[str, str] = {}  # cell id -> fullname: one entry per cell, as merge and recommend require
     for i, bench in enumerate(data["benchmarks"]):
         info = bench.get("extra_info") if isinstance(bench, dict) else None
         if not isinstance(info, dict) or SCHEMA_KEY not in info:
@@ -120,7 +124,11 @@ def read_results(path: str | Path, what: str = "results") -> ResultsFile:
         if name in cells:
             raise ResultsError(path, f"cell {name} appears twice", "Keep one entry per cell (re-run, or merge shards "
                                "with `batchperf merge`, which refuses duplicates)")
-        cells[name] = CellRecord.from_dict(info, where=f"{path}: {name}", fullname=name, source=path.stem)
+        cells[name] = record = CellRecord.from_dict(info, where=f"{path}: {name}", fullname=name, source=path.stem)
+        if (other := by_id.setdefault(record.id, name)) != name:
+            # readers keyed by cell id (report, compare, history) would silently keep one of the two
+            raise ResultsError(path, f"cell {record.id} appears twice ({other} and {name})",
+                               "Keep one entry per cell (re-run, or merge shards with `batchperf merge`)")
         benches[name] = {k: v for k, v in bench.items() if k != "extra_info"}
     if not cells:
         raise ResultsError(path, f"no batchperf cells in it (no extra_info.{SCHEMA_KEY})",
@@ -136,9 +144,22 @@ def results_document(header: dict[str, Any], entries: Iterable[dict[str, Any]]) 
 
 
 def write_results(path: Path, header: dict[str, Any], entries: Iterable[dict[str, Any]]) -> Path:
-    """Write a results (or baseline) file atomically; ``entries`` as :meth:`ResultsFile.entries` gives them."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    atomic_write_text(path, json.dumps(results_document(header, entries), indent=1, sort_keys=True) + "\n")
+    """Write a results (or baseline) file atomically; ``entries`` as :meth:`ResultsFile.entries` gives them.
+
+    Every cell is validated as :func:`read_results` would, so nothing is written that could not be read
+    back (a NaN or a negative measurement names its cell and metric)."""
+    entries = list(entries)
+    for i, bench in enumerate(entries):
+        info = bench.get("extra_info") if isinstance(bench, dict) else None
+        if isinstance(info, dict) and SCHEMA_KEY in info:
+            CellRecord.from_dict(info, where=f"{path}: {bench.get('fullname') or bench.get('name') or f'#{i}'}")
+    text = json.dumps(results_document(header, entries), indent=1, sort_keys=True) + "\n"
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        atomic_write_text(path, text)
+    except OSError as exc:
+        raise ResultsError(path, f"cannot write it ({exc.strerror or exc})",
+                           "Check that its folder exists and is writable, or write elsewhere") from None
     return path
 
 

@@ -153,17 +153,48 @@ class CellRecord:
                                    f"{'mapping' if kind is Mapping else 'list'}", RERUN)
         if absent := [k for k in CELL_FIELDS if k not in data["cell"]]:
             raise ResultsError(where, f"cell lacks {', '.join(absent)}", RERUN)
+        for key in ("batch_size", "concurrency"):  # read as int by every reader: refuse "x" here, by name
+            value = data["cell"][key]
+            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+                raise ResultsError(where, f"cell.{key} is {value!r}, not a whole number >= 1", RERUN)
+        for key in ("id", "model", "backend"):
+            if not isinstance(data["cell"][key], str) or not data["cell"][key]:
+                raise ResultsError(where, f"cell.{key} is {data['cell'][key]!r}, not a name", RERUN)
         for key, value in data["metrics"].items():
             if isinstance(value, bool) or not isinstance(value, (int, float)):
                 raise ResultsError(where, f"metrics.{key} is {value!r}, not a number", RERUN)
         if not all(isinstance(r, Mapping) for r in data["rounds"]):
             raise ResultsError(where, "rounds holds something other than metric objects", RERUN)
+        check_measured_numbers(data, where)
         values = {k: v for k, v in data.items() if k in known}
         values.setdefault("model", {})
         record = cls(**{k: (dict(v) if isinstance(v, Mapping) else v) for k, v in values.items()},
                      other={k: v for k, v in data.items() if k not in known and k != SCHEMA_KEY},
                      fullname=fullname, source=source)
         return record
+
+
+# Sections whose numbers are measurements: counts, seconds, rates, bytes, %, W, J. None is negative or infinite.
+MEASURED = ("metrics", "kv", "telemetry")
+
+
+def check_measured_numbers(data: Mapping[str, Any], where: str) -> None:
+    """Every number a cell measured is finite and >= 0; a ResultsError names the cell and the metric otherwise.
+
+    A NaN left by an edit or a bug would be read as "absent" (its metric silently not judged) and a
+    negative throughput as a huge improvement, so neither is ever read or written (issue 14)."""
+    blocks = [(section, data.get(section)) for section in MEASURED]
+    blocks += [(f"rounds[{i}]", r) for i, r in enumerate(data.get("rounds") or [])]
+    for label, block in blocks:
+        if not isinstance(block, Mapping):
+            continue
+        for key, value in block.items():
+            values = value if isinstance(value, list) else [value]
+            for v in values:
+                if isinstance(v, (int, float)) and not isinstance(v, bool) and not (math.isfinite(v) and v >= 0):
+                    raise ResultsError(where, f"{label}.{key} is {v!r}: a measured value must be a finite number >= 0",
+                                       "Restore the file (git checkout) or re-run the cell; a baseline is made only "
+                                       "by `batchperf refresh`")
 
 
 def upgrade(data: dict[str, Any], where: str = "results") -> dict[str, Any]:

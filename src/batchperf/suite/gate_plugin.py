@@ -20,7 +20,7 @@ from typing import Any
 import pytest
 
 from batchperf.regress import fingerprint as fp
-from batchperf.regress.compare import add_gate_args, gate_config
+from batchperf.regress.compare import CELL_LABEL, add_gate_args, gate_config
 from batchperf.regress.gate import CellVerdict, GateConfig, Verdict, compare_cell, confirm, fmt_change, render_table
 from batchperf.regress.store import DEFAULT_ROOT, Run, load_baseline, load_reference, pinned_path
 from batchperf.results.record import CellRecord, ResultsError
@@ -77,9 +77,14 @@ def pytest_configure(config: pytest.Config) -> None:
         gate.source = str(path)
         return
     path = Path(compare)
-    if not path.is_file():  # a pytest-benchmark run number or id prefix: its business, not the gate's
-        gate.active = False
-        return
+    if not path.is_file():
+        # A folder, a typo or a pytest-benchmark run id would switch the gate off without a word (issue 14):
+        # the gate compares with a file or not at all.
+        what = "is a folder" if path.is_dir() else "no such file"
+        raise pytest.UsageError(
+            f"batchperf gate: --benchmark-compare={compare}: {what}; expected the path of a baseline.json or a "
+            "results JSON file (e.g. baselines/<fingerprint>/baseline.json), or --benchmark-compare with no value "
+            "for this machine's pinned baseline")
     try:
         gate.baseline = load_reference(path)
     except ResultsError as exc:
@@ -123,6 +128,10 @@ def gate_outcome(request: pytest.FixtureRequest, verdict: CellVerdict | None) ->
         pytest.fail(f"batchperf gate: {verdict.name}: no comparable baseline in {gate.source or 'any file'}: "
                     + "; ".join(verdict.identity_diff)
                     + ". Make one with `batchperf refresh`, or drop --batchperf-require-baseline", pytrace=False)
+    if verdict.verdict.unjudged and gate.require_baseline:  # too noisy, or a baseline value it cannot judge
+        pytest.fail(render_table(verdict) + f"\nbatchperf gate: {verdict.name}: {CELL_LABEL[verdict.verdict]} "
+                    f"against {gate.source}. Re-pin the baseline (batchperf refresh --repeat 3 on a quiet machine), "
+                    "or drop --batchperf-require-baseline", pytrace=False)
 
 
 def _compare(gate: GateSession, nodeid: str, record: CellRecord) -> CellVerdict:
@@ -151,6 +160,9 @@ def summary_lines(gate: GateSession) -> list[str]:
         elif v.verdict is Verdict.NO_BASELINE:
             lines.append(f"no baseline {v.name}: " + "; ".join(v.identity_diff[:4])
                          + (" …" if len(v.identity_diff) > 4 else ""))
+        elif v.verdict in (Verdict.NOISY, Verdict.NOT_JUDGED):
+            why = [f"{m.name} ({m.note})" for m in v.metrics if m.verdict is v.verdict] or list(v.identity_diff)
+            lines.append(f"{CELL_LABEL[v.verdict].split(' (')[0]} {v.name}: " + "; ".join(why))
         elif v.remeasured:
             lines.append(f"noise {v.name}: a first violation was not confirmed by the re-measurement")
     compared = [v for v in gate.verdicts if v.metrics]

@@ -81,6 +81,8 @@ def parse_arrival(text: str) -> Arrival:
     kind, *rest = text.strip().split(":")
     try:
         if kind == "rate":
+            if len(rest) > 2:
+                raise ValueError("too many numbers")
             rate = float(rest[0])
             return Arrival("rate", rate, float(rest[1]) if len(rest) > 1 else 1.0)
         if rest:

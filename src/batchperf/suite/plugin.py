@@ -17,6 +17,7 @@ import pytest
 
 from batchperf.results.record import CellRecord
 from batchperf.suite.matrix import AXES, TIERS, Tier, narrowed
+from batchperf.suite.models import MODELS
 from batchperf.suite.pool import BackendPool, ModelPool
 from batchperf.suite.progress import add_progress_option, register_progress
 
@@ -78,12 +79,18 @@ class SessionState:
 STATE = pytest.StashKey[SessionState]()
 
 
-def _model_overrides(entries: list[str]) -> dict[str, str]:
+def _model_overrides(entries: list[str], tiers: dict[str, Tier]) -> dict[str, str]:
+    """NAME=PATH per entry; a NAME that is neither registered nor named in --batchperf-models is a typo, which
+    would otherwise be ignored and the model loaded from its default source."""
+    known = [*MODELS, *(m for tier in tiers.values() for m in tier.models if m not in MODELS)]
     overrides = {}
     for entry in entries:
         name, sep, path = entry.partition("=")
         if not sep or not name or not path:
             raise pytest.UsageError(f"--batchperf-model-path {entry!r}: expected NAME=PATH, e.g. qwen2.5-0.5b=/models/qwen")
+        if name.strip() not in known:
+            raise pytest.UsageError(f"--batchperf-model-path {entry}: no model {name.strip()!r} in this run; known "
+                                    f"models: {', '.join(known)} (or name a new one in --batchperf-models too)")
         overrides[name.strip()] = path.strip()
     return overrides
 
@@ -94,7 +101,8 @@ def pytest_configure(config: pytest.Config) -> None:
         tiers = {name: narrowed(tier, **settings) for name, tier in TIERS.items()}
     except ValueError as exc:
         raise pytest.UsageError(f"batchperf: {exc}") from None
-    config.stash[STATE] = SessionState(tiers, ModelPool(_model_overrides(config.getoption("batchperf_model_path"))))
+    config.stash[STATE] = SessionState(tiers, ModelPool(_model_overrides(config.getoption("batchperf_model_path"),
+                                                                         tiers)))
     register_progress(config)
     if url := config.getoption("batchperf_server_url"):  # read by the vllm-server backend
         os.environ["BATCHPERF_SERVER_URL"] = url
