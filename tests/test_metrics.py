@@ -91,3 +91,36 @@ def test_trace_round_trips_through_dict() -> None:
     assert RunTrace.from_dict(trace.to_dict()) == trace
     with pytest.raises(ValueError, match="run trace"):
         RunTrace.from_dict({"backend": "x"})
+
+
+def test_a_chunk_of_several_tokens_is_one_itl_sample_and_tpot_still_counts_tokens() -> None:
+    # a server at --stream-interval 4: tokens 1 | 2-5 | 6-8, arriving at 0.1, 0.3, 0.45
+    times = (0.1, 0.3, 0.3, 0.3, 0.3, 0.45, 0.45, 0.45)
+    m = compute_metrics(run(RequestTrace(0, 10, 8, 0.0, 0.0, times, sent=0.0, chunk_sizes=(1, 4, 3))))
+    assert m["n_itl"] == 2 and m["mean_itl_ms"] == pytest.approx(175)  # gaps 200 and 150, no zero gaps
+    assert m["median_itl_ms"] == pytest.approx(175)
+    assert m["mean_tpot_ms"] == pytest.approx(350 / 7)  # (E2E - TTFT) / (tokens - 1)
+    assert m["total_output_tokens"] == 8
+
+
+def test_ttft_and_e2el_count_from_the_send_and_the_send_delay_is_its_own_figure() -> None:
+    trace = run(RequestTrace(0, 10, 2, 0.5, 0.6, (0.9, 1.0), sent=0.502, chunk_sizes=(1, 1)))
+    m = compute_metrics(trace)
+    assert m["mean_ttft_ms"] == pytest.approx(398) and m["mean_e2el_ms"] == pytest.approx(498)
+    assert m["mean_send_delay_ms"] == pytest.approx(2) and m["n_send_delay"] == 1
+
+
+def test_a_trace_written_before_sends_and_chunks_were_recorded_reads_as_before() -> None:
+    old = {"backend": "x", "batch_size": 1, "concurrency": 1, "end": 0.4,
+           "requests": [{"request_id": 0, "prompt_len": 4, "target_len": 3, "arrival": 0.1, "scheduled": 0.1,
+                         "token_times": [0.2, 0.3, 0.4], "kv_tokens": None, "kv_bytes": None, "error": None}]}
+    trace = RunTrace.from_dict(old)
+    m = compute_metrics(trace)
+    assert m["mean_ttft_ms"] == pytest.approx(100) and m["n_itl"] == 2 and m["mean_send_delay_ms"] == 0
+
+
+def test_chunks_round_trip_and_must_add_up_to_the_tokens() -> None:
+    trace = run(RequestTrace(0, 10, 3, 0.0, 0.0, (0.1, 0.2, 0.2), sent=0.01, chunk_sizes=(1, 2)))
+    assert RunTrace.from_dict(trace.to_dict()) == trace
+    with pytest.raises(ValueError, match=r"request 0: chunk_sizes \[1, 1\] must be >= 1 each and sum to its 3"):
+        RequestTrace(0, 10, 3, 0.0, 0.0, (0.1, 0.2, 0.3), chunk_sizes=(1, 1))

@@ -23,6 +23,11 @@ class BackendUnavailable(RuntimeError):
     """This backend cannot run in this environment; the message says why and how to fix it."""
 
 
+class CellUnsupported(BackendUnavailable):
+    """The backend runs here, but not this cell (a given server runs another model or batch size);
+    raised by ``run`` before anything is measured. The suite skips the cell with the message."""
+
+
 @runtime_checkable
 class Backend(Protocol):
     name: str

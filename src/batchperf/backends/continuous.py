@@ -6,7 +6,8 @@ model runner packs every scheduled request into one forward pass;
 :class:`~batchperf.engine.llm_engine.LLMEngine` wires them into one ``step()``.
 This module only adapts it to the client feed (:mod:`batchperf.backends.drive`):
 each drive step is one engine step, whose tokens get the time the clock read
-after it (after a device synchronisation). EOS is masked until the target, so
+after it (after a device synchronisation): one token per request per step, so
+each token is a chunk of its own. EOS is masked until the target, so
 each request generates exactly its target, as ``hf-static``'s ``min_new_tokens``.
 
 KV per request is measured from the blocks it held at its peak (whole blocks;
@@ -95,16 +96,20 @@ class _EngineRun:
     def __init__(self, engine: LLMEngine, clock: RunClock) -> None:
         self.engine = engine
         self.clock = clock
+        self.arrivals: dict[int, float] = {}  # request id -> when the client released it
 
-    def add(self, spec: RequestSpec, sent_at: float) -> None:
-        self.engine.add(Request(spec.request_id, spec.prompt_ids, spec.target_len, sent_at))
+    def add(self, spec: RequestSpec, arrival: float) -> None:
+        self.arrivals[spec.request_id] = arrival
+        # the engine's arrival is the send: the request reaches it now
+        self.engine.add(Request(spec.request_id, spec.prompt_ids, spec.target_len, self.clock.now()))
 
     @property
     def has_work(self) -> bool:
         return self.engine.has_work
 
     def step(self, until: float | None) -> list[Finished]:
-        traces = [_trace(r, self.engine.blocks.bytes_per_block) for r in self.engine.step(self.clock)]
+        done = self.engine.step(self.clock)
+        traces = [_trace(r, self.arrivals.pop(r.request_id), self.engine.blocks.bytes_per_block) for r in done]
         return [Finished(t, t.finished) for t in traces]
 
     def kv_figures(self) -> dict[str, Any]:
@@ -123,14 +128,16 @@ class _EngineRun:
         pass
 
 
-def _trace(request: Request, bytes_per_block: int) -> RequestTrace:
+def _trace(request: Request, arrival: float, bytes_per_block: int) -> RequestTrace:
     return RequestTrace(
         request_id=request.request_id,
         prompt_len=request.prompt_len,
         target_len=request.target_len,
-        arrival=request.arrival,
+        arrival=arrival,
         scheduled=request.scheduled if request.scheduled is not None else request.arrival,
         token_times=tuple(request.token_times),
         kv_tokens=request.peak_tokens,
         kv_bytes=request.peak_blocks * bytes_per_block,
+        sent=request.arrival,
+        chunk_sizes=(1,) * len(request.token_times),  # an engine step yields one token per request
     )

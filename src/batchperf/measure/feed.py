@@ -1,9 +1,11 @@
 """The client side of a run: releases requests to a backend as `vllm bench serve` would.
 
-A request is *sent* once its scheduled offset has passed and one of the
+A request is *released* once its scheduled offset has passed and one of the
 ``max_in_flight`` slots is free (the ``--max-concurrency`` semaphore). Its
 arrival time is ``max(offset, time its slot was freed)``: the moment the client
-sent it, whether or not the backend was free to look. TTFT counts from there.
+may send it, whether or not the backend was free to look. The backend stamps
+when it is actually sent (``RequestTrace.sent``); TTFT counts from there, and
+the gap is the client's own ``send_delay``.
 """
 
 from __future__ import annotations
@@ -41,7 +43,7 @@ class RequestFeed:
         return max(self._pending[self._next].offset, self._free_slots[0])
 
     def poll(self, now: float) -> list[tuple[RequestSpec, float]]:
-        """Requests sent by ``now``, in order, each with its arrival time."""
+        """Requests released by ``now``, in order, each with its arrival time."""
         released = []
         while (at := self.next_release()) is not None and at <= now:
             heapq.heappop(self._free_slots)

@@ -1,10 +1,15 @@
 """Pure functions from a :class:`RunTrace` to numbers, named and defined as ``vllm bench serve`` does.
 
-- ``duration``: first request sent to last request finished (s).
-- ``ttft``: first token time − arrival (the client's send time).
+- ``duration``: the run's start (before the first request is sent) to the last request finished (s).
+- ``ttft``: first token time − the moment the request was sent (vLLM's ``start_time``).
 - ``tpot``: (E2E − TTFT) / (n − 1), per request with n > 1 output tokens.
-- ``itl``: every gap between consecutive tokens, pooled over requests.
-- ``e2el``: last token time − arrival.
+- ``itl``: the gap between consecutive *chunks* (what reached the client at once), pooled over requests:
+  one sample per chunk after the first, as vLLM's client appends one per streamed message. A chunk of
+  k tokens is one sample, not k − 1 zero gaps; TPOT still divides by tokens.
+- ``e2el``: last token time − sent.
+- ``send_delay`` (batchperf's own, no vLLM counterpart): released by the client (its concurrency slot
+  free) − sent: the client's own time to send, which TTFT no longer contains. vLLM's
+  ``client_queue_time`` also counts the wait for the slot.
 - Percentiles: numpy's linear interpolation; ``std``: population std (numpy default).
 - Throughputs divide by ``duration``; output tokens are the tokens actually produced.
 - Goodput: requests meeting every given SLO (ms), per second.
@@ -15,6 +20,7 @@ since a P99 over 16 samples is only the maximum.
 
 from __future__ import annotations
 
+import itertools
 import statistics
 from dataclasses import dataclass
 
@@ -23,7 +29,7 @@ import numpy as np
 from batchperf.measure.trace import RequestTrace, RunTrace
 
 PERCENTILES: tuple[int, ...] = (50, 90, 99)
-FAMILIES: tuple[str, ...] = ("ttft", "tpot", "itl", "e2el")
+FAMILIES: tuple[str, ...] = ("ttft", "tpot", "itl", "e2el")  # vLLM's; send_delay is batchperf's own
 
 
 @dataclass(frozen=True, slots=True)
@@ -35,11 +41,12 @@ class SLO:
     e2el_ms: float | None = None
 
     def met_by(self, request: RequestTrace) -> bool:
-        if self.ttft_ms is not None and request.ttft * 1e3 > self.ttft_ms:
+        # compared in seconds, as vLLM's goodput does (SLO / 1000 >= value), so a value at the bound agrees
+        if self.ttft_ms is not None and request.ttft > self.ttft_ms / 1e3:
             return False
-        if self.tpot_ms is not None and request.output_len > 1 and _tpot(request) * 1e3 > self.tpot_ms:
+        if self.tpot_ms is not None and request.output_len > 1 and _tpot(request) > self.tpot_ms / 1e3:
             return False
-        return self.e2el_ms is None or request.e2el * 1e3 <= self.e2el_ms
+        return self.e2el_ms is None or request.e2el <= self.e2el_ms / 1e3
 
     @property
     def any(self) -> bool:
@@ -70,8 +77,8 @@ def completed(trace: RunTrace) -> list[RequestTrace]:
 
 
 def itl_samples(trace: RunTrace) -> list[float]:
-    """Inter-token latencies (s): every gap between consecutive tokens of every completed request, pooled."""
-    return [b - a for r in completed(trace) for a, b in zip(r.token_times, r.token_times[1:])]
+    """Inter-token latencies (s): every gap between consecutive chunks of every completed request, pooled."""
+    return [b - a for r in completed(trace) for a, b in itertools.pairwise(r.chunk_times)]
 
 
 def compute_metrics(trace: RunTrace, slo: SLO | None = None) -> dict[str, float]:
@@ -96,6 +103,7 @@ def compute_metrics(trace: RunTrace, slo: SLO | None = None) -> dict[str, float]
     metrics |= _summary("tpot", [_tpot(r) for r in ok if r.output_len > 1])
     metrics |= _summary("itl", itl_samples(trace))
     metrics |= _summary("e2el", [r.e2el for r in ok])
+    metrics |= _summary("send_delay", [r.send_delay for r in ok])
     if slo is not None and slo.any:
         metrics["request_goodput"] = sum(slo.met_by(r) for r in ok) / duration
     return metrics

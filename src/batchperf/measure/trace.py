@@ -8,35 +8,68 @@ pure functions in :mod:`batchperf.measure.metrics`; nothing here is an average.
 
 from __future__ import annotations
 
+import itertools
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
 
 @dataclass(frozen=True, slots=True)
 class RequestTrace:
-    """One request's life: sent, admitted, every token, and the KV it held."""
+    """One request's life: released, sent, admitted, every token in its chunks, and the KV it held.
+
+    A *chunk* is what reached the client at once: one streamed message of a
+    server, one engine step's tokens of one request. Every token of a chunk
+    has the chunk's time. ``chunk_sizes`` (tokens per chunk, in order) is None
+    in traces written before chunks were recorded: one chunk per token.
+    """
 
     request_id: int
     prompt_len: int
     target_len: int
-    arrival: float  # s: when the client sent it (after the concurrency gate)
+    arrival: float  # s: when the client released it (its offset passed and a concurrency slot was free)
     scheduled: float  # s: when the backend first admitted it to a batch
     token_times: tuple[float, ...]  # s: when each output token was available
     kv_tokens: int | None = None  # tokens whose K/V the backend held at peak
     kv_bytes: int | None = None  # bytes of K/V the backend held at peak for it
     error: str | None = None
+    sent: float | None = None  # s: when it was actually sent (vLLM's start_time); None in older traces
+    chunk_sizes: tuple[int, ...] | None = None  # tokens per chunk, summing to output_len
+
+    def __post_init__(self) -> None:
+        if self.chunk_sizes is not None and (
+                sum(self.chunk_sizes) != len(self.token_times) or min(self.chunk_sizes, default=1) < 1):
+            raise ValueError(f"request {self.request_id}: chunk_sizes {list(self.chunk_sizes)} must be >= 1 each "
+                             f"and sum to its {len(self.token_times)} tokens")
 
     @property
     def output_len(self) -> int:
         return len(self.token_times)
 
     @property
+    def start(self) -> float:
+        """When latency counts from: the send (the arrival in traces older than ``sent``)."""
+        return self.arrival if self.sent is None else self.sent
+
+    @property
+    def send_delay(self) -> float:
+        """The client's own delay: released (arrival) to actually sent."""
+        return self.start - self.arrival
+
+    @property
+    def chunk_times(self) -> tuple[float, ...]:
+        """When each chunk arrived (s): the time of its last token."""
+        if self.chunk_sizes is None:
+            return self.token_times
+        ends = itertools.accumulate(self.chunk_sizes)
+        return tuple(self.token_times[end - 1] for end in ends)
+
+    @property
     def ttft(self) -> float:
-        return self.token_times[0] - self.arrival
+        return self.token_times[0] - self.start
 
     @property
     def e2el(self) -> float:
-        return self.token_times[-1] - self.arrival
+        return self.token_times[-1] - self.start
 
     @property
     def finished(self) -> float:
@@ -65,13 +98,16 @@ class RunTrace:
         data = asdict(self)
         for req in data["requests"]:
             req["token_times"] = list(req["token_times"])
+            if req["chunk_sizes"] is not None:
+                req["chunk_sizes"] = list(req["chunk_sizes"])
         return data
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> RunTrace:
         try:
             requests = [
-                RequestTrace(**{**r, "token_times": tuple(r["token_times"])})
+                RequestTrace(**{**r, "token_times": tuple(r["token_times"]),
+                                "chunk_sizes": None if r.get("chunk_sizes") is None else tuple(r["chunk_sizes"])})
                 for r in data["requests"]
             ]
             return cls(**{**data, "requests": requests})

@@ -52,6 +52,6 @@ def cell_record(cell: Cell, model: LoadedModel, traces: list[RunTrace]) -> CellR
         rounds=rounds,
         kv=kv_figures(traces, model.config, model.dtype),
         telemetry=traces[-1].telemetry,  # of the last measured round; every round's is in its trace
-        token_count_errors=token_count_errors(traces[-1]),
+        token_count_errors=[f"round {i}: {e}" for i, t in enumerate(traces, 1) for e in token_count_errors(t)],
         traces=[t.to_dict() for t in traces],
     )

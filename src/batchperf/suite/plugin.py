@@ -63,8 +63,9 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     add_matrix_options(group.addoption)
     group.addoption("--batchperf-model-path", dest="batchperf_model_path", action="append", default=[],
                     metavar="NAME=PATH", help="load model NAME from PATH (a local folder or hub id); repeatable")
-    group.addoption("--batchperf-server-url", dest="batchperf_server_url", default=None, metavar="URL",
-                    help="use this running OpenAI-compatible server for the vllm-server backend")
+    group.addoption("--batchperf-server-url", dest="batchperf_server_url", action="append", default=[],
+                    metavar="[BS=]URL", help="a running vLLM server for the vllm-server cells of its model and batch "
+                    "size BS (default: its max_num_seqs, where it publishes it); repeatable, one per batch size")
     add_progress_option(group.addoption)
 
 
@@ -104,8 +105,8 @@ def pytest_configure(config: pytest.Config) -> None:
     config.stash[STATE] = SessionState(tiers, ModelPool(_model_overrides(config.getoption("batchperf_model_path"),
                                                                          tiers)))
     register_progress(config)
-    if url := config.getoption("batchperf_server_url"):  # read by the vllm-server backend
-        os.environ["BATCHPERF_SERVER_URL"] = url
+    if urls := config.getoption("batchperf_server_url"):  # read by the vllm-server backend
+        os.environ["BATCHPERF_SERVER_URL"] = ",".join(urls)
 
 
 def state(config: pytest.Config) -> SessionState:
