@@ -59,6 +59,7 @@ def fetch(url: str, timeout: float = FETCH_TIMEOUT_S) -> str:
         with urllib.request.urlopen(url, timeout=timeout) as response:
             return response.read().decode("utf-8", errors="replace")
     except urllib.error.HTTPError as exc:
+        exc.close()  # it holds the response's socket
         raise ScrapeError(f"GET {url}: HTTP {exc.code} {exc.reason}") from None
     except (urllib.error.URLError, OSError) as exc:
         raise ScrapeError(f"GET {url}: {getattr(exc, 'reason', exc)}") from None
