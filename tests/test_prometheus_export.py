@@ -120,3 +120,35 @@ def test_promtool_is_a_real_check(tmp_path: Path) -> None:
     bad = b"# HELP requests Requests.\n# TYPE requests counter\nrequests 3\n"
     checked = subprocess.run(["promtool", "check", "metrics"], input=bad, capture_output=True, timeout=60)
     assert checked.returncode != 0 and b"_total" in checked.stdout + checked.stderr
+
+
+def nightly_merge(tmp_path: Path, pushgateway: str) -> subprocess.CompletedProcess[str]:
+    """ci/nightly.sh in --merge mode on the real results file (no cell runs) with BATCHPERF_PUSHGATEWAY set."""
+    import os
+    import sys
+
+    repo = Path(__file__).resolve().parents[1]
+    return subprocess.run(
+        ["bash", str(repo / "ci" / "nightly.sh"), "--python", sys.executable, "--tier", "cpu", "--merge", str(REAL),
+         "--out", str(tmp_path / "out"), "--history", str(tmp_path / "history"), "--baselines", str(tmp_path / "bl")],
+        capture_output=True, text=True, cwd=repo, timeout=300,
+        env={**os.environ, "BATCHPERF_PUSHGATEWAY": pushgateway, "GITHUB_STEP_SUMMARY": ""})
+
+
+@pytest.mark.slow  # the nightly's report and history steps: ~15-40 s
+def test_the_nightly_job_pushes_when_a_pushgateway_is_set(tmp_path: Path, pushgateway: str) -> None:
+    run = nightly_merge(tmp_path, pushgateway)
+    assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-3000:]
+    assert "push to the Pushgateway" in run.stdout and (tmp_path / "out" / "results.om").is_file()
+    with urllib.request.urlopen(f"{pushgateway}/api/v1/metrics", timeout=10) as response:
+        (group,) = json.load(response)["data"]
+    assert group["labels"] == {"job": "batchperf", "fingerprint": "cpu-amd-epyc-2c-9bb45cf7fc"}
+    assert "batchperf_ttft_seconds" in group
+
+
+@pytest.mark.slow  # the nightly's report and history steps: ~15-40 s
+def test_the_nightly_job_fails_clearly_when_the_pushgateway_is_down(tmp_path: Path) -> None:
+    run = nightly_merge(tmp_path, f"http://127.0.0.1:{free_port()}")
+    assert run.returncode != 0
+    assert "failed: [Errno 111] Connection refused" in run.stderr and "the push failed" in run.stderr
+    assert (tmp_path / "out" / "report" / "index.html").is_file()  # everything before the push still happened
