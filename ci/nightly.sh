@@ -14,14 +14,15 @@
 #
 # Writes into --out: gpu-health.json, results.json, junit.xml, pytest.log, report/, comparison.md, history.md,
 # and appends results.json to the history folder. The comparison (and history) go to $GITHUB_STEP_SUMMARY when set.
+# With BATCHPERF_PUSHGATEWAY=URL set, the run is also pushed to that Prometheus Pushgateway (results.om beside it).
 # Exit status: pytest's (non-zero when a cell failed, e.g. a regression confirmed by its re-measure), or in --merge
-# mode non-zero when a merged cell carries a confirmed regression.
+# mode non-zero when a merged cell carries a confirmed regression; non-zero too when a push fails.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
 tier=gpu shard="" gpus=1 out="" python="${BATCHPERF_PYTHON:-}" history="${BATCHPERF_HISTORY:-history}" baselines=baselines
 merge=() pytest_extra=()
-usage() { sed -n '2,18p' "$0" | sed 's/^# \{0,1\}//'; exit "${1:-2}"; }
+usage() { sed -n '2,19p' "$0" | sed 's/^# \{0,1\}//'; exit "${1:-2}"; }
 while (($#)); do
     case "$1" in
         --tier) tier="$2"; shift 2 ;;
@@ -140,6 +141,14 @@ cp "$results" "$history/$entry"
 echo "appended $history/$entry"
 bp history "$history" --markdown | tee "$out/history.md"
 summary "$out/history.md"
+
+# --- Prometheus: the run (and the history's change points) to a Pushgateway, when one is configured ------------
+if [[ -n "${BATCHPERF_PUSHGATEWAY:-}" ]]; then
+    step "push to the Pushgateway at $BATCHPERF_PUSHGATEWAY"
+    # grouped by job and fingerprint: each machine replaces only its own previous night (docs/prometheus.md)
+    bp export "$results" --out "$out/results.om" --push "$BATCHPERF_PUSHGATEWAY" --history "$history" \
+        || { echo "nightly: the push failed (above); the results are in $out" >&2; status=$((status ? status : 1)); }
+fi
 
 # --- verdict ---------------------------------------------------------------------------------------------------
 if ((${#merge[@]})); then

@@ -6,6 +6,7 @@ import math
 
 import pytest
 from gate_samples import CPU_FP, GPU_FP, cell_info, copied, scaled
+from rule_producers import CHECKED_BACKENDS, rule_gaps
 from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
@@ -156,9 +157,26 @@ def test_every_rule_has_a_producer_in_a_real_cell_record(tiny_model, backend: st
         record = cell_record(cell, tiny_model, [one_round(runner, cell, build_workload(cell, tiny_model))])
     finally:
         runner.close()
-    produced = {r.metric: record.value(r.metric) for r in RULES if r.produced_on("cpu")}
-    assert [m for m, value in produced.items() if value is None] == [], "rules whose metric no cell writes"
-    assert [r.metric for r in RULES if not r.produced_on("cpu") and record.value(r.metric) is not None] == []
+    missing, unexpected = rule_gaps(record)
+    assert missing == [], "rules whose metric this backend's cells should write but do not"
+    assert unexpected == [], "rules said not to be produced here, whose metric the cell writes anyway"
+
+
+def test_every_rule_is_produced_by_a_backend_whose_cells_are_checked() -> None:
+    from batchperf.backends import backend_names
+
+    for rule in RULES:
+        named = rule.backends or CHECKED_BACKENDS
+        assert set(named) <= set(backend_names()), f"{rule.metric} names an unknown backend"
+        assert set(named) & set(CHECKED_BACKENDS), f"{rule.metric}: none of {named} has a producer test"
+
+
+def test_a_rule_limited_to_some_backends() -> None:
+    preemptions = next(r for r in RULES if r.name == "num_preemptions")
+    assert preemptions.produced_on("cpu", "continuous") and preemptions.produced_on("cuda", "vllm-server")
+    assert not preemptions.produced_on("cpu", "hf-static") and preemptions.produced_on("cpu")
+    with pytest.raises(ValueError, match="at least one backend"):
+        Rule("counters.x", Direction.LOWER, backends=())
 
 
 # --- properties -----------------------------------------------------------------------------------

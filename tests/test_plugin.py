@@ -17,8 +17,8 @@ def test_cells_run_and_store_everything(suite: pytest.Pytester) -> None:
     # and the KV-growth check: c1 runs each request alone, c2 pads a pair to the longer target, so the
     # two cells hold different token counts and give a slope
     result.assert_outcomes(passed=3)
-    result.stdout.fnmatch_lines(["*= batchperf =*", "cell *out tok/s*P99 E2EL ms*",
-                                 "cpu-tiny-qwen2-hf-static-bs2-p8-c1 *", "cpu-tiny-qwen2-hf-static-bs2-p8-c2 *",
+    result.stdout.fnmatch_lines(["*= batchperf =*", "cell *out tok/s*P99 E2EL ms*preempt",
+                                 "cpu-tiny-qwen2-hf-static-bs2-p8-c1 * -", "cpu-tiny-qwen2-hf-static-bs2-p8-c2 * -",
                                  "models loaded: 1 (tiny-qwen2)"])
     result.stdout.fnmatch_lines(["KV-cache growth of tiny-qwen2 on hf-static: slope 2,048.0 B/token *"])
     benches = json.loads(out.read_text())["benchmarks"]
@@ -30,6 +30,12 @@ def test_cells_run_and_store_everything(suite: pytest.Pytester) -> None:
     assert info["kv"]["bytes_per_token_measured"] == info["kv"]["bytes_per_token_analytic"] == 2048
     trace = info["traces"][0]
     assert len(trace["requests"]) == 3 and all(len(r["token_times"]) == r["target_len"] for r in trace["requests"])
+    # engine counters of c2: batches [targets 2, 3] then [2]: 3 + 2 forward passes over 2 × (8 + 2) + 1 × (8 + 1)
+    # token slots, of which the first request's third decode slot was discarded
+    counters = benches[1]["extra_info"]["counters"]
+    assert benches[1]["extra_info"]["cell"]["concurrency"] == 2
+    assert counters["engine_steps"] == 5 and counters["padding_waste"] == pytest.approx(1 / 29)
+    assert "no scheduler" in counters["absent"]["num_preemptions"] and "num_preemptions" not in counters
 
 
 def test_gpu_cells_skip_with_a_reason_without_cuda(suite: pytest.Pytester) -> None:

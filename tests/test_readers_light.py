@@ -61,6 +61,7 @@ def work(tmp_path_factory: pytest.TempPathFactory) -> Path:
     ["merge", "s1.json", "s2.json", "--out", "merged.json"],
     ["refresh", "a.json", "--baselines", "bl", "--dry-run", "--allow-dirty"],
     ["history", "."],
+    ["export", "a.json", "--out", "a.om", "--history", "."],
     ["nightly", "confirmed-regressions", "a.json"],
     ["nightly", "history-name", "a.json", "cpu"],
 ])

@@ -62,6 +62,23 @@ def test_counts_match_targets_and_times_are_per_token(backend, tiny) -> None:
 
 
 @pytest.mark.slow
+def test_counters_come_from_vllms_scheduler_stats_per_run(backend, tiny) -> None:
+    runs = [backend.run(workload(tiny, n=4, seed=6), BS, BS) for _ in range(2)]
+    first, second = (t.counters for t in runs)
+    # all four arrive at once and fit: one step prefills them, each later step decodes every request still
+    # running, so the steps are the longest target; vLLM's iteration tokens = prompt tokens + generated tokens
+    trace = runs[0]
+    assert first["engine_steps"] == max(r.target_len for r in trace.requests)
+    assert first["iteration_tokens_total"] == sum(r.prompt_len + r.output_len for r in trace.requests)
+    assert first["num_preemptions"] == 0 and first["prefix_cache_queries"] == 0  # prefix caching is off
+    assert first["num_requests_running"] == BS and first["finished_requests"] == 4
+    assert 0 < first["kv_cache_usage_perc"] < 1
+    # the engine is reused: each run counts its own steps, not the engine's total
+    assert second["engine_steps"] == first["engine_steps"]
+    assert second["iteration_tokens_total"] == first["iteration_tokens_total"]
+
+
+@pytest.mark.slow
 def test_closed_loop_honours_concurrency(backend, tiny) -> None:
     trace = backend.run(workload(tiny, n=6, seed=1), BS, 2)
     finishes = sorted(r.finished for r in trace.requests)

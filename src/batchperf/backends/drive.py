@@ -57,6 +57,11 @@ class BackendRun(Protocol):
         """The backend's KV figures of the completed run (``RunTrace.kv``)."""
         ...
 
+    def counters(self) -> dict[str, Any]:
+        """The engine counters of the completed run (``RunTrace.counters``,
+        :func:`batchperf.measure.counters.round_counters`), read after ``close``."""
+        ...
+
     def close(self) -> None:
         """Called after the run, completed or failed: leave the backend reusable (abort what is left)."""
         ...
@@ -92,4 +97,5 @@ def drive(backend: str, workload: Workload, batch_size: int, concurrency: int, c
         requests=sorted(done, key=lambda t: t.request_id),
         end=max(t.finished for t in done),
         kv=run.kv_figures(),
+        counters=run.counters(),
     )

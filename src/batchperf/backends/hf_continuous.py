@@ -24,6 +24,7 @@ from typing import Any
 from batchperf.backends.drive import Finished, Sent, drive
 from batchperf.backends.model import LoadedModel
 from batchperf.measure.clock import RunClock
+from batchperf.measure.counters import absent_all, round_counters
 from batchperf.measure.kv import kv_bytes_per_token, kv_tokens_held
 from batchperf.measure.trace import RequestTrace, RunTrace
 from batchperf.measure.workload import RequestSpec, Workload
@@ -162,6 +163,10 @@ class _ManagerRun:
             "kv_pool_blocks": config.num_blocks,
             "max_batch_tokens": config.max_batch_tokens,
         }
+
+    def counters(self) -> dict[str, Any]:
+        why = "transformers' continuous batching manager exposes no scheduler counters"
+        return round_counters({}, absent_all(why), "hf-continuous: none")
 
     def close(self) -> None:
         for key in self.sent:  # a failed run must not leave requests in the kept manager

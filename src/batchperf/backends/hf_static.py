@@ -16,6 +16,7 @@ from typing import Any
 from batchperf.backends.drive import Finished, Sent, drive
 from batchperf.backends.model import LoadedModel
 from batchperf.measure.clock import RunClock
+from batchperf.measure.counters import round_counters
 from batchperf.measure.trace import RequestTrace, RunTrace
 from batchperf.measure.workload import RequestSpec, Workload
 
@@ -119,6 +120,7 @@ class _Batches:
         self.clock = clock
         self.queue: deque[Sent] = deque()
         self.kv_peak = 0
+        self.tally = _Tally()
 
     def add(self, spec: RequestSpec, arrival: float) -> None:
         self.queue.append(Sent(spec, arrival, self.clock.now()))
@@ -129,6 +131,7 @@ class _Batches:
 
     def step(self, until: float | None) -> list[Finished]:
         batch = [self.queue.popleft() for _ in range(min(self.batch_size, len(self.queue)))]
+        self.tally.add([spec for spec, _ in batch], waiting=len(self.queue))
         traces, kv_bytes = self.backend.run_batch(batch, self.clock)
         self.kv_peak = max(self.kv_peak, kv_bytes)
         return [Finished(trace, trace.finished) for trace in traces]
@@ -138,3 +141,52 @@ class _Batches:
 
     def close(self) -> None:
         pass
+
+    def counters(self) -> dict[str, Any]:
+        return self.tally.counters()
+
+
+class _Tally:
+    """The forward passes of fixed batches, and how many of their token slots did useful work.
+
+    A batch of B requests left-padded to its longest prompt L runs one prefill pass over B × L
+    slots, then one decode pass over B slots per further token up to its longest target T. A
+    request of prompt p and target t needs p + t − 1 of those slots (its last token is never fed
+    back); the rest are padding, or decoding past its target only to be discarded.
+    """
+
+    def __init__(self) -> None:
+        self.steps = self.slots = self.useful = self.request_steps = 0
+        self.peak_running = self.peak_waiting = 0
+
+    def add(self, batch: list[RequestSpec], waiting: int) -> None:
+        rows, longest, steps = len(batch), max(r.prompt_len for r in batch), max(r.target_len for r in batch)
+        self.steps += steps
+        self.slots += rows * (longest + steps - 1)
+        self.useful += sum(r.prompt_len + r.target_len - 1 for r in batch)
+        self.request_steps += rows * steps
+        self.peak_running = max(self.peak_running, rows)
+        self.peak_waiting = max(self.peak_waiting, waiting)  # sent, queued behind this batch
+
+    def counters(self) -> dict[str, Any]:
+        no_scheduler = "static batches: generate has no scheduler, so nothing is preempted or cached"
+        return round_counters(
+            {
+                "engine_steps": self.steps,
+                "iteration_tokens_total": self.slots,
+                "running_request_steps": self.request_steps,
+                "wasted_token_slots": self.slots - self.useful,
+                "computed_token_slots": self.slots,
+                "num_requests_running": self.peak_running,
+                "num_requests_waiting": self.peak_waiting,
+            },
+            {
+                "num_preemptions": no_scheduler,
+                "prefix_cache_queries": no_scheduler,
+                "prefix_cache_hits": no_scheduler,
+                "kv_cache_usage_perc": "a dense cache sized to each batch: there is no pool to be a fraction of",
+                "request_prefill_time_seconds": "generate does not time prefill and decode apart",
+                "request_decode_time_seconds": "generate does not time prefill and decode apart",
+            },
+            "hf-static: counted from the batches given to generate",
+        )

@@ -10,7 +10,9 @@ batch size and prefix-caching setting and reused across cells (building one
 compiles the model: tens of seconds on a CPU).
 
 KV figures come from vLLM itself: the block size and bytes per block of its
-cache config, and the most blocks each request's block table held.
+cache config, and the most blocks each request's block table held. Engine
+counters (preemptions, KV usage, steps, ...) come from the scheduler stats vLLM
+hands its stat loggers every step (:mod:`batchperf.backends.vllm_stats`).
 """
 
 from __future__ import annotations
@@ -23,6 +25,7 @@ from typing import Any
 from batchperf.backends._vllm import import_vllm, kv_block_figures, third_party_warnings_ignored
 from batchperf.backends.drive import Finished, drive
 from batchperf.backends.model import LoadedModel
+from batchperf.backends.vllm_stats import StepSink, stat_logger_factory
 from batchperf.measure.clock import RunClock
 from batchperf.measure.kv import kv_bytes_per_token, kv_tokens_held
 from batchperf.measure.trace import RequestTrace, RunTrace
@@ -68,18 +71,25 @@ class VLLMEngineBackend:
     name = "vllm"
     prefix_caching = False  # a warm prefix cache inflates numbers; ``vllm-prefix-cache`` turns it on
 
-    def __init__(self, model: LoadedModel, *, enforce_eager: bool = False, tensor_parallel_size: int = 1) -> None:
+    def __init__(self, model: LoadedModel, *, enforce_eager: bool = False, tensor_parallel_size: int = 1,
+                 kv_blocks: int | None = None, max_model_len: int | None = None) -> None:
+        """``kv_blocks``: the KV pool in vLLM blocks (``num_gpu_blocks_override``; default: vLLM's sizing);
+        ``max_model_len``: the longest request (default: the model's), which the pool must hold."""
         import_vllm()
         self.model = model
         self.enforce_eager = enforce_eager
         self.tensor_parallel_size = tensor_parallel_size
+        self.kv_blocks = kv_blocks
+        self.max_model_len = max_model_len or model.max_model_len
         self._engines: dict[int, Any] = {}  # max_num_seqs -> LLMEngine
+        self._sinks: dict[int, StepSink] = {}  # max_num_seqs -> its engine's per-step stats
         self._serving_threads = 1  # torch threads vLLM chose for its engine
 
     def close(self) -> None:
         for engine in self._engines.values():
             _shutdown(engine)
         self._engines.clear()
+        self._sinks.clear()
 
     def engine(self, batch_size: int) -> Any:
         """The engine for ``batch_size``, built on first use."""
@@ -91,7 +101,8 @@ class VLLMEngineBackend:
                 model=str(self.model.path),
                 dtype=self.model.spec.dtype,
                 max_num_seqs=batch_size,
-                max_model_len=self.model.max_model_len,
+                max_model_len=self.max_model_len,
+                num_gpu_blocks_override=self.kv_blocks,
                 enable_prefix_caching=self.prefix_caching,
                 enforce_eager=self.enforce_eager,
                 tensor_parallel_size=self.tensor_parallel_size,
@@ -99,14 +110,17 @@ class VLLMEngineBackend:
                 # On a GPU the suite's own HF copy of the model stays loaded beside vLLM's: leave it room
                 # (vLLM's default takes 90% of the card). Untested here: no GPU in the session that wrote it.
                 **({"gpu_memory_utilization": 0.5} if self.model.device.type == "cuda" else {}),
-                disable_log_stats=True,  # we timestamp tokens ourselves
+                disable_log_stats=False,  # the scheduler's stats feed the engine counters (a server has them on too)
             )
             import torch
 
             threads, set_threads = torch.get_num_threads(), torch.set_num_threads
             try:
+                sink = StepSink()
                 with third_party_warnings_ignored():
-                    self._engines[batch_size] = LLMEngine.from_engine_args(args)
+                    self._engines[batch_size] = LLMEngine.from_engine_args(
+                        args, stat_loggers=[stat_logger_factory(sink)])
+                self._sinks[batch_size] = sink
                 # vLLM's in-process CPU worker sets torch to its serving thread count (1) and replaces
                 # torch.set_num_threads with a no-op for the whole process; every other backend in this
                 # session would then run single-threaded. Keep vLLM's count for vLLM's runs only.
@@ -120,19 +134,22 @@ class VLLMEngineBackend:
         engine = self.engine(batch_size)
         clock = RunClock(self.model.device)
         with torch_threads(self._serving_threads):
-            return drive(self.name, workload, batch_size, concurrency, clock, _EngineRun(self, engine, clock))
+            return drive(self.name, workload, batch_size, concurrency, clock,
+                         _EngineRun(self, engine, clock, self._sinks[batch_size]))
 
 
 class _EngineRun:
     """One run: a request enters the engine when sent; each step is one ``engine.step()``."""
 
-    def __init__(self, backend: VLLMEngineBackend, engine: Any, clock: RunClock) -> None:
+    def __init__(self, backend: VLLMEngineBackend, engine: Any, clock: RunClock, sink: StepSink) -> None:
         core = getattr(engine.engine_core, "engine_core", None)  # only the in-process client has it
         if core is None:
             raise RuntimeError("vllm: the engine core runs in another process, so its block tables cannot be "
                                "read; run with VLLM_ENABLE_V1_MULTIPROCESSING=0 (batchperf's default)")
         self.engine = engine
         self.clock = clock
+        self.sink = sink
+        sink.reset()  # this run's steps only (the engine is reused across runs)
         self.prefix_caching = backend.prefix_caching
         self.scheduler = core.scheduler
         self.kv_manager = self.scheduler.kv_cache_manager
@@ -203,6 +220,9 @@ class _EngineRun:
             "kv_blocks_per_request": [self.blocks_held[i] for i in sorted(self.blocks_held)],
             "prefix_caching": self.prefix_caching,
         }
+
+    def counters(self) -> dict[str, Any]:
+        return self.sink.counters()
 
     def close(self) -> None:
         if self.by_external:  # a failed run must not leave requests in the reused engine

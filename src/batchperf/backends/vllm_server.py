@@ -44,6 +44,7 @@ from batchperf.backends.model import LoadedModel
 from batchperf.backends.server_process import ServerProcess, free_port
 from batchperf.measure.clock import RunClock
 from batchperf.measure.kv import kv_tokens_held
+from batchperf.measure.scrape import ServerScrape
 from batchperf.measure.trace import RequestTrace, RunTrace
 from batchperf.measure.workload import RequestSpec, Workload
 
@@ -51,6 +52,8 @@ SERVER_URL_ENV = "BATCHPERF_SERVER_URL"
 SERVED_NAME = "batchperf"
 READY_TIMEOUT_S = float(os.environ.get("BATCHPERF_SERVER_READY_TIMEOUT", "600"))
 REQUEST_TIMEOUT_S = 600.0
+# how often the server's /metrics is sampled during a run, for the peaks of its gauges (0: never)
+METRICS_SAMPLE_S = float(os.environ.get("BATCHPERF_METRICS_SAMPLE_S", "0.5"))
 
 
 class VLLMServerBackend:
@@ -115,7 +118,8 @@ class VLLMServerBackend:
         url = base + "/v1/completions"
         clock = RunClock(None)  # client-side times: nothing of ours runs on a device
         kv = {"server": url, "server_started_by_suite": not self.given, **figures}
-        client = _Client(clock, url, model_name, kv, workload.max_in_flight(concurrency))
+        scrape = ServerScrape(base + "/metrics", METRICS_SAMPLE_S)
+        client = _Client(clock, url, model_name, kv, workload.max_in_flight(concurrency), scrape)
         return drive(self.name, workload, batch_size, concurrency, clock, client)
 
     def given_server(self, workload: Workload, batch_size: int) -> ServedModel:
@@ -138,14 +142,17 @@ class VLLMServerBackend:
 class _Client:
     """One run's HTTP client: a streaming task per request in flight, on an event loop kept for the run."""
 
-    def __init__(self, clock: RunClock, url: str, model_name: str, kv: dict[str, Any], max_in_flight: int) -> None:
+    def __init__(self, clock: RunClock, url: str, model_name: str, kv: dict[str, Any], max_in_flight: int,
+                 scrape: ServerScrape) -> None:
         self.clock = clock
         self.url = url
         self.model_name = model_name
         self.kv = kv
+        self.scrape = scrape
         self.loop = asyncio.new_event_loop()
         self.session = self.loop.run_until_complete(_open_session(max_in_flight))
         self.pending: set[asyncio.Task[tuple[RequestTrace, float]]] = set()
+        scrape.start()  # the server's counters before the run, and sampling of its gauges during it
 
     def add(self, spec: RequestSpec, arrival: float) -> None:
         # the task starts at the next step, as a task created by a driving coroutine starts at its next await;
@@ -166,8 +173,13 @@ class _Client:
     def kv_figures(self) -> dict[str, Any]:
         return self.kv
 
+    def counters(self) -> dict[str, Any]:
+        return self.scrape.result
+
     def close(self) -> None:
-        """Cancel what is still in flight, close the connections, then the loop (as ``asyncio.run`` ends)."""
+        """Cancel what is still in flight, close the connections, then the loop (as ``asyncio.run`` ends);
+        then the server's counters after the run."""
+        self.scrape.stop()
         try:
             self.loop.run_until_complete(self._end())
             self.loop.run_until_complete(self.loop.shutdown_asyncgens())

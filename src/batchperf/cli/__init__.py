@@ -23,6 +23,7 @@ SUBCOMMANDS: dict[str, tuple[str, str]] = {
     "gpu-health": ("batchperf.cli.gpu_health", "record GPU health (other processes, clocks, persistence mode) as JSON"),
     "history": ("batchperf.cli.history", "change points per cell and metric over a folder of nightly results files"),
     "versus": ("batchperf.cli.versus", "two or more backends on the same cells, interleaved in one process: tok/s and ratios"),
+    "export": ("batchperf.cli.export", "results as OpenMetrics text (--out FILE), or pushed to a Prometheus Pushgateway (--push URL)"),
 }
 
 

@@ -15,6 +15,7 @@ from typing import Protocol
 from batchperf.engine.block_manager import BlockManager
 from batchperf.engine.request import Request
 from batchperf.engine.scheduler import Scheduled, Scheduler, SchedulerConfig
+from batchperf.engine.stats import StepStats
 
 
 class Runner(Protocol):
@@ -34,6 +35,7 @@ class LLMEngine:
         self.blocks = blocks
         self.scheduler = Scheduler(config, blocks)
         self.runner = runner
+        self.stats = StepStats()
 
     def add(self, request: Request) -> None:
         self.scheduler.add(request)
@@ -47,5 +49,7 @@ class LLMEngine:
         step = self.scheduler.schedule(clock.now())
         if not step:
             raise RuntimeError(f"requests wait but none could be scheduled ({self.blocks.num_blocks} KV blocks)")
+        self.stats.observe(len(step), sum(s.num_new for s in step), len(self.scheduler.running),
+                           len(self.scheduler.waiting))
         sampled = self.runner.run(step)
         return self.scheduler.postprocess(step, sampled, clock.now())

@@ -89,6 +89,7 @@ class RunTrace:
     warmup_excluded: int = 0  # warm-up requests run before ``start``, not in ``requests``
     kv: dict[str, Any] = field(default_factory=dict)  # backend KV figures (pool, block size…)
     telemetry: dict[str, Any] = field(default_factory=dict)  # batchperf.measure.telemetry.Sampler.summary() of the run
+    counters: dict[str, Any] = field(default_factory=dict)  # engine counters of the run (batchperf.measure.counters)
 
     @property
     def duration(self) -> float:

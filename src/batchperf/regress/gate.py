@@ -71,12 +71,15 @@ class Rule:
     devices: tuple[str, ...] = DEVICES  # where a cell produces the metric (torch's peaks: only on CUDA)
     # tier -> the most tolerance k × spread may give before the metric is too noisy to gate (never below the floor)
     caps: Mapping[str, float] = field(default_factory=dict)
+    backends: tuple[str, ...] | None = None  # the backends whose cells produce it; None: every backend
 
     def __post_init__(self) -> None:
         if "." not in self.metric:
             raise ValueError(f"rule metric must be a dotted extra_info path, got {self.metric!r}")
         if not self.devices or not set(self.devices) <= set(DEVICES):
             raise ValueError(f"rule {self.metric}: devices must be some of {', '.join(DEVICES)}, got {self.devices}")
+        if self.backends is not None and not self.backends:
+            raise ValueError(f"rule {self.metric}: backends must name at least one backend, or be None for all")
         for kind, values in (("floor", self.floors), ("cap", self.caps)):
             for tier, value in values.items():
                 if not 0 <= value < 10:
@@ -95,9 +98,10 @@ class Rule:
     def name(self) -> str:
         return self.metric.rsplit(".", 1)[1]
 
-    def produced_on(self, device: str) -> bool:
-        """Whether a cell on ``device`` ("cpu", "cuda", "cuda:1") writes this metric."""
-        return device.split(":")[0] in self.devices
+    def produced_on(self, device: str, backend: str | None = None) -> bool:
+        """Whether a cell on ``device`` ("cpu", "cuda", "cuda:1") of ``backend`` (None: any) writes this metric."""
+        return device.split(":")[0] in self.devices and (
+            backend is None or self.backends is None or backend in self.backends)
 
 
 # CPU-tier floors come from A/A reruns on a quiet 2-core VM, one torch thread (tools/detector_check.py,
@@ -123,6 +127,8 @@ _TPUT_CAP = {"cpu": 0.40, "gpu": 0.15, "*": 0.30}
 _TAIL_CAP = {"cpu": 0.80, "gpu": 0.30, "*": 0.45}
 _STEP_CAP = {"cpu": 1.00, "gpu": 0.30, "*": 0.45}
 _GAP_CAP = {"cpu": 1.50, "gpu": 0.45, "*": 0.60}
+# the backends that measure the KV bytes each request held (vllm-server's client cannot see the server's cache)
+_KV_MEASURED = ("hf-static", "continuous", "hf-continuous", "vllm", "vllm-prefix-cache")
 RULES: tuple[Rule, ...] = (
     Rule("metrics.output_throughput", Direction.HIGHER, _TPUT, caps=_TPUT_CAP),
     Rule("metrics.request_throughput", Direction.HIGHER, _TPUT, caps=_TPUT_CAP),
@@ -130,13 +136,20 @@ RULES: tuple[Rule, ...] = (
     Rule("metrics.p99_tpot_ms", Direction.LOWER, _STEP, caps=_STEP_CAP),
     Rule("metrics.p99_itl_ms", Direction.LOWER, _GAP, caps=_GAP_CAP),
     Rule("metrics.p99_e2el_ms", Direction.LOWER, _TAIL, caps=_TAIL_CAP),
-    Rule("kv.bytes_per_token_measured", Direction.EXACT),
-    Rule("kv.kv_bytes_per_request_mean", Direction.EXACT),
+    Rule("kv.bytes_per_token_measured", Direction.EXACT, backends=_KV_MEASURED),
+    Rule("kv.kv_bytes_per_request_mean", Direction.EXACT, backends=_KV_MEASURED),
     Rule("telemetry.torch_peak_allocated_bytes", Direction.LOWER, {"*": 0.05}, devices=("cuda",)),
     # RSS counts the whole process (the interpreter, torch, every model loaded so far) and allocator
     # caches that earlier cells left behind, so it depends on what ran before in the session even
     # when sampled per cell: only a gross change means something.
     Rule("telemetry.cell_peak_rss_bytes", Direction.LOWER, {"*": 0.50}),
+    # Engine counters (batchperf.measure.counters), from the backends that have them. They count what the
+    # scheduler did, not time, so their floors only absorb scheduling that moves with the machine's speed.
+    # From none to some preemptions is always a regression (the KV budget no longer holds the batch).
+    Rule("counters.num_preemptions", Direction.LOWER, {"*": 0.25},
+         backends=("continuous", "vllm", "vllm-prefix-cache", "vllm-server")),
+    # Static batches: the share of computed token slots that were padding or discarded decoding.
+    Rule("counters.padding_waste", Direction.LOWER, {"*": 0.05}, backends=("hf-static",)),
 )
 
 

@@ -27,7 +27,13 @@ CAPTIONS: dict[str, tuple[str, str]] = {
            "2 × layers × kv_heads × head_dim × dtype bytes per token (batchperf.measure.kv), dashed lines the fits."),
     "memory": ("Memory", "Peak memory of each cell (torch's peak allocated on CUDA, sampled process RSS on the "
                "CPU) and the backend's own KV-cache peak."),
+    "counters": ("Engine counters", "What the engine reported doing (vLLM's metric names): the peak share of its "
+                 "KV-cache pool in use, the batch it formed (requests per engine step; dotted: the batch size "
+                 "allowed), and tokens per step. Backends without a counter have no line; the cells table gives "
+                 "preemptions per round."),
 }
+NO_DATA = {"itl": "the cells kept no raw traces", "counters": "no cell has engine counters",
+           "kv": "no measured KV bytes"}
 
 CSS = """
 body { font-family: system-ui, sans-serif; margin: 2em auto; max-width: 1320px; color: #222; }
@@ -109,9 +115,19 @@ def _cells_table(cells: list[CellRecord]) -> str:
                      _fmt(m.get("median_itl_ms"), ".2f"), _fmt(mem / MIB if mem else None, ",.0f"),
                      _fmt(t.get("joules_per_output_token"), ".3f"),
                      f'<span title="{html.escape(nvml)}">{html.escape(nvml.split(":")[0])}</span>',
+                     _counter(c, "num_preemptions", ".3g"), _counter(c, "padding_waste", ".1%"),
                      f'<span class="bad">{errors}</span>' if errors else "0"])
     return _table(["cell", "out tok/s", "req/s", "P99 E2EL ms", "P99 TTFT ms", "median ITL ms", "peak MiB",
-                   "J/token", "NVML", "errors"], rows, left=(0, 8))
+                   "J/token", "NVML", "preempt / round", "padding", "errors"], rows, left=(0, 8))
+
+
+def _counter(cell: CellRecord, name: str, spec: str) -> str:
+    """An engine counter, or "–" with the reason it is absent as the tooltip."""
+    value = cell.counters.get(name)
+    if value is not None:
+        return format(value, spec)
+    why = (cell.counters.get("absent") or {}).get(name, "not in these results")
+    return f'<span title="{html.escape(why)}">–</span>'
 
 
 def write_page(out: Path, cells: list[CellRecord], files: list[ResultsFile],
@@ -127,8 +143,8 @@ def write_page(out: Path, cells: list[CellRecord], files: list[ResultsFile],
         title, caption = CAPTIONS[key]
         parts.append(f"<h2>{html.escape(title)}</h2><p class='caption'>{html.escape(caption)}</p>")
         if path is None:
-            parts.append("<p class='meta'>No data for this figure in these results "
-                         + ("(the cells kept no raw traces)." if key == "itl" else "(no measured KV bytes).") + "</p>")
+            parts.append(f"<p class='meta'>No data for this figure in these results "
+                         f"({NO_DATA.get(key, 'no measured KV bytes')}).</p>")
         else:
             parts.append(f"<img src='{html.escape(path.name)}' alt='{html.escape(title)}'>")
         if key == "kv":

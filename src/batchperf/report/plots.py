@@ -97,8 +97,10 @@ def _batch_axis(ax: Any, xs: Iterable[int]) -> None:
 
 
 def curves_over_batch(cells: list[CellRecord], path: Path, title: str,
-                      rows: list[tuple[str, Callable[[CellRecord], float | None]]], mark_knee: bool = False) -> Path:
-    """One row per metric, one panel per prompt length, one line per series, x = batch size."""
+                      rows: list[tuple[str, Callable[[CellRecord], float | None]]], mark_knee: bool = False,
+                      identity_rows: tuple[int, ...] = ()) -> Path:
+    """One row per metric, one panel per prompt length, one line per series, x = batch size; the rows in
+    ``identity_rows`` also get a dotted y = batch size line (a value that can reach the batch size at most)."""
     plt = _pyplot()
     prompts = _prompt_order(cells)
     series = Series(cells)
@@ -118,6 +120,9 @@ def curves_over_batch(cells: list[CellRecord], path: Path, title: str,
                     y = dict(pts)[k]
                     ax.plot([k], [y], marker="*", markersize=16, color="gold", markeredgecolor="black", zorder=5)
                     ax.annotate(f"knee bs {k}", (k, y), textcoords="offset points", xytext=(6, -14), fontsize=8)
+            if r in identity_rows and here:
+                sizes = sorted({c.batch_size for c in here})
+                ax.plot(sizes, sizes, color="gray", linestyle=":", linewidth=1, label="batch size")
             _batch_axis(ax, [c.batch_size for c in here])
             ax.set_ylabel(ylabel)
             ax.set_title(f"prompt {prompt}")
@@ -257,6 +262,8 @@ def memory_curves(cells: list[CellRecord], path: Path) -> Path:
 
 def all_figures(cells: list[CellRecord], fits: list[KVGrowth], out: Path) -> list[tuple[str, Path | None]]:
     """Every figure of the report, written under ``out``: (caption key, path or None when there is no data)."""
+    from batchperf.report.counter_plots import engine_counters_plot  # it draws with this module's helpers
+
     return [
         ("throughput", curves_over_batch(
             cells, out / "throughput.png",
@@ -270,4 +277,5 @@ def all_figures(cells: list[CellRecord], fits: list[KVGrowth], out: Path) -> lis
         ("itl", itl_distribution(cells, out / "itl.png")),
         ("kv", kv_growth_plot(cells, fits, out / "kv_growth.png")),
         ("memory", memory_curves(cells, out / "memory.png")),
+        ("counters", engine_counters_plot(cells, out / "engine_counters.png")),
     ]

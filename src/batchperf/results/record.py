@@ -17,6 +17,7 @@ from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
 from typing import Any
 
+from batchperf.measure import counters as engine_counters
 from batchperf.measure.kv_growth import KVPoint
 from batchperf.measure.trace import RunTrace
 
@@ -48,6 +49,7 @@ class CellRecord:
     rounds: list[dict[str, float]]  # every measured round's metrics
     kv: dict[str, Any]  # analytic and measured KV figures
     telemetry: dict[str, Any] = field(default_factory=dict)  # measure.telemetry Sampler summary, last round
+    counters: dict[str, Any] = field(default_factory=dict)  # engine counters over the rounds (measure.counters)
     token_count_errors: list[str] = field(default_factory=list)
     traces: list[dict[str, Any]] = field(default_factory=list)  # RunTrace.to_dict() of each measured round
     gate: dict[str, Any] | None = None  # the gate's verdict for this cell, when it was compared
@@ -147,7 +149,7 @@ class CellRecord:
         if missing:
             raise ResultsError(where, f"missing {', '.join(missing)} in extra_info; the file was cut or edited", RERUN)
         for key, kind in (("cell", Mapping), ("model", Mapping), ("metrics", Mapping), ("kv", Mapping),
-                          ("telemetry", Mapping), ("rounds", list), ("token_count_errors", list), ("traces", list)):
+                          ("telemetry", Mapping), ("counters", Mapping), ("rounds", list), ("token_count_errors", list), ("traces", list)):
             if key in data and not isinstance(data[key], kind):
                 raise ResultsError(where, f"{key} is a {type(data[key]).__name__}, not a "
                                    f"{'mapping' if kind is Mapping else 'list'}", RERUN)
@@ -166,6 +168,8 @@ class CellRecord:
         if not all(isinstance(r, Mapping) for r in data["rounds"]):
             raise ResultsError(where, "rounds holds something other than metric objects", RERUN)
         check_measured_numbers(data, where)
+        if "counters" in data and (why := engine_counters.problem(data["counters"])) is not None:
+            raise ResultsError(where, f"counters: {why}", RERUN)
         values = {k: v for k, v in data.items() if k in known}
         values.setdefault("model", {})
         record = cls(**{k: (dict(v) if isinstance(v, Mapping) else v) for k, v in values.items()},

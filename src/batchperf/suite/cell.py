@@ -6,6 +6,7 @@ from typing import Any
 
 from batchperf.backends import Backend
 from batchperf.backends.runner import run_cell
+from batchperf.measure.counters import summarise as summarise_counters
 from batchperf.measure.kv import kv_figures
 from batchperf.measure.metrics import compute_metrics, summarise, token_count_errors
 from batchperf.measure.telemetry import Sampler
@@ -52,6 +53,7 @@ def cell_record(cell: Cell, model: LoadedModel, traces: list[RunTrace]) -> CellR
         rounds=rounds,
         kv=kv_figures(traces, model.config, model.dtype),
         telemetry=traces[-1].telemetry,  # of the last measured round; every round's is in its trace
-        token_count_errors=[f"round {i}: {e}" for i, t in enumerate(traces, 1) for e in token_count_errors(t)],
+        counters=summarise_counters([t.counters for t in traces]),  # every round's is in its trace
+                token_count_errors=[f"round {i}: {e}" for i, t in enumerate(traces, 1) for e in token_count_errors(t)],
         traces=[t.to_dict() for t in traces],
     )

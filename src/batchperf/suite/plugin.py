@@ -135,14 +135,18 @@ def pytest_sessionfinish(session: pytest.Session) -> None:
 
 
 def summary_rows(records: list[CellRecord]) -> list[str]:
-    header = f"{'cell':<48} {'out tok/s':>10} {'P99 E2EL ms':>12} {'mean TTFT ms':>13} {'KV B/req':>10} {'n':>4}"
+    # preempt: the engine's preemptions per measured round ("-": this backend has no such counter)
+    header = (f"{'cell':<48} {'out tok/s':>10} {'P99 E2EL ms':>12} {'mean TTFT ms':>13} {'KV B/req':>10} {'n':>4} "
+              f"{'preempt':>7}")
     rows = [header]
     for rec in records:
         m = rec.metrics
         kv_req = rec.kv.get("kv_bytes_per_request_mean")
+        preempt = rec.counters.get("num_preemptions")
         rows.append(
             f"{rec.id:<48} {m['output_throughput']:>10.1f} {m['p99_e2el_ms']:>12.1f} "
-            f"{m['mean_ttft_ms']:>13.1f} {(f'{kv_req:,.0f}' if kv_req is not None else '-'):>10} {m['n_e2el']:>4}"
+            f"{m['mean_ttft_ms']:>13.1f} {(f'{kv_req:,.0f}' if kv_req is not None else '-'):>10} {m['n_e2el']:>4} "
+            f"{(f'{preempt:.3g}' if preempt is not None else '-'):>7}"
         )
     return rows
 

