@@ -29,3 +29,11 @@ def suite(pytester: pytest.Pytester, tiny_model: object) -> pytest.Pytester:
 
 
 pytest_plugins = ["pytester"]
+
+
+@pytest.fixture
+def no_hub(monkeypatch: pytest.MonkeyPatch) -> list:
+    """No network but loopback in this test (tests/no_hub.py); returns the list of refused addresses."""
+    from no_hub import install
+
+    return install(monkeypatch.setattr)

@@ -47,9 +47,12 @@ def add_matrix_options(add: Any) -> None:
         help="output tokens per request, cycled over the requests (default: 16,32)")
     add("--batchperf-arrival", dest="batchperf_arrival", default=None, metavar="SPEC",
         help="closed (default: N in flight, a new one as each finishes), burst, or rate:REQ_PER_S[:BURSTINESS]")
+    add("--batchperf-device", dest="batchperf_device", default=None, metavar="DEVICE",
+        help="run every tier's cells on this device: cpu (slow: for debugging and tests) or cuda "
+             "(default: the tier's own)")
 
 
-MATRIX_SETTINGS = (*AXES, "num_prompts", "rounds", "arrival", "output_lens")
+MATRIX_SETTINGS = (*AXES, "num_prompts", "rounds", "arrival", "output_lens", "device")
 
 
 def matrix_settings(get: Callable[[str], str | None]) -> dict[str, str | None]:
@@ -126,14 +129,16 @@ def pytest_sessionfinish(session: pytest.Session) -> None:
 
 
 def summary_rows(records: list[CellRecord]) -> list[str]:
-    header = f"{'cell':<48} {'out tok/s':>10} {'P99 E2EL ms':>12} {'mean TTFT ms':>13} {'KV B/req':>10} {'n':>4}"
+    header = (f"{'cell':<48} {'out tok/s':>10} {'P99 E2EL ms':>12} {'mean TTFT ms':>13} {'KV B/req':>10} "
+              f"{'KV B/tok':>9} {'n':>4}")
     rows = [header]
     for rec in records:
         m = rec.metrics
-        kv_req = rec.kv.get("kv_bytes_per_request_mean")
+        kv_req, kv_tok = rec.kv.get("kv_bytes_per_request_mean"), rec.kv.get("bytes_per_token_measured")
         rows.append(
             f"{rec.id:<48} {m['output_throughput']:>10.1f} {m['p99_e2el_ms']:>12.1f} "
-            f"{m['mean_ttft_ms']:>13.1f} {(f'{kv_req:,.0f}' if kv_req is not None else '-'):>10} {m['n_e2el']:>4}"
+            f"{m['mean_ttft_ms']:>13.1f} {(f'{kv_req:,.0f}' if kv_req is not None else '-'):>10} "
+            f"{(f'{kv_tok:,.0f}' if kv_tok is not None else '-'):>9} {m['n_e2el']:>4}"
         )
     return rows
 
@@ -149,3 +154,12 @@ def pytest_terminal_summary(terminalreporter: Any, config: pytest.Config) -> Non
         terminalreporter.write_line(line)
     loads = st.models.loads
     terminalreporter.write_line(f"models loaded: {len(loads)}" + (f" ({', '.join(loads)})" if loads else ""))
+    if dummies := st.models.dummy_weights():
+        terminalreporter.write_line(dummy_weights_note(dummies))
+
+
+def dummy_weights_note(names: list[str]) -> str:
+    """The one summary line that says the numbers came from random weights, and how to measure a checkpoint."""
+    return (f"weights: DUMMY for {', '.join(names)} (seeded random weights built from the shipped config.json, "
+            f"no download; speed and memory are the architecture's, generated text is meaningless). "
+            f"Measure a checkpoint with --batchperf-model-path NAME=PATH")
