@@ -9,6 +9,7 @@
 
 from __future__ import annotations
 
+import importlib.util
 import time
 from dataclasses import replace
 from types import SimpleNamespace
@@ -290,3 +291,37 @@ def test_dummy_weights_reach_vllm_as_its_dummy_load_format() -> None:
     assert _vllm.weights_args("dummy") == {"load_format": "dummy", "skip_tokenizer_init": True}
     assert _vllm.weights_flags("dummy") == ["--load-format", "dummy", "--skip-tokenizer-init"]
     assert _vllm.weights_args("checkpoint") == {} and _vllm.weights_flags("checkpoint") == []
+
+
+def test_a_gpu_tier_model_on_the_cpu_gets_a_small_vllm_step_budget(tiny_model) -> None:
+    gpu_tier = replace(tiny_model, spec=replace(tiny_model.spec, tier="gpu"))
+    assert _vllm.step_budget_args(gpu_tier, 2) == {"max_num_batched_tokens": _vllm.CPU_STEP_TOKENS}
+    assert _vllm.step_budget_args(gpu_tier, 512) == {"max_num_batched_tokens": 512}  # never below max_num_seqs
+    assert _vllm.step_budget_args(tiny_model, 2) == {}  # the CPU tier keeps vLLM's defaults
+    assert _vllm.step_budget_args(replace(gpu_tier, device=CUDA), 2) == {}  # and so does a GPU
+
+
+def test_the_server_on_a_gpu_gets_the_dummy_flags_and_its_memory_share(tiny_model,
+                                                                        monkeypatch: pytest.MonkeyPatch) -> None:
+    pytest.importorskip("aiohttp")
+    from batchperf.backends import vllm_server
+
+    started = []
+
+    class Server:
+        def __init__(self, argv: list[str], *args: Any, **kwargs: Any) -> None:
+            started.append(argv)
+
+        def start(self, timeout: float) -> None:
+            pass
+
+    monkeypatch.setattr(vllm_server, "ServerProcess", Server)
+    monkeypatch.setattr(vllm_server, "cuda_memory_utilization", lambda model: 0.42)
+    monkeypatch.delenv("BATCHPERF_SERVER_URL", raising=False)
+    monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: object())  # "vLLM is installed"
+    backend = vllm_server.VLLMServerBackend(replace(tiny_model, device=CUDA, weights="dummy"))
+    backend._start_server(8)
+    argv = started[0]
+    assert argv[argv.index("--gpu-memory-utilization") + 1] == "0.42"
+    assert argv[argv.index("--load-format") + 1] == "dummy" and "--skip-tokenizer-init" in argv
+    assert "--max-num-batched-tokens" not in argv
