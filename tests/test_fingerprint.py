@@ -46,6 +46,17 @@ def test_cell_identity_and_diffs() -> None:
     assert fp.identity_diff(ident, fp.cell_identity(other)) == ["arrival.rate: None → 4.0"]
 
 
+def test_dummy_weights_never_match_a_checkpoint_baseline() -> None:
+    baseline = cell_info()  # an older baseline: no model.weights, so a checkpoint's
+    assert fp.cell_identity(baseline)["weights"] == "checkpoint"
+    same = cell_info()
+    same.model["weights"] = "checkpoint"  # what this batchperf writes for a checkpoint: still the same cell
+    assert fp.identity_diff(fp.cell_identity(baseline), fp.cell_identity(same)) == []
+    dummy = cell_info()
+    dummy.model["weights"] = "dummy"
+    assert fp.identity_diff(fp.cell_identity(baseline), fp.cell_identity(dummy)) == ["weights: checkpoint → dummy"]
+
+
 def test_versions_and_soft_warnings() -> None:
     assert fp.version_diff({"torch": "2.1", "vllm": "0.8"}, {"torch": "2.2"}) == {
         "torch": ("2.1", "2.2"), "vllm": ("0.8", "-")}

@@ -1,4 +1,5 @@
-"""KV accounting against published model configs (tests/data/configs, copied from the hub)."""
+"""KV accounting against published model configs, copied from the hub: the GPU tier's, shipped in the package
+(src/batchperf/suite/configs/<name>/config.json), and a few larger ones (tests/data/configs)."""
 
 import json
 from argparse import Namespace
@@ -8,12 +9,17 @@ import pytest
 
 from batchperf.cli import kv as kv_cli
 from batchperf.measure import kv
+from batchperf.suite.models import shipped_config_dir
 
 CONFIGS = Path(__file__).parent / "data" / "configs"
+# registry name of the shipped config of each published checkpoint
+SHIPPED = {"qwen2.5-0.5b-instruct": "qwen2.5-0.5b", "qwen2.5-1.5b-instruct": "qwen2.5-1.5b",
+           "llama-2-7b-hf": "llama-2-7b", "qwen3-0.6b": "qwen3-0.6b"}
 
 
 def load(name: str) -> dict:
-    return json.loads((CONFIGS / f"{name}.json").read_text())
+    path = shipped_config_dir(SHIPPED[name]) / "config.json" if name in SHIPPED else CONFIGS / f"{name}.json"
+    return json.loads(path.read_text())
 
 
 @pytest.mark.parametrize(
@@ -87,7 +93,7 @@ def test_negative_lengths_are_rejected() -> None:
 
 
 def test_cli_prints_both_figures(capsys: pytest.CaptureFixture[str]) -> None:
-    args = Namespace(config=CONFIGS / "qwen2.5-0.5b-instruct.json", dtype="float16", prompt_len=512, output_len=32,
+    args = Namespace(config=shipped_config_dir("qwen2.5-0.5b"), dtype="float16", prompt_len=512, output_len=32,
                      json=True)
     assert kv_cli.main(args) == 0
     out = json.loads(capsys.readouterr().out)

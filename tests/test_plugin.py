@@ -79,3 +79,37 @@ def test_bad_global_option_is_a_usage_error(suite: pytest.Pytester) -> None:
     result.stderr.fnmatch_lines(["*batchperf: invalid num_prompts '0'*"])
     result = suite.runpytest(*FAST, "--batchperf-model-path=oops")
     result.stderr.fnmatch_lines(["*expected NAME=PATH*"])
+
+
+def test_any_tier_runs_on_the_cpu_and_dummy_weights_are_said_once(suite: pytest.Pytester, tmp_path: Path,
+                                                                  monkeypatch: pytest.MonkeyPatch) -> None:
+    """A GPU-tier model on dummy weights (a small Qwen2 config standing in for a shipped one), run on the CPU."""
+    from batchperf.backends.model import ModelSpec
+    from batchperf.suite import models
+
+    (tmp_path / "small-qwen2").mkdir()
+    (tmp_path / "small-qwen2" / "config.json").write_text(json.dumps({
+        "architectures": ["Qwen2ForCausalLM"], "model_type": "qwen2", "hidden_size": 64, "intermediate_size": 128,
+        "num_hidden_layers": 2, "num_attention_heads": 4, "num_key_value_heads": 2, "vocab_size": 256,
+        "max_position_embeddings": 128, "eos_token_id": 1, "bos_token_id": 1, "tie_word_embeddings": True}))
+    monkeypatch.setattr(models, "CONFIGS", tmp_path)
+    monkeypatch.setitem(models.MODELS, "small-qwen2", ModelSpec("small-qwen2", "x/small", "gpu", "float32",
+                                                                 weights="dummy"))
+    out = tmp_path / "out.json"
+    result = suite.runpytest("-m", "gpu", "--batchperf-device", "cpu", "--batchperf-models=small-qwen2",
+                             "--batchperf-backends=hf-static,continuous", *SMALL[2:-1], f"--benchmark-json={out}")
+    result.assert_outcomes(passed=2, skipped=1)  # two cells; one prompt length: no KV slope to fit
+    assert result.stdout.str().count("weights: DUMMY for small-qwen2 (seeded random weights") == 1
+    records = [b["extra_info"] for b in json.loads(out.read_text())["benchmarks"]]
+    assert [r["cell"]["id"] for r in records] == ["gpu-small-qwen2-hf-static-bs2-p8-c2",
+                                                  "gpu-small-qwen2-continuous-bs2-p8-c2"]
+    for r in records:
+        assert r["cell"]["device"] == "cpu" and r["model"]["weights"] == "dummy"
+        assert r["model"]["path"] == str(tmp_path / "small-qwen2")
+        assert r["efficiency"]["device"] == "cpu" and r["efficiency"]["decode_steps"] > 0
+
+
+def test_a_bad_device_is_a_usage_error(suite: pytest.Pytester) -> None:
+    result = suite.runpytest(*FAST, "--batchperf-device=tpu")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines(["*batchperf: invalid device 'tpu': use cpu or cuda*"])

@@ -28,6 +28,9 @@ sys.meta_path.insert(0, Blocked())
 if sys.argv[1] == "nightly":
     from batchperf.regress.nightly import main
     sys.exit(main(sys.argv[2:]))
+if sys.argv[1] == "gpu_check":
+    from batchperf.report.gpu_check import main
+    sys.exit(main(sys.argv[2:]))
 from batchperf.cli import main
 code = main(sys.argv[1:])
 assert not [m for m in sys.modules if m.split(".")[0] in ("torch", "transformers", "vllm")], "heavy import"
@@ -64,6 +67,7 @@ def work(tmp_path_factory: pytest.TempPathFactory) -> Path:
     ["export", "a.json", "--out", "a.om", "--history", "."],
     ["nightly", "confirmed-regressions", "a.json"],
     ["nightly", "history-name", "a.json", "cpu"],
+    ["gpu_check", "a.json", "b.json", "--out", "summary.txt"],
 ])
 def test_reader_runs_without_the_measuring_stack(work: Path, args: list[str]) -> None:
     done = reader(*args, cwd=work)

@@ -53,6 +53,9 @@ def test_records_round_trip_and_unknown_keys_survive(tmp_path: Path) -> None:
     (lambda info: info["cell"].pop("model"), "cell lacks model"),
     (lambda info: info.update(rounds=[1]), "rounds holds something other than metric objects"),
     (lambda info: info.update(batchperf_schema=7), "cell schema 7; this batchperf reads schemas 1 and"),
+    (lambda info: info["model"].update(weights="random"), "model.weights is 'random', not one of checkpoint, dummy"),
+    (lambda info: info.update(efficiency=[0.5]), "efficiency is a list, not a mapping"),
+    (lambda info: info.update(efficiency={"decode_mbu": "high"}), "efficiency.decode_mbu is 'high', not a number"),
 ])
 def test_a_bad_cell_names_the_file_the_cell_and_the_field(tmp_path: Path, edit, message: str) -> None:
     path = results_file(tmp_path / "r.json", [cell_info("c1")])
@@ -101,3 +104,14 @@ def test_an_interrupted_write_keeps_the_old_file(tmp_path: Path, monkeypatch: py
 def test_upgrade_leaves_current_records_alone() -> None:
     info = cell_info("c1").to_dict()
     assert upgrade(info) is info
+
+
+def test_weights_and_efficiency_are_typed_and_default_for_older_records() -> None:
+    old = cell_info("c1")  # written before dummy weights and MBU: no model.weights, no efficiency
+    assert old.weights == "checkpoint" and old.efficiency == {}
+    new = CellRecord.from_dict(old.to_dict() | {"model": {**old.model, "weights": "dummy"},
+                                                "efficiency": {"device": "NVIDIA H200", "decode_mbu": 0.41,
+                                                               "prefill_mfu": None}})
+    assert new.weights == "dummy" and new.value("efficiency.decode_mbu") == 0.41
+    assert new.value("efficiency.prefill_mfu") is None  # no peak known: absent, not zero
+    assert CellRecord.from_dict(new.to_dict()).to_dict() == new.to_dict()

@@ -75,3 +75,69 @@ def kv_block_figures(kv_cache_config: Any) -> tuple[int, int]:
         raise ValueError(f"KV cache groups use different block sizes {sorted(block_sizes)}; not supported")
     per_block = sum(g.kv_cache_spec.page_size_bytes * len(g.layer_names) for g in groups)
     return block_sizes.pop(), per_block
+
+
+def weights_args(weights: str) -> dict[str, Any]:
+    """EngineArgs for a model on dummy weights: vLLM makes its own random weights from the same config folder
+    (``load_format="dummy"``) and needs no tokenizer, since prompts are token ids and nothing is detokenised."""
+    return {"load_format": "dummy", "skip_tokenizer_init": True} if weights == "dummy" else {}
+
+
+# A GPU-tier model on the CPU (--batchperf-device cpu): vLLM's default token budget per step (2048) makes every
+# engine build run a 2048-token warm-up pass, many minutes for a real-size model in bf16 on a few cores. The
+# cells run there are for debugging and tests, a few short prompts: a small budget serves them.
+CPU_STEP_TOKENS = 256
+
+
+def step_budget_args(model: Any, batch_size: int) -> dict[str, Any]:
+    """``max_num_batched_tokens`` for a GPU-tier model running on the CPU; vLLM's default everywhere else."""
+    if model.spec.tier == "gpu" and model.device.type == "cpu":
+        return {"max_num_batched_tokens": max(CPU_STEP_TOKENS, batch_size)}
+    return {}
+
+
+def weights_flags(weights: str) -> list[str]:
+    """:func:`weights_args` as ``vllm serve`` flags."""
+    return ["--load-format", "dummy", "--skip-tokenizer-init"] if weights == "dummy" else []
+
+
+GIB = 2**30
+# What the suite's own side keeps free beside vLLM: its HF copy's activations, the continuous runner's KV pool
+# and generate's cache for the later cells, the CUDA context's growth. At least this much, or the HF copy's size.
+MIN_SUITE_HEADROOM_BYTES = 4 * GIB
+MAX_UTILIZATION = 0.9  # vLLM's own default: never more, however empty the card
+
+
+def gpu_memory_utilization(free_bytes: int, total_bytes: int, hf_model_bytes: int, kv_bytes_needed: int) -> float:
+    """The ``gpu_memory_utilization`` that lets vLLM and the suite's own HF copy of the model share one card.
+
+    vLLM asks for ``utilization × total`` bytes at start-up and refuses to start if fewer are free; inside it
+    go its own copy of the weights (as large as the suite's: same model, same dtype), its activations and its
+    KV pool. The suite's HF copy is already resident (not in ``free_bytes``) and needs headroom for the cells
+    that run after vLLM starts: as much again as its weights, at least :data:`MIN_SUITE_HEADROOM_BYTES`. So
+    vLLM gets what is free less that headroom, capped at :data:`MAX_UTILIZATION`, rounded down to 0.001; and
+    if that cannot hold its weights plus ``kv_bytes_needed`` (a full-length request) the error says so.
+    """
+    if total_bytes <= 0 or not 0 <= free_bytes <= total_bytes:
+        raise ValueError(f"GPU memory: free {free_bytes} of total {total_bytes} bytes makes no sense")
+    headroom = max(hf_model_bytes, MIN_SUITE_HEADROOM_BYTES)
+    budget = free_bytes - headroom
+    need = hf_model_bytes + kv_bytes_needed
+    if budget < need:
+        raise BackendUnavailable(
+            f"vLLM cannot fit beside the suite's own copy of the model: {free_bytes / GIB:.1f} of "
+            f"{total_bytes / GIB:.1f} GiB free, {headroom / GIB:.1f} GiB kept for the suite's cells, and vLLM needs "
+            f"{need / GIB:.1f} GiB (its weights {hf_model_bytes / GIB:.1f} GiB + KV for one full-length request "
+            f"{kv_bytes_needed / GIB:.1f} GiB); run the vllm cells alone (-k vllm) or on a larger GPU")
+    return min(MAX_UTILIZATION, int(budget / total_bytes * 1000) / 1000)
+
+
+def cuda_memory_utilization(model: Any) -> float:
+    """:func:`gpu_memory_utilization` for ``model`` (a LoadedModel on CUDA), from the card's state now."""
+    import torch
+
+    from batchperf.measure.kv import kv_bytes_per_token
+
+    free, total = torch.cuda.mem_get_info(model.device)
+    full_request = kv_bytes_per_token(model.config, model.spec.dtype) * model.max_model_len
+    return gpu_memory_utilization(free, total, model.weight_bytes(), full_request)

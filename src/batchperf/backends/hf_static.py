@@ -54,7 +54,7 @@ class HFStaticBackend:
 
     def __init__(self, model: LoadedModel) -> None:
         self.model = model
-        self.pad_id = model.tokenizer.pad_token_id if model.tokenizer.pad_token_id is not None else 0
+        self.pad_id = model.pad_token_id
 
     def close(self) -> None:
         pass

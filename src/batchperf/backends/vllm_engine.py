@@ -7,7 +7,14 @@ every ``step()`` the clock is read and each token the step returned gets that
 time, so TTFT and ITL are per step, not averages; the tokens one step gave a
 request (one, or more under speculative decoding) are one chunk. The engine is built once per
 batch size and prefix-caching setting and reused across cells (building one
-compiles the model: tens of seconds on a CPU).
+compiles the model: tens of seconds on a CPU). On a GPU, one engine at a time
+holds the card: building another (another batch size, or another model's
+backend) shuts the others down first, and ``gpu_memory_utilization`` is
+computed from the free memory then (``_vllm.gpu_memory_utilization``), so that
+vLLM and the suite's own HF copy of the model fit together.
+
+A model on dummy weights (:mod:`batchperf.backends.dummy`) is given to vLLM as
+the same config folder with ``load_format="dummy"`` and no tokenizer.
 
 KV figures come from vLLM itself: the block size and bytes per block of its
 cache config, and the most blocks each request's block table held. Engine
@@ -22,7 +29,14 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
-from batchperf.backends._vllm import import_vllm, kv_block_figures, third_party_warnings_ignored
+from batchperf.backends._vllm import (
+    cuda_memory_utilization,
+    import_vllm,
+    kv_block_figures,
+    step_budget_args,
+    third_party_warnings_ignored,
+    weights_args,
+)
 from batchperf.backends.drive import Finished, drive
 from batchperf.backends.model import LoadedModel
 from batchperf.backends.vllm_stats import StepSink, stat_logger_factory
@@ -90,12 +104,17 @@ class VLLMEngineBackend:
             _shutdown(engine)
         self._engines.clear()
         self._sinks.clear()
+        _ON_GPU.discard(self)
 
     def engine(self, batch_size: int) -> Any:
         """The engine for ``batch_size``, built on first use."""
         if batch_size not in self._engines:
             from vllm import EngineArgs
             from vllm.v1.engine.llm_engine import LLMEngine
+
+            on_gpu = self.model.device.type == "cuda"
+            if on_gpu:  # a second engine would find the card taken: one at a time
+                _free_the_gpu()
 
             args = EngineArgs(
                 model=str(self.model.path),
@@ -108,8 +127,10 @@ class VLLMEngineBackend:
                 tensor_parallel_size=self.tensor_parallel_size,
                 seed=0,
                 # On a GPU the suite's own HF copy of the model stays loaded beside vLLM's: leave it room
-                # (vLLM's default takes 90% of the card). Untested here: no GPU in the session that wrote it.
-                **({"gpu_memory_utilization": 0.5} if self.model.device.type == "cuda" else {}),
+                # (vLLM's default takes 90% of the card whatever is already on it)
+                **({"gpu_memory_utilization": cuda_memory_utilization(self.model)} if on_gpu else {}),
+                **weights_args(self.model.weights),
+                **step_budget_args(self.model, batch_size),
                 disable_log_stats=False,  # the scheduler's stats feed the engine counters (a server has them on too)
             )
             import torch
@@ -128,6 +149,8 @@ class VLLMEngineBackend:
             finally:
                 torch.set_num_threads = set_threads
                 set_threads(threads)
+            if on_gpu:
+                _ON_GPU.add(self)
         return self._engines[batch_size]
 
     def run(self, workload: Workload, batch_size: int, concurrency: int) -> RunTrace:
@@ -259,6 +282,21 @@ def torch_threads(n: int) -> Iterator[None]:
         yield
     finally:
         torch.set_num_threads(before)
+
+
+_ON_GPU: set[VLLMEngineBackend] = set()  # backends holding an engine on a GPU (at most one engine in all)
+
+
+def _free_the_gpu() -> None:
+    """Shut down every vLLM engine on the GPU and return its memory to the card before another starts."""
+    for backend in list(_ON_GPU):
+        backend.close()
+    import gc
+
+    import torch
+
+    gc.collect()  # the engines' tensors go with their last references
+    torch.cuda.empty_cache()
 
 
 def _shutdown(engine: Any) -> None:

@@ -7,7 +7,10 @@ the batch size (and any ``server_args``), one server at a time, restarted when
 the batch size changes. Or it uses running servers given as ``server_url`` /
 ``$BATCHPERF_SERVER_URL`` (``URL`` or ``BATCH_SIZE=URL``, comma-separated): a
 cell runs on the one that serves its model at its batch size, and is skipped
-with the reason when none does (:mod:`batchperf.backends.external_server`).
+with the reason when none does (:mod:`batchperf.backends.external_server`). A
+model on dummy weights is served from its config folder with ``--load-format
+dummy --skip-tokenizer-init``; on a GPU, ``--gpu-memory-utilization`` leaves
+room for the suite's own HF copy of the model.
 
 Each request streams ``/v1/completions`` with a token-id prompt, ``ignore_eos``
 and ``max_tokens`` = its target. As in ``vllm bench serve``: the request is
@@ -37,7 +40,13 @@ from collections.abc import Sequence
 from typing import Any
 
 from batchperf.backends import BackendUnavailable, CellUnsupported
-from batchperf.backends._vllm import ENV_DEFAULTS, INSTALL_HINT
+from batchperf.backends._vllm import (
+    ENV_DEFAULTS,
+    INSTALL_HINT,
+    cuda_memory_utilization,
+    step_budget_args,
+    weights_flags,
+)
 from batchperf.backends.drive import Finished, drive
 from batchperf.backends.external_server import ServedModel, mismatch, parse_entries, probe, server_for
 from batchperf.backends.model import LoadedModel
@@ -101,7 +110,12 @@ class VLLMServerBackend:
             "--dtype", self.model.spec.dtype, "--max-num-seqs", str(batch_size),
             "--max-model-len", str(self.model.max_model_len),
             "--no-enable-prefix-caching", "--seed", "0", "--disable-uvicorn-access-log", *self.server_args,
+            *weights_flags(self.model.weights),  # dummy weights: vLLM makes its own from the same config folder
         ]
+        if self.model.device.type == "cuda":  # room for the suite's own HF copy, already on the card
+            argv += ["--gpu-memory-utilization", str(cuda_memory_utilization(self.model))]
+        if budget := step_budget_args(self.model, batch_size).get("max_num_batched_tokens"):
+            argv += ["--max-num-batched-tokens", str(budget)]
         # the server's engine core runs in its own process, as users run it; only the CPU KV pool is bounded
         env = {**os.environ, "VLLM_CPU_KVCACHE_SPACE": os.environ.get(
             "VLLM_CPU_KVCACHE_SPACE", ENV_DEFAULTS["VLLM_CPU_KVCACHE_SPACE"])}

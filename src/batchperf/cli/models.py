@@ -16,7 +16,9 @@ def add_cli_args(parser: argparse.ArgumentParser) -> None:
 def main(args: argparse.Namespace) -> int:
     print("models:")
     for spec in MODELS.values():
-        print(f"  {spec.name:<14} {spec.tier} tier  {spec.dtype:<9} {spec.source}{'  (opt-in)' if spec.opt_in else ''}")
+        weights = "  dummy weights from the shipped config" if spec.weights == "dummy" else ""
+        print(f"  {spec.name:<14} {spec.tier} tier  {spec.dtype:<9} {spec.source:<28}{weights}"
+              f"{'  (opt-in)' if spec.opt_in else ''}")
     print("backends: " + ", ".join(backend_names()))
     for tier in TIERS.values():
         print(f"tier {tier.name}: models {','.join(tier.models)}; backends {','.join(tier.backends)}; "

@@ -38,7 +38,7 @@ import torch.nn.functional as F
 
 from batchperf.engine.scheduler import Scheduled
 
-SUPPORTED_MODEL_TYPES = frozenset({"qwen2", "llama", "mistral"})
+SUPPORTED_MODEL_TYPES = frozenset({"qwen2", "qwen3", "llama", "mistral"})
 
 
 @dataclass(frozen=True, slots=True)
@@ -50,12 +50,18 @@ class _Layer:
     w_down: torch.Tensor  # [hidden, intermediate]
     ln_attn: torch.Tensor
     ln_mlp: torch.Tensor
+    q_norm: torch.Tensor | None = None  # [head_dim]: Qwen3's RMSNorm of each query / key head, before rotary
+    k_norm: torch.Tensor | None = None
 
 
 def _linear_bias(linear: Any) -> torch.Tensor:
     if linear.bias is not None:
         return linear.bias.detach()
     return torch.zeros(linear.out_features, dtype=linear.weight.dtype, device=linear.weight.device)
+
+
+def _norm_weight(norm: Any) -> torch.Tensor | None:
+    return None if norm is None else norm.weight.detach()
 
 
 class ModelRunner:
@@ -104,6 +110,8 @@ class ModelRunner:
             w_down=mlp.down_proj.weight.detach(),
             ln_attn=layer.input_layernorm.weight.detach(),
             ln_mlp=layer.post_attention_layernorm.weight.detach(),
+            q_norm=_norm_weight(getattr(attn, "q_norm", None)),
+            k_norm=_norm_weight(getattr(attn, "k_norm", None)),
         )
 
     @property
@@ -123,7 +131,7 @@ class ModelRunner:
         out: list[int | None] = [None] * len(step)
         # ties: the lowest token id, as generate's torch.argmax
         for i, token in zip(sampling, logits.argmax(-1).tolist()):
-            out[i] = int(token)
+            out[i] = token
         return out
 
     @torch.inference_mode()
@@ -132,7 +140,7 @@ class ModelRunner:
         if self.kv is None:
             raise RuntimeError("allocate() the KV pool before running a step")
         # decode rows first, so they are one contiguous slice of the packed tokens
-        order = sorted(range(len(step)), key=lambda i: step[i].num_new != 1)
+        order = [i for i, it in enumerate(step) if it.num_new == 1] + [i for i, it in enumerate(step) if it.num_new != 1]
         packed = _Packed.build([step[i] for i in order], self.block_size, self.device)
         hidden = self._forward(packed)  # [sampling items, hidden], in packed order
         logits = F.linear(F.rms_norm(hidden, self.norm.shape, self.norm, self.eps), self.lm_head)
@@ -150,6 +158,9 @@ class ModelRunner:
             h = F.rms_norm(x, x.shape[-1:], layer.ln_attn, self.eps)
             qkv = F.linear(h, layer.w_qkv, layer.b_qkv)  # [T, (H + 2 KVH) D]
             qk = qkv[:, : (H + KVH) * D].view(T, H + KVH, D)
+            if layer.q_norm is not None:  # Qwen3: each head normalised on its own
+                qk = torch.cat([F.rms_norm(qk[:, :H], (D,), layer.q_norm, self.eps),
+                                F.rms_norm(qk[:, H:], (D,), layer.k_norm, self.eps)], 1)
             half = D // 2
             qk = qk * cos + torch.cat((-qk[..., half:], qk[..., :half]), -1) * sin  # rotary, q and k at once
             q, k = qk[:, :H], qk[:, H:]
@@ -221,12 +232,21 @@ class _Packed:
 
     @classmethod
     def build(cls, items: Sequence[Scheduled], block_size: int, device: Any) -> _Packed:
+        """Pack ``items``, decode rows (one new token each) first. The decode rows are packed with array
+        operations only: no Python call per request, so a decode step's host work does not grow with the batch
+        beyond reading each request's fields (tests/test_model_runner.py counts it)."""
+        num_decode = next((i for i, it in enumerate(items) if it.num_new != 1), len(items))
+        decode = _DecodeRows.build(items[:num_decode], block_size) if num_decode else None
+        ids: list[int] = [] if decode is None else decode.ids
+        positions = [] if decode is None else [decode.positions]
+        writes = [] if decode is None else [decode.writes]
+        keep_rows = [] if decode is None else decode.keep_rows
+        prompts = []
         offsets = np.arange(block_size)
-        ids: list[int] = []
-        positions, writes, keep_rows, prompts = [], [], [], []
-        decode = [it for it in items if it.num_new == 1]
-        for item in items:
+        for item in items[num_decode:]:  # prompts and prompt chunks: each gets its own attention call anyway
             req, start = item.request, len(ids)
+            if item.num_new == 1:
+                raise ValueError("_Packed.build: decode rows (one new token) must come before every prompt")
             first = req.num_cached
             ids.extend(req.tokens[first:first + item.num_new])
             pos = np.arange(first, first + item.num_new)
@@ -235,39 +255,63 @@ class _Packed:
             writes.append(table[pos // block_size] * block_size + pos % block_size)
             if item.samples:
                 keep_rows.append(len(ids) - 1)
-            if item.num_new > 1:
-                if first == 0:
-                    prompts.append((start, len(ids), None, None, item.samples))
-                else:
-                    total = first + item.num_new
-                    slots = (table[:, None] * block_size + offsets).reshape(-1)[:total]
-                    # query i (position first + i) sees keys 0..first + i
-                    mask = np.arange(total)[None, :] <= pos[:, None]
-                    prompts.append((start, len(ids), torch.from_numpy(slots).to(device),
-                                    torch.from_numpy(mask).to(device), item.samples))
-        decode_slots = decode_mask = decode_sampling = None
-        if decode:
-            lengths = np.array([it.request.num_cached + 1 for it in decode])
-            width = -(-int(lengths.max()) // block_size)
-            tables = np.zeros((len(decode), width), dtype=np.int64)
-            for row, item in enumerate(decode):
-                table = item.request.block_table[:width]
-                tables[row, : len(table)] = table
-            slots = (tables[:, :, None] * block_size + offsets).reshape(len(decode), -1)[:, : lengths.max()]
-            valid = np.arange(lengths.max())[None, :] < lengths[:, None]
-            decode_slots = torch.from_numpy(np.where(valid, slots, 0)).to(device)
-            decode_mask = torch.from_numpy(valid[:, None, None, :]).to(device)
-            if not all(item.samples for item in decode):
-                rows = [row for row, item in enumerate(decode) if item.samples]
-                decode_sampling = torch.tensor(rows, dtype=torch.long, device=device)
+            if first == 0:
+                prompts.append((start, len(ids), None, None, item.samples))
+            else:
+                total = first + item.num_new
+                slots = (table[:, None] * block_size + offsets).reshape(-1)[:total]
+                # query i (position first + i) sees keys 0..first + i
+                mask = np.arange(total)[None, :] <= pos[:, None]
+                prompts.append((start, len(ids), torch.from_numpy(slots).to(device),
+                                torch.from_numpy(mask).to(device), item.samples))
+
+        def tensor(array: np.ndarray | None) -> torch.Tensor | None:
+            return None if array is None else torch.from_numpy(array).to(device)
+
         return cls(
             input_ids=torch.tensor(ids, dtype=torch.long, device=device),
             positions=torch.from_numpy(np.concatenate(positions)).to(device),
             write_slots=torch.from_numpy(np.concatenate(writes)).to(device),
             keep_rows=torch.tensor(keep_rows, dtype=torch.long, device=device),
-            num_decode=len(decode),
-            decode_slots=decode_slots,
-            decode_mask=decode_mask,
-            decode_sampling=decode_sampling,
+            num_decode=num_decode,
+            decode_slots=tensor(None if decode is None else decode.slots),
+            decode_mask=tensor(None if decode is None else decode.mask),
+            decode_sampling=tensor(None if decode is None else decode.sampling),
             prompts=prompts,
         )
+
+
+@dataclass(frozen=True, slots=True)
+class _DecodeRows:
+    """The decode rows of a step as arrays: B rows, one new token each, at position ``num_cached``."""
+
+    ids: list[int]  # [B] the token each row feeds
+    positions: np.ndarray  # [B]
+    writes: np.ndarray  # [B] pool slot of each new token's K/V
+    keep_rows: list[int]  # rows that sample
+    slots: np.ndarray  # [B, L_max] pool slots each row reads (padding: slot 0)
+    mask: np.ndarray  # [B, 1, 1, L_max] True where a key is real
+    sampling: np.ndarray | None  # rows that sample, when not all of them do
+
+    @classmethod
+    def build(cls, items: Sequence[Scheduled], block_size: int) -> _DecodeRows:
+        # the only per-request work: reading each request's fields (comprehensions, no call per request)
+        reqs = [it.request for it in items]
+        cached = np.array([r.num_cached for r in reqs], dtype=np.int64)  # [B]: the new token's position
+        ids = [r.tokens[r.num_cached] for r in reqs]
+        samples = np.array([it.samples for it in items], dtype=bool)
+        need = cached // block_size + 1  # [B] blocks that hold positions 0..cached
+        flat = np.array([b for r, n in zip(reqs, need.tolist()) for b in r.block_table[:n]], dtype=np.int64)
+        B, width = len(reqs), int(need.max())
+        # block tables, ragged -> [B, width], each row's blocks left-aligned
+        starts = np.cumsum(need) - need
+        tables = np.zeros((B, width), dtype=np.int64)
+        tables[np.repeat(np.arange(B), need), np.arange(flat.size) - np.repeat(starts, need)] = flat
+        writes = tables[np.arange(B), cached // block_size] * block_size + cached % block_size
+        lengths = cached + 1
+        L = int(lengths.max())
+        slots = (tables[:, :, None] * block_size + np.arange(block_size)).reshape(B, -1)[:, :L]
+        valid = np.arange(L)[None, :] < lengths[:, None]
+        keep = np.flatnonzero(samples)
+        return cls(ids, cached, writes, keep.tolist(), np.where(valid, slots, 0), valid[:, None, None, :],
+                   None if samples.all() else keep)

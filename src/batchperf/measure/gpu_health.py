@@ -19,6 +19,24 @@ MIB = 2**20
 # Throttle reasons that are not throttling: none, and "GPU idle", expected before a run. Anything else is
 # power, thermal or an applied clock cap.
 NOT_THROTTLED = (0x0, 0x1)
+# NVML's clocks-event (throttle) reason bits (nvml.h, nvmlClocksEventReason*)
+THROTTLE_BITS = {0x1: "gpu_idle", 0x2: "applications_clocks_setting", 0x4: "sw_power_cap", 0x8: "hw_slowdown",
+                 0x10: "sync_boost", 0x20: "sw_thermal_slowdown", 0x40: "hw_thermal_slowdown",
+                 0x80: "hw_power_brake_slowdown", 0x100: "display_clock_setting"}
+
+
+def throttle_names(mask: int) -> list[str]:
+    """The names of the reasons set in an NVML throttle mask (unknown bits as hex)."""
+    names = [name for bit, name in THROTTLE_BITS.items() if mask & bit]
+    if rest := mask & ~sum(THROTTLE_BITS):
+        names.append(f"0x{rest:x}")
+    return names
+
+
+def throttle_reasons(nvml: Any, handle: Any) -> int:
+    """The device's current throttle mask (NVML renamed the call "clocks event reasons"; either will do)."""
+    read = getattr(nvml, "nvmlDeviceGetCurrentClocksEventReasons", None) or nvml.nvmlDeviceGetCurrentClocksThrottleReasons
+    return int(read(handle))
 
 
 def collect(nvml_module: ModuleType | None = None) -> dict[str, Any]:
@@ -60,7 +78,7 @@ def _gpu(nvml: Any, index: int) -> dict[str, Any]:
     memory = read(nvml.nvmlDeviceGetMemoryInfo)
     utilization = read(nvml.nvmlDeviceGetUtilizationRates)
     persistence = read(nvml.nvmlDeviceGetPersistenceMode)
-    throttle = read(nvml.nvmlDeviceGetCurrentClocksThrottleReasons)
+    throttle = _try(nvml, throttle_reasons, nvml, handle)
     return {
         "index": index,
         "name": _text(nvml.nvmlDeviceGetName(handle)),

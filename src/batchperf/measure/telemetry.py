@@ -11,7 +11,10 @@ gives a flat dict for the cell's results:
 - on CUDA: ``torch_peak_allocated_bytes`` / ``torch_peak_reserved_bytes``
   (torch's peaks, reset when the cell starts), and through NVML (the
   ``pynvml`` module of nvidia-ml-py) the device's memory used, utilisation,
-  power, and energy from the total-energy counter (``joules_per_output_token``).
+  power, and energy from the total-energy counter (``joules_per_output_token``);
+  and, as soft facts that explain a slow cell but are never gated, the SM clock
+  (``sm_clock_mean_mhz``, ``sm_clock_min_mhz``) and every throttle reason seen
+  during the cell (``throttle_reasons``: names, ``gpu_idle`` left out).
 
 NVML is optional: when it is missing or fails, the cell still runs and
 ``"nvml"`` says why (``"unavailable: NVML Shared Library Not Found"``).
@@ -26,7 +29,10 @@ import time
 from types import ModuleType, TracebackType
 from typing import Any
 
+from batchperf.measure.gpu_health import throttle_names, throttle_reasons
+
 NVML_OK = "ok"
+IDLE = 0x1  # the "GPU idle" throttle reason: not a slowdown
 
 
 def _is_cuda(device: Any) -> bool:
@@ -88,6 +94,19 @@ class _Nvml:
         power_mw = self.nvml.nvmlDeviceGetPowerUsage(self.handle)
         return float(mem), float(util), power_mw / 1e3
 
+    def soft(self) -> tuple[float | None, int | None]:
+        """(SM clock MHz, throttle mask), each None where this device or driver cannot say."""
+        clock = mask = None
+        try:
+            clock = float(self.nvml.nvmlDeviceGetClockInfo(self.handle, self.nvml.NVML_CLOCK_SM))
+        except Exception:  # not supported here (or a fake without it): the soft fact is just absent
+            pass
+        try:
+            mask = throttle_reasons(self.nvml, self.handle)
+        except Exception:
+            pass
+        return clock, mask
+
     def energy_j(self) -> float | None:
         end = self._energy_mj()
         if self.energy_start_mj is None or end is None:
@@ -122,6 +141,8 @@ class Sampler:
         self._times: list[float] = []
         self._rss: list[float] = []
         self._gpu: list[tuple[float, float, float, float]] = []  # per sample: s, bytes, %, W
+        self._sm_clocks: list[float] = []  # MHz, per sample where NVML gives it
+        self._throttle = 0  # every throttle reason seen during the cell, OR-ed
         self._t0 = self._t1 = 0.0
         self._energy_j: float | None = None
         self._torch_peaks: dict[str, float] = {}
@@ -176,10 +197,16 @@ class Sampler:
             return
         try:
             self._gpu.append((now, *self._nvml.sample()))
+            clock, mask = self._nvml.soft()
         except Exception as exc:  # the GPU fell off the bus, the driver went away...: stop asking
             self.nvml_status = f"failed during the cell: {exc}"
             self._nvml.close()
             self._nvml = None
+            return
+        if clock is not None:
+            self._sm_clocks.append(clock)
+        if mask is not None:
+            self._throttle |= mask
 
     def summary(self, output_tokens: int | None = None) -> dict[str, Any]:
         """Flat telemetry of the cell (bytes, %, W, J); call after the ``with`` block."""
@@ -211,6 +238,10 @@ class Sampler:
             out |= {"energy_j": energy, "energy_source": source}
             if output_tokens:
                 out["joules_per_output_token"] = energy / output_tokens
+            if self._sm_clocks:
+                out |= {"sm_clock_mean_mhz": sum(self._sm_clocks) / len(self._sm_clocks),
+                        "sm_clock_min_mhz": min(self._sm_clocks)}
+            out["throttle_reasons"] = throttle_names(self._throttle & ~IDLE)
         return out
 
 

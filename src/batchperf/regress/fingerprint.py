@@ -26,6 +26,7 @@ from dataclasses import asdict, dataclass, field
 from importlib import metadata
 from typing import Any
 
+from batchperf.measure.gpu_health import throttle_names, throttle_reasons
 from batchperf.results.record import CellRecord
 
 UPGRADE_PACKAGES = ("vllm", "torch", "transformers", "pytest-benchmark", "batchperf")
@@ -181,6 +182,8 @@ def _gpu_facts() -> tuple[tuple[GPU, ...], dict[str, Any], dict[str, Any]]:
                 "index": i,
                 "sm_clock_max_mhz": _try(lambda: nvml.nvmlDeviceGetMaxClockInfo(handle, nvml.NVML_CLOCK_SM)),
                 "sm_clock_mhz": _try(lambda: nvml.nvmlDeviceGetClockInfo(handle, nvml.NVML_CLOCK_SM)),
+                # why the clocks are below their maximum now (power, thermal, an applied cap); idle is not throttling
+                "throttle_reasons": _try(lambda: throttle_names(throttle_reasons(nvml, handle) & ~0x1)),
                 "power_limit_w": _try(lambda: nvml.nvmlDeviceGetEnforcedPowerLimit(handle) / 1000),
                 "other_processes": _try(lambda: sum(
                     p.pid != own for p in nvml.nvmlDeviceGetComputeRunningProcesses(handle))),
@@ -238,10 +241,12 @@ def current(cpu_only: bool = False) -> Fingerprint:
 
 
 def cell_identity(record: CellRecord) -> dict[str, Any]:
-    """What must match per cell: the workload and settings of ``cell``, plus the model's config hash."""
+    """What must match per cell: the workload and settings of ``cell``, plus the model's config hash and
+    whether its weights were a checkpoint's or dummy (a dummy run never stands in for a checkpoint's baseline)."""
     ident = {k: v for k, v in record.cell.items() if k not in NON_IDENTITY_CELL_FIELDS}
     ident.setdefault("parallelism", 1)
     ident["config_hash"] = record.config_hash
+    ident["weights"] = record.weights
     return ident
 
 
@@ -293,6 +298,9 @@ def soft_warnings(baseline: dict[str, Any], current: dict[str, Any]) -> list[str
     for gpu in current.get("gpus", []):
         if gpu.get("other_processes"):
             lines.append(f"GPU {gpu.get('index')}: {gpu['other_processes']} other process(es) running on it")
+        if gpu.get("throttle_reasons"):
+            lines.append(f"GPU {gpu.get('index')}: clocks throttled ({', '.join(gpu['throttle_reasons'])}) at "
+                         f"{gpu.get('sm_clock_mhz')} of {gpu.get('sm_clock_max_mhz')} MHz: expect slower cells")
     for label, facts in (("baseline", baseline), ("this run", current)):
         if facts.get("injected"):
             lines.append(f"{label} was measured with an injected slowdown: "

@@ -113,7 +113,10 @@ class Rule:
 # from several runs (batchperf refresh --repeat). Tail latencies keep wide floors: P99 over 16 requests moves
 # far more than throughput, and P99 ITL (the few slowest of ~370 token gaps: any OS hiccup) moved +66% and
 # +88% in one A/A run, so on the CPU tier it only catches gross stalls (150%).
-# GPU floors are the usual few percent of a dedicated device (not yet measured here: no GPU in this session).
+# GPU floors are the usual few percent of a dedicated device, and still UNMEASURED: no session that wrote them had a
+# GPU. ci/gpu_check.sh measures what they must stand above: its A/A step runs two cells again in a fresh process
+# and its summary prints |a - b| / mean per gated metric (docs/gpu.md); set each GPU floor above that spread (with
+# room for k x the round-to-round spread) and say here which GPU and run it came from.
 _TPUT = {"cpu": 0.15, "gpu": 0.05, "*": 0.10}
 _TAIL = {"cpu": 0.40, "gpu": 0.10, "*": 0.15}  # P99 TTFT and E2EL
 _STEP = {"cpu": 0.60, "gpu": 0.10, "*": 0.15}  # P99 TPOT

@@ -114,11 +114,13 @@ def _cells_table(cells: list[CellRecord]) -> str:
                      _fmt(m.get("request_throughput"), ".2f"), _fmt(m.get("p99_e2el_ms")), _fmt(m.get("p99_ttft_ms")),
                      _fmt(m.get("median_itl_ms"), ".2f"), _fmt(mem / MIB if mem else None, ",.0f"),
                      _fmt(t.get("joules_per_output_token"), ".3f"),
+                     *_efficiency_cells(c),
                      f'<span title="{html.escape(nvml)}">{html.escape(nvml.split(":")[0])}</span>',
                      _counter(c, "num_preemptions", ".3g"), _counter(c, "padding_waste", ".1%"),
                      f'<span class="bad">{errors}</span>' if errors else "0"])
     return _table(["cell", "out tok/s", "req/s", "P99 E2EL ms", "P99 TTFT ms", "median ITL ms", "peak MiB",
-                   "J/token", "NVML", "preempt / round", "padding", "errors"], rows, left=(0, 8))
+                   "J/token", "decode MBU", "prefill MFU", "NVML", "preempt / round", "padding", "errors"], rows,
+                  left=(0, 10))
 
 
 def _counter(cell: CellRecord, name: str, spec: str) -> str:
@@ -128,6 +130,21 @@ def _counter(cell: CellRecord, name: str, spec: str) -> str:
         return format(value, spec)
     why = (cell.counters.get("absent") or {}).get(name, "not in these results")
     return f'<span title="{html.escape(why)}">–</span>'
+
+
+def _efficiency_cells(c: CellRecord) -> list[str]:
+    """Decode MBU and prefill MFU as percentages; the achieved rate, or why there is no ratio, in the tooltip."""
+    e = c.efficiency
+    out = []
+    for ratio, rate, unit, scale in (("decode_mbu", "decode_bandwidth_bytes_per_s", "GB/s", 1e9),
+                                     ("prefill_mfu", "prefill_flops_per_s", "TFLOP/s", 1e12)):
+        achieved = e.get(rate)
+        why = [f"{achieved / scale:,.3g} {unit} achieved on {e.get('device')}"] if achieved else []
+        if e.get(ratio) is None:
+            why.append(e.get("note") or e.get("peak_source") or "not measured")
+        text = "–" if e.get(ratio) is None else f"{100 * e[ratio]:.1f}%"
+        out.append(f'<span title="{html.escape("; ".join(why))}">{text}</span>')
+    return out
 
 
 def write_page(out: Path, cells: list[CellRecord], files: list[ResultsFile],

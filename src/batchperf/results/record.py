@@ -26,6 +26,9 @@ SCHEMA_KEY = "batchperf_schema"
 # Sections every cell has; the rest may be absent (older or trimmed records).
 REQUIRED = ("cell", "metrics", "rounds", "kv")
 CELL_FIELDS = ("id", "tier", "model", "backend", "batch_size", "prompt_len", "concurrency")
+# model.weights: loaded from a checkpoint, or seeded random weights built from a config (batchperf.backends.dummy).
+# A record without it predates dummy weights: every model then came from a checkpoint.
+WEIGHTS = ("checkpoint", "dummy")
 
 
 class ResultsError(ValueError):
@@ -37,6 +40,9 @@ class ResultsError(ValueError):
 
 
 RERUN = "Re-run the cells with this batchperf to write a new results file"
+# the numbers of a cell's efficiency section (each may be absent or null: no peak known for the device)
+EFFICIENCY_NUMBERS = ("decode_mbu", "prefill_mfu", "decode_bandwidth_bytes_per_s", "prefill_flops_per_s",
+                      "peak_bandwidth_bytes_per_s", "peak_flops_per_s", "decode_steps", "prefill_steps")
 
 
 @dataclass(slots=True)
@@ -44,7 +50,7 @@ class CellRecord:
     """One measured cell. ``fullname`` and ``source`` say where a reader found it; they are not stored."""
 
     cell: dict[str, Any]  # the cell's parameters (suite.matrix Cell.describe() + dtype)
-    model: dict[str, Any]  # source, path, config_hash
+    model: dict[str, Any]  # source, path, config_hash, weights
     metrics: dict[str, float]  # median over the measured rounds (vllm bench serve names)
     rounds: list[dict[str, float]]  # every measured round's metrics
     kv: dict[str, Any]  # analytic and measured KV figures
@@ -52,6 +58,8 @@ class CellRecord:
     counters: dict[str, Any] = field(default_factory=dict)  # engine counters over the rounds (measure.counters)
     token_count_errors: list[str] = field(default_factory=list)
     traces: list[dict[str, Any]] = field(default_factory=list)  # RunTrace.to_dict() of each measured round
+    # decode MBU and prefill MFU against the device's peaks (batchperf.measure.efficiency); empty in older records
+    efficiency: dict[str, Any] = field(default_factory=dict)
     gate: dict[str, Any] | None = None  # the gate's verdict for this cell, when it was compared
     gate_remeasured: dict[str, Any] | None = None  # metrics/rounds of the gate's re-measurement
     pooled_runs: int | None = None  # in a baseline pooled from several runs: how many
@@ -101,6 +109,11 @@ class CellRecord:
     def config_hash(self) -> str | None:
         return self.model.get("config_hash")
 
+    @property
+    def weights(self) -> str:
+        """``checkpoint`` or ``dummy`` (seeded random weights from the model's config)."""
+        return str(self.model.get("weights", "checkpoint"))
+
     # --- values ---
 
     def value(self, path: str) -> float | None:
@@ -149,7 +162,8 @@ class CellRecord:
         if missing:
             raise ResultsError(where, f"missing {', '.join(missing)} in extra_info; the file was cut or edited", RERUN)
         for key, kind in (("cell", Mapping), ("model", Mapping), ("metrics", Mapping), ("kv", Mapping),
-                          ("telemetry", Mapping), ("counters", Mapping), ("rounds", list), ("token_count_errors", list), ("traces", list)):
+                          ("telemetry", Mapping), ("counters", Mapping), ("efficiency", Mapping), ("rounds", list),
+                          ("token_count_errors", list), ("traces", list)):
             if key in data and not isinstance(data[key], kind):
                 raise ResultsError(where, f"{key} is a {type(data[key]).__name__}, not a "
                                    f"{'mapping' if kind is Mapping else 'list'}", RERUN)
@@ -170,6 +184,12 @@ class CellRecord:
         check_measured_numbers(data, where)
         if "counters" in data and (why := engine_counters.problem(data["counters"])) is not None:
             raise ResultsError(where, f"counters: {why}", RERUN)
+        if (weights := (data.get("model") or {}).get("weights", WEIGHTS[0])) not in WEIGHTS:
+            raise ResultsError(where, f"model.weights is {weights!r}, not one of {', '.join(WEIGHTS)}", RERUN)
+        for key in EFFICIENCY_NUMBERS:
+            value = (data.get("efficiency") or {}).get(key)
+            if value is not None and (isinstance(value, bool) or not isinstance(value, (int, float))):
+                raise ResultsError(where, f"efficiency.{key} is {value!r}, not a number", RERUN)
         values = {k: v for k, v in data.items() if k in known}
         values.setdefault("model", {})
         record = cls(**{k: (dict(v) if isinstance(v, Mapping) else v) for k, v in values.items()},

@@ -7,6 +7,8 @@ from typing import Any
 from batchperf.backends import Backend
 from batchperf.backends.runner import run_cell
 from batchperf.measure.counters import summarise as summarise_counters
+from batchperf.measure.devices import device_name
+from batchperf.measure.efficiency import efficiency
 from batchperf.measure.kv import kv_figures
 from batchperf.measure.metrics import compute_metrics, summarise, token_count_errors
 from batchperf.measure.telemetry import Sampler
@@ -48,7 +50,8 @@ def cell_record(cell: Cell, model: LoadedModel, traces: list[RunTrace]) -> CellR
     rounds = [compute_metrics(t) for t in traces]
     return CellRecord(
         cell={**cell.describe(), "dtype": model.spec.dtype},
-        model={"source": str(model.spec.source), "path": str(model.path), "config_hash": config_hash(model.config)},
+        model={"source": str(model.spec.source), "path": str(model.path), "config_hash": config_hash(model.config),
+               "weights": model.weights},
         metrics=summarise(rounds),
         rounds=rounds,
         kv=kv_figures(traces, model.config, model.dtype),
@@ -56,4 +59,5 @@ def cell_record(cell: Cell, model: LoadedModel, traces: list[RunTrace]) -> CellR
         counters=summarise_counters([t.counters for t in traces]),  # every round's is in its trace
                 token_count_errors=[f"round {i}: {e}" for i, t in enumerate(traces, 1) for e in token_count_errors(t)],
         traces=[t.to_dict() for t in traces],
+        efficiency=efficiency(traces, model.cost(), device_name(model.device), model.spec.dtype),
     )

@@ -74,6 +74,7 @@ TIERS: dict[str, Tier] = {
 }
 
 AXES = ("models", "backends", "batch_sizes", "prompt_lens", "concurrency", "tp")
+DEVICES = ("cpu", "cuda")  # what --batchperf-device may name
 
 
 def parse_arrival(text: str) -> Arrival:
@@ -207,6 +208,10 @@ def narrowed(tier: Tier, **overrides: str | None) -> Tier:
             changes[key] = split_list(value)
         elif key in ("num_prompts", "rounds", "warmup_rounds"):
             changes[key] = _positive_int(key, value) if key != "warmup_rounds" else int(value)
+        elif key == "device" and value.strip() not in DEVICES:
+            raise ValueError(f"invalid device {value!r}: use {' or '.join(DEVICES)}")
+        elif key == "device":
+            changes[key] = value.strip()
         else:
             changes[key] = value
     limits = {b: {a: v for a, v in axes.items() if a not in changes} for b, axes in tier.limits.items()}

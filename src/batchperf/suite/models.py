@@ -1,4 +1,10 @@
-"""Named models: real checkpoints for the GPU tier, a built tiny model for the CPU tier.
+"""Named models: the GPU tier's architectures from shipped configs, a built tiny model for the CPU tier.
+
+The GPU tier's models are public architectures whose ``config.json`` ships in
+this package (``configs/<name>/config.json``, copied verbatim from the hub).
+Without ``--batchperf-model-path NAME=PATH`` they get dummy weights
+(:mod:`batchperf.backends.dummy`: seeded random weights made on the device);
+with it, the checkpoint at PATH is loaded. Nothing here ever reaches a hub.
 
 The CPU tier's model is a random-weight Qwen2 model built from a fixed config
 and seed, saved with ``save_pretrained`` (with a byte-level BPE tokenizer
@@ -16,7 +22,8 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-from batchperf.backends.model import LoadedModel, ModelSpec, from_pretrained
+from batchperf.backends.dummy import build_dummy
+from batchperf.backends.model import LoadedModel, ModelLoadError, ModelSpec, from_pretrained
 
 TINY_CONFIG: dict[str, Any] = {
     # Sized so a decode step's matmuls, not Python, take most of the step on 2 cores.
@@ -39,11 +46,27 @@ MODELS: dict[str, ModelSpec] = {
     spec.name: spec
     for spec in (
         ModelSpec("tiny-qwen2", "builtin:tiny-qwen2", tier="cpu", dtype="float32"),
-        ModelSpec("qwen2.5-0.5b", "Qwen/Qwen2.5-0.5B-Instruct", tier="gpu", dtype="bfloat16"),
-        ModelSpec("qwen2.5-1.5b", "Qwen/Qwen2.5-1.5B-Instruct", tier="gpu", dtype="bfloat16"),
-        ModelSpec("llama-2-7b", "meta-llama/Llama-2-7b-hf", tier="gpu", dtype="float16", opt_in=True),
+        # source: the public checkpoint whose config.json ships in configs/<name>/
+        ModelSpec("qwen2.5-0.5b", "Qwen/Qwen2.5-0.5B-Instruct", tier="gpu", dtype="bfloat16", weights="dummy"),
+        ModelSpec("qwen2.5-1.5b", "Qwen/Qwen2.5-1.5B-Instruct", tier="gpu", dtype="bfloat16", weights="dummy"),
+        # an explicit head_dim (128, not hidden / heads = 64) and per-head q/k norms
+        ModelSpec("qwen3-0.6b", "Qwen/Qwen3-0.6B", tier="gpu", dtype="bfloat16", opt_in=True, weights="dummy"),
+        ModelSpec("llama-2-7b", "meta-llama/Llama-2-7b-hf", tier="gpu", dtype="float16", opt_in=True,
+                  weights="dummy"),
     )
 }
+
+CONFIGS = Path(__file__).parent / "configs"
+
+
+def shipped_config_dir(name: str) -> Path:
+    """The folder holding model ``name``'s shipped ``config.json``; ModelLoadError if there is none."""
+    folder = CONFIGS / name
+    if not (folder / "config.json").is_file():
+        shipped = sorted(p.name for p in CONFIGS.iterdir() if (p / "config.json").is_file())
+        raise ModelLoadError(f"model {name!r} has no shipped config ({folder / 'config.json'} is missing; shipped: "
+                             f"{', '.join(shipped)}); give a checkpoint with --batchperf-model-path {name}=PATH")
+    return folder
 
 
 # Where a config was read from and which library wrote it say nothing about the model.
@@ -67,7 +90,7 @@ def get_model_spec(name: str, overrides: dict[str, str] | None = None) -> ModelS
             return ModelSpec(name, overrides[name], tier="gpu")
         raise ValueError(f"unknown model {name!r}; known models: {', '.join(MODELS)} "
                          f"(or give one as --batchperf-model-path {name}=PATH)")
-    if name in overrides:
+    if name in overrides:  # a checkpoint given: load it, never dummy weights
         return ModelSpec(spec.name, overrides[name], spec.tier, spec.dtype, spec.opt_in)
     return spec
 
@@ -136,5 +159,8 @@ def resolve_source(spec: ModelSpec) -> Path | str:
 
 
 def load_model(spec: ModelSpec, device: str = "cpu") -> LoadedModel:
-    """The registered model ``spec`` on ``device`` (the CPU tier's tiny model is built first if needed)."""
+    """The registered model ``spec`` on ``device``: dummy weights from its shipped config, or its checkpoint
+    (the CPU tier's tiny model is built first if needed)."""
+    if spec.weights == "dummy":
+        return build_dummy(spec, shipped_config_dir(spec.name), device)
     return from_pretrained(spec, resolve_source(spec), device)

@@ -48,9 +48,12 @@ def add_matrix_options(add: Any) -> None:
         help="output tokens per request, cycled over the requests (default: 16,32)")
     add("--batchperf-arrival", dest="batchperf_arrival", default=None, metavar="SPEC",
         help="closed (default: N in flight, a new one as each finishes), burst, or rate:REQ_PER_S[:BURSTINESS]")
+    add("--batchperf-device", dest="batchperf_device", default=None, metavar="DEVICE",
+        help="run every tier's cells on this device: cpu (slow: for debugging and tests) or cuda "
+             "(default: the tier's own)")
 
 
-MATRIX_SETTINGS = (*AXES, "num_prompts", "rounds", "arrival", "output_lens")
+MATRIX_SETTINGS = (*AXES, "num_prompts", "rounds", "arrival", "output_lens", "device")
 
 
 def matrix_settings(get: Callable[[str], str | None]) -> dict[str, str | None]:
@@ -136,16 +139,17 @@ def pytest_sessionfinish(session: pytest.Session) -> None:
 
 def summary_rows(records: list[CellRecord]) -> list[str]:
     # preempt: the engine's preemptions per measured round ("-": this backend has no such counter)
-    header = (f"{'cell':<48} {'out tok/s':>10} {'P99 E2EL ms':>12} {'mean TTFT ms':>13} {'KV B/req':>10} {'n':>4} "
-              f"{'preempt':>7}")
+    header = (f"{'cell':<48} {'out tok/s':>10} {'P99 E2EL ms':>12} {'mean TTFT ms':>13} {'KV B/req':>10} "
+              f"{'KV B/tok':>9} {'n':>4} {'preempt':>7}")
     rows = [header]
     for rec in records:
         m = rec.metrics
-        kv_req = rec.kv.get("kv_bytes_per_request_mean")
+        kv_req, kv_tok = rec.kv.get("kv_bytes_per_request_mean"), rec.kv.get("bytes_per_token_measured")
         preempt = rec.counters.get("num_preemptions")
         rows.append(
             f"{rec.id:<48} {m['output_throughput']:>10.1f} {m['p99_e2el_ms']:>12.1f} "
-            f"{m['mean_ttft_ms']:>13.1f} {(f'{kv_req:,.0f}' if kv_req is not None else '-'):>10} {m['n_e2el']:>4} "
+            f"{m['mean_ttft_ms']:>13.1f} {(f'{kv_req:,.0f}' if kv_req is not None else '-'):>10} "
+            f"{(f'{kv_tok:,.0f}' if kv_tok is not None else '-'):>9} {m['n_e2el']:>4} "
             f"{(f'{preempt:.3g}' if preempt is not None else '-'):>7}"
         )
     return rows
@@ -162,3 +166,12 @@ def pytest_terminal_summary(terminalreporter: Any, config: pytest.Config) -> Non
         terminalreporter.write_line(line)
     loads = st.models.loads
     terminalreporter.write_line(f"models loaded: {len(loads)}" + (f" ({', '.join(loads)})" if loads else ""))
+    if dummies := st.models.dummy_weights():
+        terminalreporter.write_line(dummy_weights_note(dummies))
+
+
+def dummy_weights_note(names: list[str]) -> str:
+    """The one summary line that says the numbers came from random weights, and how to measure a checkpoint."""
+    return (f"weights: DUMMY for {', '.join(names)} (seeded random weights built from the shipped config.json, "
+            f"no download; speed and memory are the architecture's, generated text is meaningless). "
+            f"Measure a checkpoint with --batchperf-model-path NAME=PATH")

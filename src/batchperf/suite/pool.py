@@ -32,6 +32,10 @@ class ModelPool:
             raise found
         return found
 
+    def dummy_weights(self) -> list[str]:
+        """Names of the loaded models that run on dummy weights, each once."""
+        return sorted({m.name for m in self._models.values() if isinstance(m, LoadedModel) and m.weights == "dummy"})
+
 
 class BackendPool:
     def __init__(self) -> None:
