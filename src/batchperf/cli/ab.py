@@ -1,0 +1,121 @@
+"""``batchperf ab``: the same cells in environments A and B, interleaved in fresh processes, with a verdict.
+
+    batchperf ab --a .venv-vllm031/bin/python --b .venv-vllm032/bin/python -- -m cpu -k vllm
+    batchperf ab --a .venv/bin/python --b .venv/bin/python --b-env BATCHPERF_INJECT_SLOWDOWN=0.05 \\
+        -- -m cpu -k "hf-static and bs8 and p512 and c16"
+
+Exit codes: 0 no regression, 1 regression, 2 inconclusive at the budget, 3 usage error (nothing
+measured), 4 a cell or an environment failed to run, 130 interrupted (what ran is reported).
+Logic in :mod:`batchperf.regress.ab`; docs/ab.md explains the statistics.
+"""
+
+from __future__ import annotations
+
+import argparse
+import shlex
+import sys
+import time
+from pathlib import Path
+from typing import Any, NoReturn
+
+from batchperf.regress.ab import DEFAULT_METRICS, DEFAULT_ROUNDS, Settings, UsageProblem
+from batchperf.regress.env import Environment, EnvironmentProblem, default_checkout, interpreter, parse_vars
+
+USAGE_ERROR = 3
+
+
+def usage_errors_exit_3(parser: argparse.ArgumentParser) -> None:
+    """argparse exits 2 on bad arguments, which ab means as "inconclusive": make a usage error exit 3."""
+
+    def error(message: str) -> NoReturn:
+        parser.print_usage(sys.stderr)
+        print(f"{parser.prog}: error: {message}", file=sys.stderr)
+        raise SystemExit(USAGE_ERROR)
+
+    parser.error = error  # type: ignore[method-assign]
+
+
+def add_verdict_args(parser: argparse.ArgumentParser) -> None:
+    """The options of a verdict (shared with ``batchperf bisect``)."""
+    parser.add_argument("--margin", action="append", default=[], metavar="FRAC|METRIC=FRAC",
+                        help="equivalence margin: an interval inside ±FRAC is 'no change' (default 0.03); "
+                             "METRIC=FRAC for one metric (repeatable)")
+    parser.add_argument("--metrics", default=",".join(DEFAULT_METRICS), metavar="LIST",
+                        help=f"deciding metrics, judged statistically (default {','.join(DEFAULT_METRICS)}); the "
+                             "exact KV metrics always decide; every other gated metric is reported")
+    parser.add_argument("--alpha", type=float, default=0.05,
+                        help="false-alarm rate of the whole run, over every cell and deciding metric, however "
+                             "often it looks (default 0.05)")
+    parser.add_argument("--max-pairs", type=int, default=30, metavar="N", help="pairs of processes at most (default 30)")
+    parser.add_argument("--max-minutes", type=float, default=60.0, metavar="M",
+                        help="stop before a pair that would end after M minutes (default 60)")
+    parser.add_argument("--rounds", type=int, default=DEFAULT_ROUNDS, metavar="R",
+                        help=f"measured rounds per process (default {DEFAULT_ROUNDS}; a --batchperf-rounds in the "
+                             "pytest arguments wins)")
+    parser.add_argument("pytest_args", nargs="*", metavar="PYTEST_ARGS",
+                        help="after --: the cells, as `pytest perf_tests` takes them (e.g. -m cpu -k vllm)")
+
+
+def verdict_kwargs(args: argparse.Namespace) -> dict[str, Any]:
+    """Settings keywords from :func:`add_verdict_args`' options; UsageProblem for a malformed one."""
+    margin, margins = 0.03, {}
+    for entry in args.margin:
+        name, sep, value = entry.rpartition("=")
+        try:
+            number = float(value)
+        except ValueError:
+            raise UsageProblem(f"--margin {entry!r}: expected a fraction (0.03) or METRIC=FRACTION") from None
+        if sep:
+            margins[name.strip()] = number
+        else:
+            margin = number
+    metrics = tuple(m.strip() for m in args.metrics.split(",") if m.strip())
+    return {"margin": margin, "margins": margins, "metrics": metrics, "alpha": args.alpha,
+            "max_pairs": args.max_pairs, "max_minutes": args.max_minutes, "rounds": args.rounds,
+            "pytest_args": tuple(args.pytest_args), "command": shlex.join(["batchperf", *sys.argv[1:]])}
+
+
+def add_cli_args(parser: argparse.ArgumentParser) -> None:
+    usage_errors_exit_3(parser)
+    for side in ("a", "b"):
+        up = side.upper()
+        parser.add_argument(f"--{side}", required=True, type=Path, metavar=f"PYTHON_{up}",
+                            help=f"environment {up}'s interpreter (or its virtualenv folder)")
+        parser.add_argument(f"--{side}-env", action="append", default=[], metavar="K=V",
+                            help=f"environment variable of {up}'s processes (repeatable)")
+        parser.add_argument(f"--{side}-dir", type=Path, default=None, metavar="CHECKOUT",
+                            help=f"batchperf checkout whose perf_tests and src/ {up} runs (default: this one)")
+    parser.add_argument("--out", type=Path, default=None, metavar="DIR",
+                        help="folder for every pair's results files, ab.json and ab.md (default results/ab-<time>)")
+    parser.add_argument("--markdown", default=None, metavar="FILE",
+                        help="also append the Markdown summary to FILE ('-': stdout), e.g. $GITHUB_STEP_SUMMARY")
+    add_verdict_args(parser)
+
+
+def environment(label: str, python: Path, env: list[str], folder: Path | None) -> Environment:
+    return Environment(label, interpreter(python), parse_vars(env, label), (folder or default_checkout()).resolve())
+
+
+def main(args: argparse.Namespace) -> int:
+    from batchperf.regress.ab import run_ab
+    from batchperf.regress.ab_report import render_markdown, render_rich
+    from batchperf.regress.compare import make_console
+
+    out = args.out or Path("results") / f"ab-{time.strftime('%Y%m%d-%H%M%S')}"
+    try:
+        settings = Settings(environment("A", args.a, args.a_env, args.a_dir),
+                            environment("B", args.b, args.b_env, args.b_dir), out=out, **verdict_kwargs(args))
+        result = run_ab(settings, progress=lambda line: print(line, file=sys.stderr, flush=True))
+    except (UsageProblem, EnvironmentProblem) as exc:
+        print(f"batchperf ab: {exc}", file=sys.stderr)
+        return USAGE_ERROR
+    render_rich(result, make_console())
+    markdown = render_markdown(result)
+    (out / "ab.md").write_text(markdown + "\n", encoding="utf-8")
+    if args.markdown == "-":
+        print(markdown)
+    elif args.markdown:
+        with open(args.markdown, "a", encoding="utf-8") as fh:
+            fh.write(markdown + "\n")
+    print(f"batchperf ab: every pair's results files, logs, ab.json and ab.md in {out}")
+    return result.exit_code

