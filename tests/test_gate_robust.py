@@ -150,7 +150,7 @@ def random_baselines(draw: st.DrawFn) -> CellRecord:
     base.rounds = [dict(base.rounds[i % len(base.rounds)]) for i in range(n_rounds)]
     for rule in (RULES[i] for i in draw(st.lists(st.integers(0, len(RULES) - 1), max_size=4, unique=True))):
         section, _, name = rule.metric.partition(".")
-        target = {"metrics": base.metrics, "kv": base.kv, "telemetry": base.telemetry}[section]
+        target = getattr(base, section)
         if draw(st.booleans()):
             target.pop(name, None)
         else:
@@ -178,7 +178,7 @@ def test_the_gate_never_passes_a_cell_it_did_not_judge(base: CellRecord, slowdow
         assert math.isfinite(m.tolerance) and m.tolerance >= 0
     for rule in RULES:
         section, _, name = rule.metric.partition(".")
-        raw = {"metrics": base.metrics, "kv": base.kv, "telemetry": base.telemetry}[section].get(name)
+        raw = getattr(base, section).get(name)
         if raw is not None and not (math.isfinite(raw) and raw >= 0):
             got = next(m for m in verdict.metrics if m.metric == rule.metric)
             assert got.verdict is Verdict.NOT_JUDGED, (rule.metric, raw, got)
@@ -191,7 +191,7 @@ def test_the_gate_never_passes_a_cell_it_did_not_judge(base: CellRecord, slowdow
                                                                  HealthCheck.too_slow])
 @given(base=random_baselines())
 def test_the_store_refuses_what_the_gate_could_not_judge(tmp_path: Path, base: CellRecord) -> None:
-    numbers = [v for block in (base.metrics, base.kv, base.telemetry, *base.rounds) for v in block.values()
+    numbers = [v for block in (base.metrics, base.kv, base.telemetry, base.counters, *base.rounds) for v in block.values()
                if isinstance(v, float)]
     bad = any(not (math.isfinite(v) and v >= 0) for v in numbers)
     entry = {"fullname": "t::test_cell[c]", "name": "test_cell[c]", "extra_info": base.to_dict()}

@@ -131,7 +131,7 @@ class _Batches:
 
     def step(self, until: float | None) -> list[Finished]:
         batch = [self.queue.popleft() for _ in range(min(self.batch_size, len(self.queue)))]
-        self.tally.add([spec for spec, _ in batch], waiting=len(self.queue))
+        self.tally.add([s.spec for s in batch], waiting=len(self.queue))
         traces, kv_bytes = self.backend.run_batch(batch, self.clock)
         self.kv_peak = max(self.kv_peak, kv_bytes)
         return [Finished(trace, trace.finished) for trace in traces]

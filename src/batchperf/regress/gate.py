@@ -212,7 +212,7 @@ def bad_number(value: object) -> str | None:
 
 def _raw(record: CellRecord, path: str) -> object:
     """The value at dotted ``path`` of the record, whatever it is; ``_ABSENT`` when the path is missing."""
-    node: object = {"metrics": record.metrics, "kv": record.kv, "telemetry": record.telemetry}
+    node: object = {"metrics": record.metrics, "kv": record.kv, "telemetry": record.telemetry, "counters": record.counters}
     for part in path.split("."):
         if not isinstance(node, Mapping) or part not in node:
             return _ABSENT

@@ -199,7 +199,7 @@ class CellRecord:
 
 
 # Sections whose numbers are measurements: counts, seconds, rates, bytes, %, W, J. None is negative or infinite.
-MEASURED = ("metrics", "kv", "telemetry")
+MEASURED = ("metrics", "kv", "telemetry", "counters", "efficiency")
 
 
 def check_measured_numbers(data: Mapping[str, Any], where: str) -> None:
