@@ -69,8 +69,8 @@ def test_a_ratio_with_nothing_to_divide_by_is_absent() -> None:
 @pytest.mark.parametrize(("counters", "message"), [
     ([], "not a mapping"),
     ({"num_preemptions": "3"}, "not a finite number"),
-    ({"num_preemptions": math.inf}, "not a finite number"),
-    ({"num_preemptions": -1}, "not a finite number"),
+    ({"num_preemptions": math.inf}, "finite number >= 0"),
+    ({"num_preemptions": -1}, "finite number >= 0"),
     ({"absent": {"num_preemptions": 3}}, "reason"),
     ({"num_preemptions": 1, "absent": {"num_preemptions": "x"}}, "both measured and said absent"),
     ({"source": 5}, "not text"),
