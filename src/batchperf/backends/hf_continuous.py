@@ -95,6 +95,10 @@ class HFContinuousBackend:
                 raise RuntimeError(f"hf-continuous: the manager did not start "
                                    f"({manager.background_thread_status.fatal_error or 'timed out'})")
             time.sleep(0.01)
+        # a started thread counts its steps from 0 (manager.current_batch; a run's steps are its difference):
+        # a kept processor ends the wait above before the new thread has reset the count, so wait for that too
+        while getattr(manager, "current_batch", 0) != 0 and time.monotonic() < deadline:
+            time.sleep(0.01)
         return manager
 
     def run(self, workload: Workload, batch_size: int, concurrency: int) -> RunTrace:
@@ -112,6 +116,7 @@ class _ManagerRun:
         self.clock = clock
         self.bytes_per_token = bytes_per_token
         self.sent: dict[str, tuple[RequestSpec, float]] = {}  # manager's request id -> (spec, sent at)
+        self.steps_before: int | None = getattr(manager, "current_batch", None)  # forward passes so far
 
     def add(self, spec: RequestSpec, sent_at: float) -> None:
         key = f"bp-{spec.request_id}"
@@ -163,8 +168,16 @@ class _ManagerRun:
         }
 
     def counters(self) -> dict[str, Any]:
-        why = "transformers' continuous batching manager exposes no scheduler counters"
-        return round_counters({}, absent_all(why), "hf-continuous: none")
+        # The manager counts the generation steps that ran a forward pass (current_batch); nothing else of its
+        # scheduler (tokens or requests per step, preemptions, KV use) is exposed.
+        why = "transformers' continuous batching manager counts only its steps; it exposes no other scheduler counters"
+        steps = getattr(self.manager, "current_batch", None)
+        if self.steps_before is None or steps is None or steps < self.steps_before:
+            missing = ("this transformers' manager has no step count (current_batch)" if steps is None
+                       else "the manager's step count restarted during the run")
+            return round_counters({}, {**absent_all(why), "engine_steps": missing}, "hf-continuous: none")
+        return round_counters({"engine_steps": steps - self.steps_before}, absent_all(why, except_=("engine_steps",)),
+                              "hf-continuous: the manager's count of generation steps (current_batch)")
 
     def close(self) -> None:
         for key in self.sent:  # a failed run must not leave requests in the kept manager
