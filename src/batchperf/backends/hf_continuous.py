@@ -40,6 +40,7 @@ START_TIMEOUT_S = 300.0  # building the batch processor allocates the whole KV p
 # warm-up requests warm it instead).
 CPU_KV_POOL_BYTES = 1 << 30
 CPU_MAX_BATCH_TOKENS = 2048
+STEP_COUNT_SETTLE_S = 5.0  # longest wait for a started thread to reset its step count
 
 
 class HFContinuousBackend:
@@ -95,9 +96,11 @@ class HFContinuousBackend:
                 raise RuntimeError(f"hf-continuous: the manager did not start "
                                    f"({manager.background_thread_status.fatal_error or 'timed out'})")
             time.sleep(0.01)
-        # a started thread counts its steps from 0 (manager.current_batch; a run's steps are its difference):
-        # a kept processor ends the wait above before the new thread has reset the count, so wait for that too
-        while getattr(manager, "current_batch", 0) != 0 and time.monotonic() < deadline:
+        # The thread sets its step count (manager.current_batch; a run's steps are its difference) to 0 right
+        # after the batch processor, and a kept processor ends the wait above at once: wait for the reset too.
+        # (A transformers without the count: 5 s lost per start, and the run says engine_steps is absent.)
+        settle = time.monotonic() + STEP_COUNT_SETTLE_S
+        while getattr(manager, "current_batch", None) != 0 and time.monotonic() < settle:
             time.sleep(0.01)
         return manager
 
