@@ -14,6 +14,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 class FakeServer(ThreadingHTTPServer):
     daemon_threads = True
     metrics: str | None = None  # the /metrics body; None answers 404
+    root = "fake"  # the model folder /v1/models names
     metrics_gets = 0
 
     @property
@@ -43,7 +44,7 @@ class _Handler(BaseHTTPRequestHandler):
             else:
                 self._send(200, self.server.metrics.encode())
         elif self.path == "/v1/models":
-            self._send(200, json.dumps({"data": [{"id": "fake"}]}).encode(), "application/json")
+            self._send(200, json.dumps({"data": [{"id": "fake", "root": self.server.root}]}).encode(), "application/json")
         else:
             self._send(404, b"")
 
@@ -61,9 +62,11 @@ class _Handler(BaseHTTPRequestHandler):
 
 
 @contextmanager
-def fake_server(metrics: str | None = None) -> Iterator[FakeServer]:
+def fake_server(metrics: str | None = None, root: str = "fake") -> Iterator[FakeServer]:
+    """``root``: the model folder /v1/models says it serves (vLLM's ``root``)."""
     server = FakeServer(("127.0.0.1", 0), _Handler)
     server.metrics = metrics
+    server.root = root
     thread = threading.Thread(target=server.serve_forever, daemon=True)
     thread.start()
     try:

@@ -46,6 +46,17 @@ def test_every_metric_of_a_cell_is_a_gauge_in_seconds_with_its_labels() -> None:
     assert all(f.type == "gauge" for f in parsed.values())
 
 
+def test_engine_counters_of_a_real_run_are_exported_where_the_backend_has_them() -> None:
+    results = read_results(Path(__file__).parent / "data" / "results_cpu_counters.json")
+    parsed = families(openmetrics(results))
+    preempted = {s.labels["backend"] for s in parsed["batchperf_engine_preemptions"].samples}
+    assert preempted == {"continuous", "vllm"}  # hf-static has no scheduler: no sample, not a zero
+    padding = {s.labels["backend"] for s in parsed["batchperf_engine_padding_waste_ratio"].samples}
+    assert padding == {"hf-static"}
+    for sample in parsed["batchperf_engine_step_requests_mean"].samples:
+        assert 0 < sample.value <= int(sample.labels["batch_size"])  # the batch formed never exceeds the batch size
+
+
 def test_names_follow_prometheus_conventions() -> None:
     for family in FAMILIES:
         assert re.fullmatch(r"batchperf_[a-z0-9_]+", family.name), family.name

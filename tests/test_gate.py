@@ -171,6 +171,26 @@ def test_every_rule_is_produced_by_a_backend_whose_cells_are_checked() -> None:
         assert set(named) & set(CHECKED_BACKENDS), f"{rule.metric}: none of {named} has a producer test"
 
 
+def with_counters(record, **values: float):
+    record.counters = {**values, "absent": {}, "source": "test"}
+    return record
+
+
+@pytest.mark.parametrize(("metric", "base", "now", "expected"), [
+    ("num_preemptions", 0.0, 2.0, Verdict.REGRESSION),  # from none to some: the KV budget no longer holds
+    ("num_preemptions", 0.0, 0.0, Verdict.PASS),
+    ("num_preemptions", 4.0, 4.5, Verdict.PASS),  # +12.5% < the 25% floor
+    ("num_preemptions", 4.0, 6.0, Verdict.REGRESSION),  # +50%
+    ("num_preemptions", 4.0, 2.0, Verdict.IMPROVEMENT),
+    ("padding_waste", 0.08, 0.083, Verdict.PASS),  # +3.75% < 5%
+    ("padding_waste", 0.08, 0.09, Verdict.REGRESSION),  # +12.5%
+])
+def test_engine_counters_are_lower_is_better(metric: str, base: float, now: float, expected: Verdict) -> None:
+    verdict = compare_cell("c", with_counters(cell_info(), **{metric: base}), with_counters(cell_info(), **{metric: now}))
+    (result,) = [m for m in verdict.metrics if m.name == metric]
+    assert result.verdict is expected and verdict.verdict is expected
+
+
 def test_a_rule_limited_to_some_backends() -> None:
     preemptions = next(r for r in RULES if r.name == "num_preemptions")
     assert preemptions.produced_on("cpu", "continuous") and preemptions.produced_on("cuda", "vllm-server")

@@ -6,6 +6,7 @@ import pytest
 
 from batchperf.backends import create_backend
 from batchperf.backends.runner import run_cell
+from batchperf.measure.counters import ABSENT, COUNTERS
 from batchperf.measure.metrics import compute_metrics
 from batchperf.measure.workload import LengthSpec, WorkloadSpec
 
@@ -42,6 +43,14 @@ def test_counts_match_targets_and_times_are_per_token(backend, tiny) -> None:
     m = compute_metrics(trace)
     assert m["n_itl"] == sum(r.target_len - 1 for r in trace.requests)
     assert tiny.model.config._attn_implementation == attn_before, "the model is left as other backends expect"
+
+
+def test_engine_steps_are_the_managers_forward_passes_of_each_run(backend, tiny) -> None:
+    # one request: one step prefills it and gives its first token, then one step per further token
+    runs = [backend.run(workload(tiny, n=1, seed=7), 4, 1) for _ in range(2)]
+    for trace in runs:  # the manager is kept: each run counts its own steps, not the manager's total
+        assert trace.counters["engine_steps"] == trace.requests[0].target_len
+    assert set(runs[0].counters[ABSENT]) == {c.name for c in COUNTERS} - {"engine_steps"}  # each with its reason
 
 
 def test_closed_loop_honours_concurrency(backend, tiny) -> None:

@@ -146,3 +146,4 @@ def test_workflow_runs_on_a_self_hosted_gpu_runner_nightly_and_by_hand() -> None
     text = WORKFLOW.read_text()
     assert "runs-on: [self-hosted, gpu]" in text and "schedule:" in text and "workflow_dispatch:" in text
     assert "ci/nightly.sh --tier gpu --gpus all --shard" in text and "ci/nightly.sh --tier gpu --merge" in text
+    assert "BATCHPERF_PUSHGATEWAY: ${{ vars.BATCHPERF_PUSHGATEWAY }}" in text  # the merge step can push

@@ -29,6 +29,15 @@ pytestmark = pytest.mark.skipif(
 CELL = "cpu-tiny-qwen2-hf-static-bs4-p64-c8"
 
 
+def serving(server: ServerProcess, port: int, timeout_s: float) -> Iterator[str]:
+    """A fixture's body: the server's URL while it runs, stopped at the end also on failure."""
+    server.start(timeout_s)
+    try:
+        yield f"http://127.0.0.1:{port}"
+    finally:
+        server.stop()
+
+
 @pytest.fixture
 def pushgateway(tmp_path: Path) -> Iterator[str]:
     port = free_port()
@@ -36,11 +45,7 @@ def pushgateway(tmp_path: Path) -> Iterator[str]:
     server = ServerProcess(["prometheus-pushgateway", f"--web.listen-address=127.0.0.1:{port}",
                             f"--persistence.file={tmp_path / 'pushgateway.data'}"],
                            f"http://127.0.0.1:{port}/-/healthy", name="pushgateway")
-    server.start(60)
-    try:
-        yield f"http://127.0.0.1:{port}"
-    finally:
-        server.stop()
+    yield from serving(server, port, 60)
 
 
 @pytest.fixture
@@ -56,11 +61,7 @@ def prometheus(tmp_path: Path, pushgateway: str) -> Iterator[str]:
     server = ServerProcess(["prometheus", f"--config.file={config}", f"--storage.tsdb.path={tmp_path / 'tsdb'}",
                             f"--web.listen-address=127.0.0.1:{port}"],
                            f"http://127.0.0.1:{port}/-/ready", name="prometheus")
-    server.start(120)
-    try:
-        yield f"http://127.0.0.1:{port}"
-    finally:
-        server.stop()
+    yield from serving(server, port, 120)
 
 
 def query(prometheus: str, promql: str, timeout_s: float = 60.0) -> list[dict]:

@@ -63,6 +63,26 @@ def test_report_from_a_real_cpu_results_file(tmp_path):
     assert "DIFFERS" not in page
 
 
+# Engine counters: the real suite on three backends (a loaded machine: its speeds mean nothing), traces dropped:
+#   pytest perf_tests -m cpu --batchperf-backends hf-static,continuous,vllm --batchperf-batch-sizes 1,4,8
+#     --batchperf-prompt-lens 64,256 --batchperf-concurrency 8 --batchperf-rounds 1 --benchmark-json=...
+COUNTERS = Path(__file__).parent / "data" / "results_cpu_counters.json"
+
+
+def test_engine_counters_are_plotted_and_tabled(tmp_path):
+    page = build_report([COUNTERS], tmp_path / "report").read_text()
+    assert (tmp_path / "report" / "engine_counters.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    assert "src='engine_counters.png'" in page and "preempt / round" in page
+    # hf-static has no preemption counter: a dash whose tooltip says why, never a zero
+    assert '<span title="static batches: generate has no scheduler, so nothing is preempted or cached">–</span>' in page
+
+
+def test_results_without_counters_get_no_counter_figure_and_say_why(tmp_path):
+    page = build_report([RESULTS], tmp_path / "report").read_text()
+    assert not (tmp_path / "report" / "engine_counters.png").exists()
+    assert "no cell has engine counters" in page
+
+
 def test_two_runs_are_told_apart_by_file_name(tmp_path):
     before, after = tmp_path / "before.json", tmp_path / "after.json"
     shutil.copy(RESULTS, before)

@@ -62,9 +62,9 @@ def small_workload(n: int = 4):
     (None, "HTTP 404"),
     ("<html>an nginx error page</html>", "not Prometheus text"),
 ])
-def test_a_server_without_usable_metrics_still_runs_the_cell_and_says_why(metrics, why: str) -> None:
-    with fake_server(metrics=metrics) as server:
-        backend = create_backend("vllm-server", model=None, server_url=server.url)  # type: ignore[arg-type]
+def test_a_server_without_usable_metrics_still_runs_the_cell_and_says_why(metrics, why: str, tiny_model) -> None:
+    with fake_server(metrics=metrics, root=str(tiny_model.path)) as server:
+        backend = create_backend("vllm-server", tiny_model, server_url=f"2={server.url}")
         trace = backend.run(small_workload(), 2, 2)
     assert [r.error for r in trace.requests] == [None] * 4
     assert [r.output_len for r in trace.requests] == [r.target_len for r in trace.requests]

@@ -40,6 +40,7 @@ START_TIMEOUT_S = 300.0  # building the batch processor allocates the whole KV p
 # warm-up requests warm it instead).
 CPU_KV_POOL_BYTES = 1 << 30
 CPU_MAX_BATCH_TOKENS = 2048
+STEP_COUNT_SETTLE_S = 5.0  # longest wait for a started thread to reset its step count
 
 
 class HFContinuousBackend:
@@ -95,6 +96,12 @@ class HFContinuousBackend:
                 raise RuntimeError(f"hf-continuous: the manager did not start "
                                    f"({manager.background_thread_status.fatal_error or 'timed out'})")
             time.sleep(0.01)
+        # The thread sets its step count (manager.current_batch; a run's steps are its difference) to 0 right
+        # after the batch processor, and a kept processor ends the wait above at once: wait for the reset too.
+        # (A transformers without the count: 5 s lost per start, and the run says engine_steps is absent.)
+        settle = time.monotonic() + STEP_COUNT_SETTLE_S
+        while getattr(manager, "current_batch", None) != 0 and time.monotonic() < settle:
+            time.sleep(0.01)
         return manager
 
     def run(self, workload: Workload, batch_size: int, concurrency: int) -> RunTrace:
@@ -112,6 +119,7 @@ class _ManagerRun:
         self.clock = clock
         self.bytes_per_token = bytes_per_token
         self.sent: dict[str, Sent] = {}  # manager's request id -> the request and its client times
+        self.steps_before: int | None = getattr(manager, "current_batch", None)  # forward passes so far
 
     def add(self, spec: RequestSpec, arrival: float) -> None:
         key = f"bp-{spec.request_id}"
@@ -165,8 +173,16 @@ class _ManagerRun:
         }
 
     def counters(self) -> dict[str, Any]:
-        why = "transformers' continuous batching manager exposes no scheduler counters"
-        return round_counters({}, absent_all(why), "hf-continuous: none")
+        # The manager counts the generation steps that ran a forward pass (current_batch); nothing else of its
+        # scheduler (tokens or requests per step, preemptions, KV use) is exposed.
+        why = "transformers' continuous batching manager counts only its steps; it exposes no other scheduler counters"
+        steps = getattr(self.manager, "current_batch", None)
+        if self.steps_before is None or steps is None or steps < self.steps_before:
+            missing = ("this transformers' manager has no step count (current_batch)" if steps is None
+                       else "the manager's step count restarted during the run")
+            return round_counters({}, {**absent_all(why), "engine_steps": missing}, "hf-continuous: none")
+        return round_counters({"engine_steps": steps - self.steps_before}, absent_all(why, except_=("engine_steps",)),
+                              "hf-continuous: the manager's count of generation steps (current_batch)")
 
     def close(self) -> None:
         for key in self.sent:  # a failed run must not leave requests in the kept manager

@@ -2,32 +2,38 @@
 
 Per prompt length, over batch size: the peak share of the KV-cache pool in use,
 the batch the scheduler formed (requests per engine step, against the batch
-size it was allowed: the dotted diagonal), and tokens per step. A backend that
-does not report a counter has no line in that row (:mod:`batchperf.measure.counters`).
+size it was allowed: the dotted diagonal, row ``IDENTITY_ROW``), and tokens per
+step. A backend that does not report a counter has no line in that row
+(:mod:`batchperf.measure.counters`). :mod:`batchperf.report.plots` draws it.
 """
 
 from __future__ import annotations
 
-from pathlib import Path
+from collections.abc import Callable
 
-from batchperf.report.plots import curves_over_batch
 from batchperf.results.record import CellRecord
 
-
-def engine_counters_plot(cells: list[CellRecord], path: Path) -> Path | None:
-    """The figure, or None when no cell has engine counters (results from before they existed)."""
-    with_counters = [c for c in cells if any(c.value(f"counters.{k}") is not None for k in ROWS)]
-    if not with_counters:
-        return None
-    rows = [(label, (lambda c, key=key, scale=scale: (v * scale) if (v := c.value(f"counters.{key}")) is not None
-                     else None)) for key, (label, scale) in ROWS.items()]
-    return curves_over_batch(with_counters, path, "What the engine did: KV-cache use and the batch it formed", rows,
-                             identity_rows=(1,))
-
-
+TITLE = "What the engine did: KV-cache use and the batch it formed"
 # counter -> (axis label, scale)
 ROWS = {
     "kv_cache_usage_perc": ("peak KV-cache use (% of pool)", 100.0),
     "num_requests_running_mean": ("batch formed (requests / step)", 1.0),
     "iteration_tokens_mean": ("tokens / step", 1.0),
 }
+IDENTITY_ROW = 1  # a batch formed can reach the batch size at most
+
+
+def with_counters(cells: list[CellRecord]) -> list[CellRecord]:
+    """The cells with any counter of the figure (none: results from before counters existed)."""
+    return [c for c in cells if any(c.value(f"counters.{key}") is not None for key in ROWS)]
+
+
+def _scaled(key: str, scale: float) -> Callable[[CellRecord], float | None]:
+    def value(cell: CellRecord) -> float | None:
+        v = cell.value(f"counters.{key}")
+        return None if v is None else v * scale
+    return value
+
+
+def rows() -> list[tuple[str, Callable[[CellRecord], float | None]]]:
+    return [(label, _scaled(key, scale)) for key, (label, scale) in ROWS.items()]

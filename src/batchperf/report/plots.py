@@ -14,6 +14,7 @@ from typing import Any
 
 from batchperf.measure.kv_growth import KVGrowth
 from batchperf.measure.metrics import itl_samples
+from batchperf.report import counter_plots
 from batchperf.report.knee import KNEE_FRACTION, knee
 from batchperf.results.record import CellRecord
 
@@ -262,8 +263,6 @@ def memory_curves(cells: list[CellRecord], path: Path) -> Path:
 
 def all_figures(cells: list[CellRecord], fits: list[KVGrowth], out: Path) -> list[tuple[str, Path | None]]:
     """Every figure of the report, written under ``out``: (caption key, path or None when there is no data)."""
-    from batchperf.report.counter_plots import engine_counters_plot  # it draws with this module's helpers
-
     return [
         ("throughput", curves_over_batch(
             cells, out / "throughput.png",
@@ -277,5 +276,7 @@ def all_figures(cells: list[CellRecord], fits: list[KVGrowth], out: Path) -> lis
         ("itl", itl_distribution(cells, out / "itl.png")),
         ("kv", kv_growth_plot(cells, fits, out / "kv_growth.png")),
         ("memory", memory_curves(cells, out / "memory.png")),
-        ("counters", engine_counters_plot(cells, out / "engine_counters.png")),
+        ("counters", curves_over_batch(counted, out / "engine_counters.png", counter_plots.TITLE, counter_plots.rows(),
+                                       identity_rows=(counter_plots.IDENTITY_ROW,))
+         if (counted := counter_plots.with_counters(cells)) else None),
     ]
