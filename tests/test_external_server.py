@@ -111,7 +111,7 @@ def test_a_server_that_does_not_say_its_batch_size_needs_it_given(fake_server: A
 
 def test_a_batch_size_the_server_contradicts_is_refused(fake_server: Any) -> None:
     url = fake_server(info=server_info(4))
-    with pytest.raises(CellUnsupported, match=f"given as batch size 8 but runs max_num_seqs=4"):
+    with pytest.raises(CellUnsupported, match="given as batch size 8 but runs max_num_seqs=4"):
         backend_for(f"8={url}").given_server(workload(), 8)
 
 
