@@ -31,6 +31,17 @@ def test_timestamps_are_ordered(backend, tiny_model) -> None:
     assert trace.end == max(r.token_times[-1] for r in trace.requests)
 
 
+def test_a_request_released_during_a_batch_counts_the_rest_of_the_batch_in_its_ttft(backend, tiny_model) -> None:
+    """Request 0 (2 tokens) frees its slot while request 1 (8 tokens) keeps the batch running: request 2 is
+    released then, and its TTFT runs from that release, through the end of the batch, not from the end."""
+    w = WorkloadSpec(4, LengthSpec(4, 4), output_lens=(2, 8)).build(tiny_model.vocab_size, 4096)
+    trace = run_cell(backend, w, batch_size=2, concurrency=2)
+    first, second, released = trace.requests[0], trace.requests[1], trace.requests[2]
+    assert released.arrival == first.token_times[-1] < second.token_times[-1]
+    assert released.send_delay == 0
+    assert released.ttft > second.token_times[-1] - released.arrival
+
+
 def test_concurrency_limits_what_a_batch_can_hold(backend, tiny_model) -> None:
     """With concurrency 2 and batch 8, no batch ever holds more than 2 requests."""
     w = WorkloadSpec(6, LengthSpec(4, 4), output_lens=(2,)).build(tiny_model.vocab_size, 4096)

@@ -123,7 +123,11 @@ class _Batches:
         self.tally = _Tally()
 
     def add(self, spec: RequestSpec, arrival: float) -> None:
-        self.queue.append(Sent(spec, arrival, self.clock.now()))
+        # sent at its release: a request released while generate() held this thread (a slot freed by a
+        # request that ended before its batch) would have reached a server's queue then, and waited there
+        # for the batch; stamping this call would drop that wait from its TTFT (it is the backend's, not
+        # the client's own time to send)
+        self.queue.append(Sent(spec, arrival, arrival))
 
     @property
     def has_work(self) -> bool:
