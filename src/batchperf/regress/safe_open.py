@@ -16,7 +16,6 @@ from pathlib import Path
 
 from batchperf.results.record import ResultsError
 
-
 _LINK = ("is a symbolic link; a baseline refresh never writes through one",
          "Replace it with a regular file and run again; nothing was written")
 _NOT_REGULAR = ("is not a regular file", "Remove it and run again; nothing was written")
