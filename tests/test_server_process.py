@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import os
 import signal
+import subprocess
 import sys
 import textwrap
+import time
 from pathlib import Path
 
 import psutil
@@ -59,7 +61,7 @@ def test_stop_ends_the_server_and_its_children(fake) -> None:
     started = recorded_pids(pids)
     assert len(started) == 2 and all(alive(p) for p in started)
     pgid = server.pid
-    assert sorted(_group_members(pgid)) == sorted(started)  # the server and the child it forked
+    assert sorted(_group_members(pgid)) == sorted([pgid, *started])  # its guard, the server and the server's child
     server.stop()
     assert not any(alive(p) for p in started)
     assert _group_members(pgid) == []
@@ -115,3 +117,36 @@ def test_no_process_is_left_after_a_failing_or_killed_run(pytester: pytest.Pytes
     started = recorded_pids(pids)
     assert len(started) == 2
     assert not any(alive(p) for p in started), "a server process outlived the test run"
+
+
+STARTER = """
+import sys, time
+from batchperf.backends.server_process import ServerProcess, free_port
+port = free_port()
+server = ServerProcess([sys.executable, {script!r}, str(port), {pids!r}], f"http://127.0.0.1:{{port}}/health")
+server.start(timeout_s=30)
+print("started", flush=True)
+time.sleep(600)
+"""
+
+
+def test_a_sigkilled_starter_leaves_neither_the_server_nor_its_children(fake) -> None:
+    """SIGKILL runs no handler of ours: the server's own group ends itself (issue 14: its child was orphaned)."""
+    script, pids = fake
+    env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[1] / "src")}
+    starter = subprocess.Popen([sys.executable, "-c", STARTER.format(script=str(script), pids=str(pids))], env=env,
+                               stdout=subprocess.PIPE, text=True)
+    assert starter.stdout is not None
+    with starter.stdout:
+        assert starter.stdout.readline().strip() == "started"
+    started = recorded_pids(pids)
+    assert len(started) == 2 and all(alive(p) for p in started)
+    starter.kill()
+    starter.wait()
+    deadline = time.monotonic() + 20
+    while any(alive(p) for p in started) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    left = [p for p in started if alive(p)]
+    for pid in left:  # not to leave them running after a failure
+        os.kill(pid, signal.SIGKILL)
+    assert not left, "a process of the server outlived the process that started it"

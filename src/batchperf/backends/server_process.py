@@ -2,7 +2,10 @@
 ``stop()``, at interpreter exit, on SIGTERM/SIGINT, and (Linux) when this process dies.
 
 The server runs in a new session, so ``killpg`` reaches every process it forks (vLLM's engine
-core runs in a child process). Its output goes to a log file whose tail is quoted in errors.
+core runs in a child process), under a guard (:mod:`batchperf.backends.group_guard`) that leads the
+group and ends all of it when it is stopped or this process dies, even by SIGKILL: the stop is done
+from the child side too, not only from here. Its output goes to a log file whose tail is quoted in
+errors.
 """
 
 from __future__ import annotations
@@ -23,9 +26,11 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-import psutil
+from batchperf.backends import group_guard
+from batchperf.backends.group_guard import group_members as _group_members
 
 STOP_GRACE_S = 10.0  # SIGTERM, then SIGKILL after this long
+GUARD_GRACE_S = 7.0  # the guard's own SIGTERM-to-SIGKILL wait: it is done before stop() escalates
 _LIVE: weakref.WeakSet[ServerProcess] = weakref.WeakSet()
 _PREVIOUS_HANDLERS: dict[int, Any] = {}
 _HOOKED = False
@@ -78,9 +83,10 @@ class ServerProcess:
 
     def start(self, timeout_s: float) -> None:
         _install_signal_handlers()
+        guard = [sys.executable, group_guard.__file__, str(os.getpid()), str(GUARD_GRACE_S), "--"]
         with self.log_path.open("wb") as log:
             self.proc = subprocess.Popen(
-                self.argv, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                guard + self.argv, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
                 env=self.env, start_new_session=True, preexec_fn=_die_with_parent,
             )
         _LIVE.add(self)
@@ -99,12 +105,15 @@ class ServerProcess:
                                f"(stopped it); log {self.log_path}:\n{self.log_tail()}")
 
     def stop(self) -> None:
-        """SIGTERM the whole process group, SIGKILL what is left after a grace period."""
+        """Stop the guard (it SIGTERMs the group), SIGKILL what is left after a grace period."""
         proc, self.proc = self.proc, None
         _LIVE.discard(self)
         if proc is None:
             return
-        _signal_group(proc.pid, signal.SIGTERM)
+        try:
+            proc.send_signal(signal.SIGTERM)  # only the guard: a second SIGTERM makes a server skip its shutdown
+        except ProcessLookupError:
+            pass
         try:
             proc.wait(timeout=STOP_GRACE_S)
         except subprocess.TimeoutExpired:
@@ -122,18 +131,6 @@ def _signal_group(pgid: int, sig: int) -> None:
         os.killpg(pgid, sig)
     except (ProcessLookupError, PermissionError):
         pass
-
-
-def _group_members(pgid: int) -> list[int]:
-    """Live (not zombie) processes of process group ``pgid``."""
-    members = []
-    for proc in psutil.process_iter(["status"]):
-        try:
-            if os.getpgid(proc.pid) == pgid and proc.info["status"] not in (psutil.STATUS_ZOMBIE, psutil.STATUS_DEAD):
-                members.append(proc.pid)
-        except (ProcessLookupError, PermissionError):  # it ended while we looked, or is not ours to see
-            continue
-    return members
 
 
 def _healthy(url: str) -> bool:

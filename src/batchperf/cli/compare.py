@@ -46,6 +46,9 @@ def main(args: argparse.Namespace) -> int:
     extras = {v.name: extra_rows(a, b, v, config) for v in verdicts} if args.all_metrics else None
     if a.fingerprint is None or b.fingerprint is None:
         print("note: a file has no batchperf fingerprint (machine_info.batchperf): hardware identity not checked")
+    for run in (a, b):
+        if why := run.file.incomplete:
+            print(f"note: {run.path} is from an incomplete run ({why})")
     render_rich(verdicts, make_console(), extras, title=f"{args.a} → {args.b}")
     if args.markdown is not None:
         text = render_markdown(verdicts, args.a, args.b, extras)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import signal
 import subprocess
 import sys
 import time
@@ -37,7 +38,28 @@ def main(args: argparse.Namespace) -> int:
     out.parent.mkdir(parents=True, exist_ok=True)
     # A child pytest, not pytest.main(): this process has imported batchperf already, which pytest
     # would have to assertion-rewrite as a plugin.
-    code = subprocess.call([sys.executable, "-m", "pytest", *pytest_argv(args, out)])
+    code = wait_for_child([sys.executable, "-m", "pytest", *pytest_argv(args, out)])
     if out.exists():
         print(f"batchperf: results of the {args.tier} tier in {out}")
     return int(code)
+
+
+def wait_for_child(argv: list[str]) -> int:
+    """Run ``argv`` to its end, even when this process is interrupted, so the child writes its results.
+
+    subprocess.call() kills its child 0.25 s after a Ctrl-C, cutting the results file. Here a SIGTERM
+    is passed on to the child, and a Ctrl-C is left to it (the terminal sends it to the child too;
+    a second one would interrupt pytest while it is saving); either way this waits for it to finish.
+    """
+    child = subprocess.Popen(argv)
+
+    def pass_on(signum: int, frame: object) -> None:
+        if signum == signal.SIGTERM and child.poll() is None:
+            child.send_signal(signum)
+
+    previous = {sig: signal.signal(sig, pass_on) for sig in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        return child.wait()
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)

@@ -137,6 +137,9 @@ def check_plan(plan: Plan, args: argparse.Namespace) -> list[str]:
                         f"{' …' if len(plan.kept) > 4 else ''}), measured with another identity than these results "
                         f"({'; '.join(diff)}); a baseline holds one identity: measure every cell of it this way "
                         "(no --partial, --cells or --allow-failed), or refresh into another --baselines folder")
+    if (why := plan.results.file.incomplete) and not args.partial:
+        refusals.append(f"the results are from an incomplete run ({why}): run the cells again, or --partial to "
+                        "store the cells that finished (the others keep their old entries)")
     if plan.not_covered and not args.partial:
         refusals.append(f"incomplete run: {len(plan.not_covered)} cell(s) of the baseline are not in the results: "
                         f"{', '.join(plan.not_covered[:8])}{' …' if len(plan.not_covered) > 8 else ''} "

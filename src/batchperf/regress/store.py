@@ -28,7 +28,7 @@ from typing import Any
 from batchperf.measure.metrics import summarise
 from batchperf.regress.fingerprint import Fingerprint, cell_identity, identity_diff, version_diff
 from batchperf.regress.safe_open import flock_holder, make_folder, open_regular, refuse_link
-from batchperf.results.io import ResultsFile, read_results, write_results
+from batchperf.results.io import INCOMPLETE_KEY, ResultsFile, read_results, write_results
 from batchperf.results.record import CellRecord, ResultsError
 
 SCHEMA = 1  # of the batchperf_baseline block
@@ -146,6 +146,8 @@ def pool_runs(runs: list[Run]) -> Run:
             rec.metrics = summarise(rec.rounds)
     dirty = any(r.file.commit_info.get("dirty") for r in runs)
     header = {**first.file.header, "commit_info": {**first.file.commit_info, "dirty": dirty}}
+    if incomplete := [f"{r.path}: {why}" for r in runs if (why := r.file.incomplete)]:  # one cut run: all cut
+        header[INCOMPLETE_KEY] = {"reason": "; ".join(incomplete)}
     sources = tuple(src for r in runs for src in r.file.sources)
     digest = hashlib.sha256("".join(sha for _, sha in sources).encode()).hexdigest()
     return Run(ResultsFile(first.path, header, cells, benches, (), digest, sources), first.fingerprint)

@@ -22,6 +22,9 @@ from typing import Any
 from batchperf.results.record import RERUN, SCHEMA_KEY, CellRecord, ResultsError
 
 MAKE_ONE = "Make one with `pytest perf_tests -m cpu --benchmark-json=PATH` or `batchperf run`"
+# Top-level key of a results file whose run was interrupted (batchperf.suite.interrupt): why, and which cells
+# did not finish. Absent in a complete run.
+INCOMPLETE_KEY = "batchperf_incomplete"
 
 
 @dataclass(frozen=True, slots=True)
@@ -55,6 +58,17 @@ class ResultsFile:
     @property
     def datetime(self) -> str:
         return str(self.header.get("datetime") or "")
+
+    @property
+    def incomplete(self) -> str | None:
+        """Why the run behind this file stopped before its last cell (e.g. "interrupted by SIGTERM"), or None."""
+        mark = self.header.get(INCOMPLETE_KEY)
+        if not mark:
+            return None
+        reason = mark.get("reason") if isinstance(mark, dict) else None
+        unfinished = mark.get("unfinished") if isinstance(mark, dict) else None
+        return str(reason or "interrupted") + (f", {len(unfinished)} cell(s) unfinished"
+                                               if isinstance(unfinished, list) else "")
 
     @property
     def fingerprint(self) -> dict[str, Any] | None:

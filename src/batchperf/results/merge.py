@@ -17,7 +17,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from batchperf.results.io import ResultsFile, read_results, write_results
+from batchperf.results.io import INCOMPLETE_KEY, ResultsFile, read_results, write_results
 from batchperf.results.record import ResultsError
 
 FIX = "merge only the shards of one run, on one kind of hardware, with the same software"
@@ -62,6 +62,9 @@ def merge_results(paths: list[Path]) -> tuple[dict[str, Any], list[dict[str, Any
         shards.append({"file": results.path.name, "node": results.machine_info.get("node"),
                        "datetime": results.datetime or None, "benchmarks": len(results.cells) + len(results.others)})
     header = {**first.header, "machine_info": {**first.machine_info, "batchperf_shards": shards}}
+    header.pop(INCOMPLETE_KEY, None)
+    if incomplete := [f"{f.path.name}: {why}" for f in files if (why := f.incomplete)]:  # one cut shard: a cut run
+        header[INCOMPLETE_KEY] = {"reason": "; ".join(incomplete)}
     # The run is complete when its last shard is: that time orders it in the history.
     if stamps := [f.datetime for f in files if f.datetime]:
         header["datetime"] = max(stamps)
