@@ -37,6 +37,10 @@ def fake_ab(speeds: list[float], broken: set[int] = frozenset(), noise: float = 
     return ab
 
 
+def ok(env: Environment) -> None:
+    """Every fake environment runs."""
+
+
 def base(tmp_path: Path, list_: list[Environment], **kwargs: object) -> Settings:
     given = {"max_pairs": 20, "max_minutes": None, **kwargs}
     return Settings(list_[0], list_[-1], ("-m", "cpu"), tmp_path / "bisect", **given)  # type: ignore[arg-type]
@@ -45,7 +49,7 @@ def base(tmp_path: Path, list_: list[Environment], **kwargs: object) -> Settings
 def test_finds_the_first_bad_environment_in_log2_steps(tmp_path: Path) -> None:
     speeds = [1.0, 1.0, 1.0, 1.0, 1.0, 0.85, 0.85, 0.85]  # #5 is the first slow one
     calls: list = []
-    result = run_bisect(envs(8), base(tmp_path, envs(8)), fake_ab(speeds, calls=calls))
+    result = run_bisect(envs(8), base(tmp_path, envs(8)), fake_ab(speeds, calls=calls), check=ok)
     assert result.status == "found" and result.exit_code == 0 and (result.good, result.bad) == (4, 5)
     assert len(result.steps) == 3 and calls[0] == (0, 3)  # 6 open -> 3 steps
     assert all(a == result.steps[i].against for i, (a, _) in enumerate(calls))
@@ -58,7 +62,7 @@ def test_finds_the_first_bad_environment_in_log2_steps(tmp_path: Path) -> None:
 
 def test_an_environment_that_cannot_run_is_skipped(tmp_path: Path) -> None:
     speeds = [1.0, 1.0, 0.85, 0.85, 0.85]
-    result = run_bisect(envs(5), base(tmp_path, envs(5)), fake_ab(speeds, broken={2}))
+    result = run_bisect(envs(5), base(tmp_path, envs(5)), fake_ab(speeds, broken={2}), check=ok)
     skipped = [s for s in result.steps if s.outcome == SKIPPED]
     assert [s.index for s in skipped] == [2] and "no such interpreter" in skipped[0].why
     assert skipped[0].pairs == 0
@@ -69,12 +73,14 @@ def test_an_environment_that_cannot_run_is_skipped(tmp_path: Path) -> None:
 
 def test_an_inconclusive_step_stops_with_the_range(tmp_path: Path) -> None:
     speeds = [1.0, 1.0, 1.0, 0.85]
-    result = run_bisect(envs(4), base(tmp_path, envs(4), max_pairs=3), fake_ab(speeds, noise=0.2))
+    result = run_bisect(envs(4), base(tmp_path, envs(4), max_pairs=3), fake_ab(speeds, noise=0.2), check=ok)
     assert result.steps[0].outcome == INCONCLUSIVE and len(result.steps) == 1
     assert result.status == "narrowed" and result.exit_code == 2 and "among #1, #2, #3" in result.summary()
 
 
 def test_bad_environment_lists_are_usage_errors(tmp_path: Path) -> None:
+    with pytest.raises(UsageProblem, match=r"the good end cannot run: environment 0 \(/py/0\): no such interpreter"):
+        run_bisect(envs(3), base(tmp_path, envs(3)), fake_ab([1.0, 1.0, 0.8]))  # the real check
     with pytest.raises(UsageProblem, match="at least two environments"):
         run_bisect(envs(1), base(tmp_path, envs(2)), fake_ab([1.0]))
     with pytest.raises(UsageProblem, match="at least two environments"):

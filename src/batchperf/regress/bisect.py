@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from batchperf.regress.ab import AbResult, Settings, UsageProblem, run_ab
-from batchperf.regress.env import Environment
+from batchperf.regress.env import Environment, EnvironmentProblem, probe
 from batchperf.results.io import atomic_write_text
 
 GOOD, BAD, SKIPPED, INCONCLUSIVE, INTERRUPTED = "good", "bad", "skipped", "inconclusive", "interrupted"
@@ -116,10 +116,16 @@ def judge(result: AbResult) -> tuple[str, str]:
 
 
 def run_bisect(envs: Sequence[Environment], base: Settings, ab: AbRun = run_ab,
-               progress: Callable[[str], None] = lambda line: None) -> BisectResult:
+               progress: Callable[[str], None] = lambda line: None,
+               check: Callable[[Environment], object] = probe) -> BisectResult:
     """Bisect ``envs`` (good first, bad last); ``base`` gives the verdict's settings and the output folder."""
     if len(envs) < 2:
         raise UsageProblem(f"bisect needs at least two environments (good first, bad last), got {len(envs)}")
+    for end in (envs[0], envs[-1]):  # the two ends are trusted, not measured: they must at least run
+        try:
+            check(end)
+        except EnvironmentProblem as exc:
+            raise UsageProblem(f"the {'good' if end is envs[0] else 'bad'} end cannot run: {exc}") from None
     result = BisectResult(list(envs), 0, len(envs) - 1)
     base.out.mkdir(parents=True, exist_ok=True)
     while result.open:
