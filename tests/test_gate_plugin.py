@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import sys
 from pathlib import Path
 
 import pytest
@@ -73,6 +74,11 @@ def test_pinned_baseline_passes_then_a_confirmed_slowdown_fails_with_the_table(
         f"*output_throughput*100*33.33 (1st 33.33)*-66.7%*{CPU_TPUT_TOL}*REGRESSION",
         "*REGRESSION cpu-tiny-qwen2-hf-static-bs4-p64-c8: output_throughput -66.7%*",
     ])
+    bad.stdout.fnmatch_lines(["*set BATCHPERF_BASELINE_PYTHON to that environment's python*"])
+    named = run(suite, monkeypatch, "--benchmark-compare", SLOW="3", BATCHPERF_BASELINE_PYTHON="/venvs/old/bin/python")
+    assert named.ret == 1
+    named.stdout.fnmatch_lines(["*Confirm it side by side (A = the baseline's environment*",
+                                f"  batchperf ab --a /venvs/old/bin/python --b {sys.executable} -- test_cells.py::test_cell"])
 
 
 def test_an_unconfirmed_violation_is_noise(suite: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> None:

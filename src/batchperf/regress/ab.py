@@ -421,6 +421,8 @@ def run_ab(settings: Settings, runner: Runner = run_cells, prober: Prober = prob
             for label in order_of(index):
                 stem = settings.out.resolve() / f"pair-{index:03d}-{label}"
                 runs[label] = runner(envs[label], [*settings.run_args(), *deselect], stem)
+                if runs[label].crashed:  # the pair is lost anyway: don't spend the other side's process
+                    break
             pair = Pair(index, order_of(index), runs, _load())
             result.pairs.append(pair)
             if crashed := [r for r in runs.values() if r.crashed]:

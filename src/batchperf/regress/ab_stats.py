@@ -80,7 +80,11 @@ def signed_rank_interval(log_ratios: Sequence[float], alpha: float) -> Interval:
     spread = max(float(edges[-1] - edges[0]), abs(estimate), 1.0)
     probes = np.concatenate(([edges[0] - spread], (edges[:-1] + edges[1:]) / 2, [edges[-1] + spread]))
     shifted = d[None, :] - probes[:, None]
-    pvalues = np.atleast_1d(stats.wilcoxon(shifted, axis=1).pvalue)
+    # scipy's "auto" picks the exact law (n <= 50) unless ANY row of the batch has a tie or a zero (rounding can
+    # make one), and then runs a permutation test per row: minutes for a few hundred rows. The exact law is
+    # used explicitly instead; with ties scipy rounds the statistic conservatively (gh-19872), so it stays honest.
+    method = "exact" if len(d) <= 50 else "asymptotic"
+    pvalues = np.atleast_1d(stats.wilcoxon(shifted, axis=1, method=method).pvalue)
     accepted = np.flatnonzero(pvalues > alpha)
     if len(accepted) == 0:  # cannot happen for the region holding the estimate; kept for safety
         return Interval(len(d), estimate, estimate, estimate)

@@ -12,6 +12,9 @@ after the record is stored), with the one-table message. This plugin is loaded b
 
 from __future__ import annotations
 
+import os
+import shlex
+import sys
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -38,6 +41,7 @@ class GateSession:
 
 
 GATE = pytest.StashKey[GateSession]()
+ENV_BASELINE_PYTHON = "BATCHPERF_BASELINE_PYTHON"  # the baseline environment's python, for the ab hint
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -123,7 +127,7 @@ def gate_outcome(request: pytest.FixtureRequest, verdict: CellVerdict | None) ->
     if verdict is None or gate is None:
         return
     if verdict.failed:
-        pytest.fail(render_table(verdict), pytrace=False)
+        pytest.fail(render_table(verdict) + ab_hint(request.node.nodeid), pytrace=False)
     if verdict.verdict is Verdict.NO_BASELINE and gate.require_baseline:
         pytest.fail(f"batchperf gate: {verdict.name}: no comparable baseline in {gate.source or 'any file'}: "
                     + "; ".join(verdict.identity_diff)
@@ -132,6 +136,17 @@ def gate_outcome(request: pytest.FixtureRequest, verdict: CellVerdict | None) ->
         pytest.fail(render_table(verdict) + f"\nbatchperf gate: {verdict.name}: {CELL_LABEL[verdict.verdict]} "
                     f"against {gate.source}. Re-pin the baseline (batchperf refresh --repeat 3 on a quiet machine), "
                     "or drop --batchperf-require-baseline", pytrace=False)
+
+
+def ab_hint(nodeid: str) -> str:
+    """The ``batchperf ab`` command that confirms a regression side by side, when the baseline's environment is
+    named by ``BATCHPERF_BASELINE_PYTHON`` (its interpreter or virtualenv); else how to name it."""
+    baseline = os.environ.get(ENV_BASELINE_PYTHON, "").strip()
+    if not baseline:
+        return (f"\nTo confirm it side by side with the baseline's environment, set {ENV_BASELINE_PYTHON} to that "
+                "environment's python: this message then ends with the `batchperf ab` command.")
+    command = shlex.join(["batchperf", "ab", "--a", baseline, "--b", sys.executable, "--", nodeid])
+    return f"\nConfirm it side by side (A = the baseline's environment, B = this one; interleaved fresh processes):\n  {command}"
 
 
 def _compare(gate: GateSession, nodeid: str, record: CellRecord) -> CellVerdict:
