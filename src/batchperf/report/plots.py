@@ -22,6 +22,10 @@ MIB = 2**20
 PANEL_W, PANEL_H = 4.6, 3.4
 
 
+# Every curve here rises from the left, so the upper left is free. A fixed place, not matplotlib's "best":
+# "best" times its own search and warns when it is slow, which a loaded machine turns into a flaky report.
+LEGEND_LOC = "upper left"
+
 def _pyplot() -> Any:
     import matplotlib
 
@@ -129,7 +133,7 @@ def curves_over_batch(cells: list[CellRecord], path: Path, title: str,
             ax.set_title(f"prompt {prompt}")
             _from_zero(ax)
             if ax.get_legend_handles_labels()[0]:  # a metric no cell has (a hand-edited file): no empty legend
-                ax.legend(fontsize=8)
+                ax.legend(fontsize=8, loc=LEGEND_LOC)
     return _save(fig, plt, path)
 
 
@@ -157,7 +161,7 @@ def ttft_over_concurrency(cells: list[CellRecord], path: Path) -> Path:
         ax.set(xlabel="concurrency (requests in flight)", ylabel="TTFT (ms)", title=f"prompt {prompt}")
         _from_zero(ax)
         ax.grid(True, alpha=0.3)
-        ax.legend(fontsize=8)
+        ax.legend(fontsize=8, loc=LEGEND_LOC)
     return _save(fig, plt, path)
 
 
@@ -238,7 +242,7 @@ def kv_growth_plot(cells: list[CellRecord], fits: list[KVGrowth], path: Path) ->
         ax.set_xlim(0, top * 1.2)
         _from_zero(ax)
         ax.grid(True, alpha=0.3)
-        ax.legend(fontsize=8)
+        ax.legend(fontsize=8, loc=LEGEND_LOC)
     return _save(fig, plt, path)
 
 
