@@ -20,11 +20,10 @@ from batchperf.results.record import CellRecord
 
 MIB = 2**20
 PANEL_W, PANEL_H = 4.6, 3.4
-
-
 # Every curve here rises from the left, so the upper left is free. A fixed place, not matplotlib's "best":
 # "best" times its own search and warns when it is slow, which a loaded machine turns into a flaky report.
 LEGEND_LOC = "upper left"
+
 
 def _pyplot() -> Any:
     import matplotlib
