@@ -28,7 +28,7 @@ def suite(pytester: pytest.Pytester, tiny_model: object) -> pytest.Pytester:
     return pytester
 
 
-pytest_plugins = ["pytester"]
+pytest_plugins = ["pytester", "refresh_samples"]  # refresh_samples: the folder and pinned fixtures
 
 
 @pytest.fixture(scope="session")

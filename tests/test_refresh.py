@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import argparse
 import hashlib
 import json
 import os
@@ -12,34 +11,12 @@ from pathlib import Path
 
 import pytest
 from gate_samples import CPU_FP, GPU_FP, cell_info, results_file, scaled
+from refresh_samples import A, B, run  # its fixtures folder and pinned come through conftest.py
 
-from batchperf.cli import refresh
 from batchperf.regress import store as baseline_store
 from batchperf.regress.store import BASELINE_FILE, HISTORY_FILE, load_baseline, locked, read_history
 from batchperf.results import io as results_io
 from batchperf.results.record import ResultsError
-
-A, B = "cpu-tiny-qwen2-hf-static-bs4-p64-c8", "cpu-tiny-qwen2-hf-static-bs8-p64-c8"
-
-
-def run(tmp_path: Path, results: Path | list[Path], *flags: str) -> int:
-    parser = argparse.ArgumentParser()
-    refresh.add_cli_args(parser)
-    files = [str(p) for p in (results if isinstance(results, list) else [results])]
-    args = parser.parse_args([*files, "--baselines", str(tmp_path / "baselines"), *flags])
-    return refresh.main(args)
-
-
-@pytest.fixture
-def folder(tmp_path: Path) -> Path:
-    return tmp_path / "baselines" / CPU_FP.key
-
-
-@pytest.fixture
-def pinned(tmp_path: Path, folder: Path) -> Path:
-    """A baseline of cells A and B, made by the tool."""
-    assert run(tmp_path, results_file(tmp_path / "r0.json", [cell_info(A), cell_info(B)])) == 0
-    return folder / BASELINE_FILE
 
 
 def test_first_refresh_writes_a_baseline_pytest_benchmark_can_read(tmp_path: Path, pinned: Path) -> None:

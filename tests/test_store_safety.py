@@ -5,7 +5,6 @@ Issue 14, items 1, 4, 6, 9 and 10: each test reproduces a failure of the store b
 
 from __future__ import annotations
 
-import argparse
 import contextlib
 import hashlib
 import json
@@ -14,8 +13,8 @@ from pathlib import Path
 
 import pytest
 from gate_samples import CPU_FP, cell_info, results_file, scaled
+from refresh_samples import A, B, run  # its fixtures folder and pinned come through conftest.py
 
-from batchperf.cli import refresh
 from batchperf.regress.fingerprint import Fingerprint, HardwareIdentity
 from batchperf.regress.store import (
     BASELINE_FILE,
@@ -27,27 +26,6 @@ from batchperf.regress.store import (
     read_history,
 )
 from batchperf.results.record import ResultsError
-
-A, B = "cpu-tiny-qwen2-hf-static-bs4-p64-c8", "cpu-tiny-qwen2-hf-static-bs8-p64-c8"
-
-
-def run(tmp_path: Path, results: Path | list[Path], *flags: str) -> int:
-    parser = argparse.ArgumentParser()
-    refresh.add_cli_args(parser)
-    files = [str(p) for p in (results if isinstance(results, list) else [results])]
-    args = parser.parse_args([*files, "--baselines", str(tmp_path / "baselines"), *flags])
-    return refresh.main(args)
-
-
-@pytest.fixture
-def folder(tmp_path: Path) -> Path:
-    return tmp_path / "baselines" / CPU_FP.key
-
-
-@pytest.fixture
-def pinned(tmp_path: Path, folder: Path) -> Path:
-    assert run(tmp_path, results_file(tmp_path / "r0.json", [cell_info(A), cell_info(B)])) == 0
-    return folder / BASELINE_FILE
 
 
 def tree_digest(root: Path) -> dict[str, str]:
