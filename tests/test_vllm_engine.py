@@ -6,6 +6,7 @@ import math
 import sys
 
 import pytest
+from small_runs import dummy_of
 
 from batchperf.backends import BackendUnavailable, create_backend
 from batchperf.backends.runner import run_cell
@@ -150,17 +151,6 @@ def test_other_backends_keep_their_torch_threads(backend, tiny) -> None:
         assert torch.get_num_threads() == before + 1
     finally:
         torch.set_num_threads(before)
-
-
-def dummy_of(model, folder):
-    """``model``'s architecture from a folder holding its config.json and nothing else, on dummy weights."""
-    import shutil
-    from dataclasses import replace
-
-    from batchperf.backends.dummy import build_dummy
-
-    shutil.copy(model.path / "config.json", folder / "config.json")
-    return build_dummy(replace(model.spec, name=f"{model.name}-dummy", weights="dummy"), folder)
 
 
 @pytest.mark.slow
