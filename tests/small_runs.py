@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, NamedTuple
 
+from batchperf.measure.trace import RunTrace
 from batchperf.measure.workload import LengthSpec, Workload, WorkloadSpec
 
 
@@ -22,3 +23,13 @@ def dummy_of(model, folder):
 
     shutil.copy(model.path / "config.json", folder / "config.json")
     return build_dummy(replace(model.spec, name=f"{model.name}-dummy", weights="dummy"), folder)
+
+
+class ServerRun(NamedTuple):
+    """A real vllm-server run (tests/conftest.py ``stream4_server_run``) and what the tests check of it."""
+
+    trace: RunTrace
+    pgid: int  # the server's process group, stopped by the time the run is returned
+    argv: list[str]  # how the server was started
+    model: Any  # the config-only model it served
+    refused: list[Any]  # the addresses this process was refused while it ran (tests/no_hub.py)

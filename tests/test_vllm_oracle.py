@@ -76,7 +76,7 @@ def real_traces(tiny_model, request):
 
     def trace_of(name: str) -> RunTrace:
         if name == "vllm-server":
-            return request.getfixturevalue("stream4_server_run")[0]
+            return request.getfixturevalue("stream4_server_run").trace
         if name not in made:
             options = {"enforce_eager": True} if name.startswith("vllm") else {}  # no compile: a faster build
             backend = create_backend(name, tiny_model, **options)

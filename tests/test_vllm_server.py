@@ -42,7 +42,7 @@ def test_a_bad_server_entry_is_an_error_naming_it(monkeypatch: pytest.MonkeyPatc
 
 @pytest.mark.slow
 def test_real_server_counts_targets_sends_chunks_and_stops_cleanly(stream4_server_run) -> None:
-    trace, pgid, *_ = stream4_server_run
+    trace = stream4_server_run.trace
     assert [r.error for r in trace.requests] == [None] * 6
     assert [r.output_len for r in trace.requests] == [r.target_len for r in trace.requests]
     assert all(r.arrival <= r.sent < r.token_times[0] for r in trace.requests)
@@ -52,7 +52,7 @@ def test_real_server_counts_targets_sends_chunks_and_stops_cleanly(stream4_serve
     m = compute_metrics(trace)
     assert m["n_itl"] == sum(len(r.chunk_sizes) - 1 for r in trace.requests)
     assert m["median_itl_ms"] > 0  # a chunk is one ITL sample, not k - 1 zero gaps
-    assert _group_members(pgid) == [], "the server or its engine-core child outlived close()"
+    assert _group_members(stream4_server_run.pgid) == [], "the server or its engine-core child outlived close()"
 
 
 def small_workload(n: int = 4):
@@ -81,10 +81,10 @@ def test_real_server_on_a_config_folder_reports_its_counters(stream4_server_run)
     from batchperf.suite.cell import cell_record
     from batchperf.suite.matrix import CellParams
 
-    trace, _, argv, model, refused = stream4_server_run
+    trace, argv, model = stream4_server_run.trace, stream4_server_run.argv, stream4_server_run.model
     assert argv[argv.index("--model") + 1] == str(model.path) and "--skip-tokenizer-init" in argv
     assert argv[argv.index("--load-format") + 1] == "dummy"
-    assert refused == []  # this process; the server's ran with HF_HUB_OFFLINE=1
+    assert stream4_server_run.refused == []  # this process; the server's ran with HF_HUB_OFFLINE=1
     # the server's own counters, before and after this run: vLLM's iteration tokens are the prompt
     # tokens computed plus the tokens generated (prefix caching is off: every prompt token is computed)
     counters = trace.counters
