@@ -8,9 +8,20 @@ are hf-static ones). Every verdict is a full ``batchperf ab`` run (``run_ab``: r
 interleaved A B / B A, stopping as soon as the answer is clear, or at the budget). It prints one line per
 verdict and a table: regression rate, median pairs used, median minutes, median interval width, and the
 issue's targets (A/A "regression" <= 1/20 per cell; compute-bound 5% caught >= 18/20; dispatch-bound 10%
-caught >= 18/20; each verdict within 10 minutes). The full study takes hours and needs a QUIET machine:
+caught >= 18/20; each verdict within 10 minutes). Then, from the pairs measured, three more tables:
+
+- an estimate: ab's own judging (``judge_metric``, the per-look level, the minutes rule) replayed on
+  verdicts drawn from the measured pairs (A/A ones with a random label swap: the null the design
+  guarantees), and the chance that a set of 20 meets the target;
+- what a verdict would need to meet it (pairs and minutes, a normal approximation from the pairs' spread);
+- where the noise is: within a process (rounds) and between processes, which says whether more rounds or
+  more pairs would help.
+
+The full study takes hours and needs a QUIET machine; ``--keep`` makes it resumable (run the same command
+again: finished verdicts are kept), and ``--estimate-only`` prints the tables from what is there:
 
     OMP_NUM_THREADS=1 PYTHONPATH=src python tools/ab_detector.py --keep results/ab-detector
+    OMP_NUM_THREADS=1 PYTHONPATH=src python tools/ab_detector.py --keep results/ab-detector --estimate-only
     OMP_NUM_THREADS=1 PYTHONPATH=src python tools/ab_detector.py --aa 2 --slowed 2 --cells dispatch \\
         --max-pairs 2 --alpha 0.6 --rounds 1 --extra "--batchperf-num-prompts 8"   # a smoke test (minutes)
 """
@@ -19,7 +30,9 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import shlex
+import shutil
 import statistics
 import sys
 import tempfile
@@ -27,9 +40,14 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+import numpy as np
+
 from batchperf.measure.inject import ENV_SLOWDOWN
-from batchperf.regress.ab import AbResult, CellVerdict, Settings, run_ab
+from batchperf.regress.ab import CellVerdict, MetricResult, Settings, cell_verdict, judge_metric, run_ab
+from batchperf.regress.ab_stats import Call, relative
 from batchperf.regress.env import Environment, default_checkout
+from batchperf.regress.gate import RULES
+from batchperf.results.io import read_results
 
 
 @dataclass(frozen=True)
@@ -62,17 +80,22 @@ class Score:
     estimate: float | None
 
 
-def score(result: AbResult, metric: str) -> Score:
-    (cell,) = result.cells.values()
-    m = cell.metrics.get(metric)
-    iv = m.interval if m else None
-    width = iv.width if iv is not None and iv.width != float("inf") else None
-    estimate = None
-    if iv is not None:
-        from batchperf.regress.ab_stats import relative
+def score(doc: dict, metric: str) -> Score:
+    """A verdict's score from its ``ab.json`` (what ``AbResult.to_dict`` writes): one cell, one deciding metric."""
+    (cell,) = doc["cells"]
+    m = next((x for x in cell["metrics"] if x["metric"] == metric), {})
+    low, high, estimate = m.get("low"), m.get("high"), m.get("estimate")
+    width = high - low if low is not None and high is not None and math.isfinite(high - low) else None
+    return Score(cell["verdict"], len(doc["pairs"]), doc["elapsed_s"] / 60, width, estimate)
 
-        estimate = relative(iv.estimate)
-    return Score(cell.verdict.value, len(result.pairs), result.elapsed_s / 60, width, estimate)
+
+def finished(folder: Path) -> dict | None:
+    """A kept verdict's ``ab.json`` when it ran to its end (done or budget), so a rerun resumes after it."""
+    try:
+        doc = json.loads((folder / "ab.json").read_text())
+    except (OSError, ValueError):
+        return None
+    return doc if doc.get("status") in ("done", "budget") else None
 
 
 def median(values: list[float]) -> float | None:
@@ -83,9 +106,14 @@ def fmt(value: float | None, spec: str) -> str:
     return "-" if value is None else format(value, spec)
 
 
-def table(rows: dict[tuple[str, float], list[Score]], targets: dict[tuple[str, float], str]) -> str:
-    lines = ["| cell | B slowed by | verdicts | regression | no change | inconclusive | other | median pairs "
-             "| median minutes (max) | median interval width | median estimate | target |",
+def target_of(kind: str, slowdown: float) -> str:
+    wanted = f"regression <= {AA_TARGET}/20" if not slowdown else f"regression >= {KINDS[kind].target}/20"
+    return f"{wanted}, each <= {MINUTES_TARGET:g} min"
+
+
+def table(rows: dict[tuple[str, float], list[Score]]) -> str:
+    lines = [("| cell | B slowed by | verdicts | regression | no change | inconclusive | other | median pairs "
+              "| median minutes (max) | median interval width | median estimate | target |"),
              "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|"]
     for (kind, slowdown), scores in rows.items():
         n = len(scores)
@@ -93,12 +121,171 @@ def table(rows: dict[tuple[str, float], list[Score]], targets: dict[tuple[str, f
         other = n - sum(count.values())
         minutes = [s.minutes for s in scores]
         lines.append(
-            f"| {kind} | {slowdown:.0%}{' (A/A)' if not slowdown else ''} | {n} | {count['regression']} "
+            f"| {KINDS[kind].name} | {slowdown:.0%}{' (A/A)' if not slowdown else ''} | {n} | {count['regression']} "
             f"({count['regression'] / n:.0%}) | {count['no change']} | {count['inconclusive']} | {other} "
             f"| {fmt(median([s.pairs for s in scores]), '.0f')} | {fmt(median(minutes), '.1f')} ({max(minutes):.1f}) "
             f"| {fmt(median([s.width for s in scores if s.width is not None]), '.1%')} "
             f"| {fmt(median([s.estimate for s in scores if s.estimate is not None]), '+.1%')} "
-            f"| {targets[(kind, slowdown)]} |")
+            f"| {target_of(kind, slowdown)} |")
+    return "\n".join(lines)
+
+
+# --- the estimate: ab's own judging, replayed on pairs resampled from the verdicts measured -----------------------
+
+
+@dataclass(frozen=True)
+class Bank:
+    """Every finished verdict's measured pairs of one (kind, slowdown), for resampling."""
+
+    pairs: list[tuple[float, float, float]]  # (A's value, B's value, seconds both processes took)
+    overhead_s: float  # per verdict, before and between pairs (probing and collecting the environments)
+    settings: dict  # ab's settings, as ab.json records them
+    verdicts: int
+    exchangeable: bool  # A/A: A and B are the same environment, so a pair is as likely with its labels swapped
+
+
+def measured(work: Path) -> dict[tuple[str, float], list[dict]]:
+    """(kind, slowdown) -> the ``ab.json`` of every finished verdict folder ``KIND-SLOWDOWN-NN`` under ``work``."""
+    found: dict[tuple[str, float], list[dict]] = {}
+    for folder in sorted(work.iterdir()):
+        kind, _, rest = folder.name.partition("-")
+        slowdown, _, index = rest.partition("-")
+        if kind in KINDS and index.isdigit() and (doc := finished(folder)) is not None:
+            doc["folder"] = str(folder)  # where its pairs' results files are, wherever the study was moved
+            found.setdefault((kind, float(slowdown)), []).append(doc)
+    return found
+
+
+def banks(work: Path, metric: str) -> dict[tuple[str, float], Bank]:
+    """(kind, slowdown) -> the pairs of every finished verdict under ``work``."""
+    found = measured(work)
+    out = {}
+    for key, docs in found.items():
+        pairs, overheads = [], []
+        for doc in docs:
+            (cell,) = doc["cells"]
+            m = next(x for x in cell["metrics"] if x["metric"] == metric)
+            seconds = [sum(p[label]["seconds"] for label in p["order"]) for p in doc["pairs"]]
+            pairs += list(zip(m["a"], m["b"], seconds))
+            overheads.append(doc["elapsed_s"] - sum(seconds))
+        out[key] = Bank(pairs, statistics.median(overheads), docs[0]["settings"], len(docs), exchangeable=not key[1])
+    return out
+
+
+def replay(bank: Bank, metric: str, rng: np.random.Generator) -> Score:
+    """One verdict as ``ab`` reaches it (its judging code, its budget rule) on pairs drawn from the bank.
+
+    A/A banks are drawn with a random label swap: a few dozen measured pairs have a median B/A off 1 by chance
+    (or by drift), and resampling them as they are would score that chance offset as the detector's false alarms.
+    """
+    s = bank.settings
+    rule = next(r for r in RULES if r.name == metric)
+    result = MetricResult(metric, rule.direction, True, s["margin"])
+    elapsed, spent = bank.overhead_s, []
+    while len(spent) < s["max_pairs"]:
+        if spent and elapsed + statistics.mean(spent) > s["max_minutes"] * 60:
+            break
+        a, b, seconds = bank.pairs[rng.integers(len(bank.pairs))]
+        if bank.exchangeable and rng.random() < 0.5:  # the null the design guarantees, not this sample's drift
+            a, b = b, a
+        result.a.append(a)
+        result.b.append(b)
+        spent.append(seconds)
+        elapsed += seconds
+        judge_metric(result, s["per_look_level"])
+        if result.call is not Call.INCONCLUSIVE:
+            break
+    iv = result.interval
+    width = iv.width if iv is not None and math.isfinite(iv.width) else None
+    return Score(cell_verdict([result]).value, len(spent), elapsed / 60, width,
+                 relative(iv.estimate) if iv is not None else None)
+
+
+def estimate(work: Path, metric: str, verdicts: int, seed: int = 1) -> str:
+    """A table of rates from ``verdicts`` resampled verdicts per (kind, slowdown), and the chance a set of 20
+    meets the issue's target."""
+    from scipy import stats
+
+    rng = np.random.default_rng(seed)
+    lines = [("| cell | B slowed by | pairs measured (verdicts) | resampled verdicts | regression | no change "
+              "| improvement | inconclusive | median pairs | median minutes | P(a set of 20 meets the target) |"),
+             "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
+    for (kind, slowdown), bank in sorted(banks(work, metric).items()):
+        scores = [replay(bank, metric, rng) for _ in range(verdicts)]
+        rate = {v: sum(x.verdict == v for x in scores) / verdicts
+                for v in ("regression", "no change", "improvement", "inconclusive")}
+        meets = (stats.binom.cdf(AA_TARGET, 20, rate["regression"]) if not slowdown
+                 else stats.binom.sf(KINDS[kind].target - 1, 20, rate["regression"]))
+        lines.append(f"| {KINDS[kind].name} | {slowdown:.0%}{' (A/A)' if not slowdown else ''} "
+                     f"| {len(bank.pairs)} ({bank.verdicts}) | {verdicts} | {rate['regression']:.1%} "
+                     f"| {rate['no change']:.1%} | {rate['improvement']:.1%} | {rate['inconclusive']:.1%} "
+                     f"| {median([x.pairs for x in scores]):.0f} | {median([x.minutes for x in scores]):.1f} "
+                     f"| {meets:.2f} |")
+    return "\n".join(lines)
+
+
+def needed(work: Path, metric: str, alpha: float, power: float = 0.9) -> str:
+    """What the budget would have to buy, from the measured pairs' spread (a normal approximation).
+
+    One fixed-size signed-rank test (no peeking: the sequential design needs more) at two-sided ``alpha`` with
+    ``power`` against the injected slowdown's nominal effect ln(1 + slowdown) (an upper bound of its effect
+    on throughput, so these are lower bounds): n = ((z(1 - alpha/2) + z(power)) * sd / effect)^2 * pi/3, the
+    last factor the signed-rank test's efficiency against the t-test under normal noise. For A/A rows: the
+    pairs whose interval would fit inside ±margin when nothing changed.
+    """
+    from scipy import stats
+
+    z_a, z_b = stats.norm.ppf(1 - alpha / 2), stats.norm.ppf(power)
+    lines = [("| cell | B slowed by | pairs measured | sd of ln(B/A) per pair | median B/A | seconds a pair "
+              "| pairs needed | minutes needed |"), "|---|---:|---:|---:|---:|---:|---:|---:|"]
+    for (kind, slowdown), bank in sorted(banks(work, metric).items()):
+        logs = [math.log(b / a) for a, b, _ in bank.pairs]
+        sd = statistics.stdev(logs) if len(logs) > 1 else math.nan
+        seconds = statistics.mean(x for _, _, x in bank.pairs)
+        if slowdown:
+            n = ((z_a + z_b) * sd / math.log1p(slowdown)) ** 2 * math.pi / 3
+        else:
+            n = (z_a * sd / bank.settings["margin"]) ** 2 * math.pi / 3
+        lines.append(f"| {KINDS[kind].name} | {slowdown:.0%}{' (A/A)' if not slowdown else ''} | {len(logs)} "
+                     f"| {sd:.3f} | {math.exp(statistics.median(logs)):.3f} | {seconds:.0f} | {math.ceil(n)} "
+                     f"| {(bank.overhead_s + n * seconds) / 60:.0f} |")
+    return "\n".join(lines)
+
+
+def noise(work: Path, metric: str) -> str:
+    """Where the noise is: the spread of rounds within a process, and of processes beyond what their rounds explain.
+
+    From every measured process's per-round values (its results file), on the log scale: ``within`` is the pooled
+    sd of a round about its process's mean; ``process`` the sd of a process's mean beyond what its rounds
+    explain, from the two processes of each pair (minutes apart, so slow drift that alternation cancels is not
+    counted). More rounds shrink only the first; a pair's
+    ln(B/A) has sd sqrt(2 (process^2 + within^2 / rounds)) when a process is summarised by its mean round (ab
+    takes the median round, the record's metric, which is a little noisier).
+    """
+    lines = [("| cell | B slowed by | processes x rounds | within a process (a round) | between processes "
+              "| predicted pair sd at 3 / 10 / 30 rounds |"), "|---|---:|---:|---:|---:|---:|"]
+    for (kind, slowdown), docs in sorted(measured(work).items()):
+        pairs: list[dict[str, list[float]]] = []
+        for doc in docs:
+            (cell,) = doc["cells"]
+            for pair in doc["pairs"]:
+                rounds = {}
+                for label in pair["order"]:
+                    path = Path(doc["folder"]) / Path(pair[label]["results"]).name
+                    record = next(r for r in read_results(path).records if r.id == cell["id"])
+                    rounds[label] = [math.log(r[metric]) for r in record.rounds]
+                pairs.append(rounds)
+        groups = [g for p in pairs for g in p.values() if len(g) > 1]
+        diffs = [statistics.mean(p["B"]) - statistics.mean(p["A"]) for p in pairs if len(p) == 2]
+        if len(groups) < 3 or len(diffs) < 3:
+            continue
+        k = statistics.median(len(g) for g in groups)
+        within = statistics.mean(statistics.variance(g) for g in groups)
+        # within a pair (minutes apart), so drift over the study does not count: var(d) = 2 process^2 + 2 within^2/k
+        between = max(statistics.variance(diffs) / 2 - within / k, 0.0)
+        pair_sd = "/".join(f"{math.sqrt(2 * (between + within / r)):.3f}" for r in (3, 10, 30))
+        lines.append(f"| {KINDS[kind].name} | {slowdown:.0%}{' (A/A)' if not slowdown else ''} "
+                     f"| {len(groups)} x {k:g} | {math.sqrt(within):.3f} | {math.sqrt(between):.3f} | {pair_sd} |")
     return "\n".join(lines)
 
 
@@ -112,58 +299,96 @@ def main() -> int:
     parser.add_argument("--metrics", default="output_throughput", help="deciding metrics (default output_throughput)")
     parser.add_argument("--margin", type=float, default=0.03, help="equivalence margin (default 0.03)")
     parser.add_argument("--alpha", type=float, default=0.05, help="ab's false-alarm rate per verdict (default 0.05)")
-    parser.add_argument("--max-pairs", type=int, default=30, help="ab's budget of pairs per verdict (default 30)")
+    parser.add_argument("--max-pairs", type=int, default=14,
+                        help="ab's budget of pairs per verdict (default 14: about what 10 minutes buy here)")
     parser.add_argument("--max-minutes", type=float, default=MINUTES_TARGET,
                         help=f"ab's budget of minutes per verdict (default {MINUTES_TARGET:g}, the target)")
-    parser.add_argument("--rounds", type=int, default=5, help="measured rounds per process (default 5)")
+    parser.add_argument("--rounds", type=int, default=3, help="measured rounds per process (default 3)")
     parser.add_argument("--extra", default="", metavar="ARGS",
                         help="more pytest arguments for every process, e.g. '--batchperf-num-prompts 8' (smoke runs)")
-    parser.add_argument("--keep", type=Path, default=None, help="keep every verdict's folder here")
+    parser.add_argument("--keep", type=Path, default=None,
+                        help="keep every verdict's folder here; run again with the same folder to resume (finished "
+                             "verdicts are kept, an unfinished one is set aside and measured again)")
+    parser.add_argument("--estimate", type=int, default=2000, metavar="N",
+                        help="after the verdicts, replay ab's judging on N verdicts' worth of pairs resampled from "
+                             "those measured (default 2000; 0: no estimate)")
+    parser.add_argument("--estimate-only", action="store_true",
+                        help="measure nothing: print the table and the estimate from the verdicts in --keep")
     args = parser.parse_args()
     kinds = [k.strip() for k in args.cells.split(",") if k.strip()]
     if unknown := [k for k in kinds if k not in KINDS]:
         parser.error(f"unknown cell kind(s) {unknown}; known: {', '.join(KINDS)}")
-    overrides = {k: float(v) for k, _, v in (s.partition("=") for s in args.slowdown)}
+    if args.estimate_only and args.keep is None:
+        parser.error("--estimate-only reads the verdicts in --keep DIR; give it")
     work = args.keep or Path(tempfile.mkdtemp(prefix="batchperf-ab-detector-"))
     work.mkdir(parents=True, exist_ok=True)
+    metrics = tuple(m.strip() for m in args.metrics.split(",") if m.strip())
+    if args.estimate_only:
+        rows = {key: [score(doc, metrics[0]) for doc in docs] for key, docs in sorted(measured(work).items())}
+    else:
+        rows = measure(args, kinds, work, metrics)
+    if not rows:
+        print(f"ab_detector: no finished verdict in {work}", file=sys.stderr)
+        return 1
+    print()
+    print(table(rows))
+    first = next(iter(measured(work).values()))[0]["settings"]
+    print(f"\nsettings: alpha {first['alpha']}, margin ±{first['margin']:.0%}, deciding {', '.join(first['metrics'])}, "
+          f"at most {first['max_pairs']} pairs / {first['max_minutes']:g} min per verdict, {first['rounds']} rounds per "
+          f"process (per-look level {first['per_look_level']:.4g}); every verdict's files in {work}")
+    if args.estimate:
+        print(f"\nestimate: ab's judging replayed on {args.estimate} verdicts per row, each drawing pairs (with "
+              "replacement) from that row's measured pairs, under the budget those verdicts ran with:\n")
+        print(estimate(work, metrics[0], args.estimate))
+        print(f"\nwhat a verdict would need (alpha {first['alpha']}, 90% power, normal approximation from the "
+              "measured pairs; see needed()):\n")
+        print(needed(work, metrics[0], first["alpha"]))
+        print("\nwhere the noise is (sd of ln(value); see noise()):\n")
+        print(noise(work, metrics[0]))
+    return 0 if all(s.verdict != CellVerdict.FAILED.value for v in rows.values() for s in v) else 1
+
+
+def measure(args: argparse.Namespace, kinds: list[str], work: Path, metrics: tuple[str, ...]) -> dict[tuple[str, float], list[Score]]:
+    """Run (or resume) the planned verdicts, printing a line each; (kind, slowdown) -> their scores."""
+    overrides = {k: float(v) for k, _, v in (s.partition("=") for s in args.slowdown)}
     here = default_checkout()
     python = Path(sys.executable)
-    metrics = tuple(m.strip() for m in args.metrics.split(",") if m.strip())
     plan = [(kind, 0.0, i) for kind in kinds for i in range(args.aa)]
     plan += [(kind, overrides.get(kind, KINDS[kind].slowdown), i) for kind in kinds for i in range(args.slowed)]
     plan.sort(key=lambda p: (p[2], p[0], p[1]))  # interleave kinds and A/A vs slowed, so drift hits all alike
     rows: dict[tuple[str, float], list[Score]] = {}
-    targets: dict[tuple[str, float], str] = {}
     started = time.monotonic()
     for n, (kind, slowdown, i) in enumerate(plan, 1):
-        spec = KINDS[kind]
         b_vars = ((ENV_SLOWDOWN, str(slowdown)),) if slowdown else ()
         settings = Settings(Environment("A", python, dir=here), Environment("B", python, b_vars, here),
-                            (*spec.selection, *shlex.split(args.extra)), work / f"{kind}-{slowdown:g}-{i:02d}", margin=args.margin,
-                            metrics=metrics, alpha=args.alpha, max_pairs=args.max_pairs,
+                            (*KINDS[kind].selection, *shlex.split(args.extra)), work / f"{kind}-{slowdown:g}-{i:02d}",
+                            margin=args.margin, metrics=metrics, alpha=args.alpha, max_pairs=args.max_pairs,
                             max_minutes=args.max_minutes, rounds=args.rounds)
-        result = run_ab(settings)
-        s = score(result, metrics[0])
-        key = (spec.name, slowdown)
-        rows.setdefault(key, []).append(s)
-        targets[key] = (f"regression <= {AA_TARGET}/20" if not slowdown else f"regression >= {spec.target}/20") + \
-            f", each <= {MINUTES_TARGET:g} min"
-        load = result.to_dict()["load_avg_1m"]
+        doc, status, reason = finished(settings.out), "kept", ""
+        wanted = {"margin": settings.margin, "metrics": list(metrics), "alpha": settings.alpha, "rounds": settings.rounds,
+                  "max_pairs": settings.max_pairs, "max_minutes": settings.max_minutes,
+                  "pytest_args": list(settings.pytest_args)}
+        if doc is not None and (differ := [k for k, v in wanted.items() if doc["settings"][k] != v]):
+            sys.exit(f"ab_detector: {settings.out} was measured with other settings ({', '.join(differ)}); "
+                     "give the same options to resume it, or another --keep folder")
+        if doc is None:
+            if settings.out.exists():  # an unfinished verdict (interrupted, failed): set aside, measured again
+                shutil.move(settings.out, settings.out.with_name(f"{settings.out.name}.unfinished-{int(time.time())}"))
+            result = run_ab(settings)
+            doc, status, reason = result.to_dict(), result.status, result.reason
+        s = score(doc, metrics[0])
+        rows.setdefault((kind, slowdown), []).append(s)
+        load = doc["load_avg_1m"]
         print(f"[{n}/{len(plan)}] {kind} slowdown {slowdown:.0%} #{i + 1}: {s.verdict} after {s.pairs} pair(s), "
               f"{s.minutes:.1f} min; {metrics[0]} {fmt(s.estimate, '+.1%')} width {fmt(s.width, '.1%')}; "
-              f"load {fmt(load['median'] if load else None, '.2f')}  [{(time.monotonic() - started) / 60:.0f} min]", flush=True)
+              f"load {fmt(load['median'] if load else None, '.2f')}{' (kept from an earlier run)' if status == 'kept' else ''}"
+              f"  [{(time.monotonic() - started) / 60:.0f} min]", flush=True)
         (work / "scores.json").write_text(json.dumps(
             {f"{k}|{sl}": [vars(x) for x in v] for (k, sl), v in rows.items()}, indent=1))
-        if result.status in ("interrupted", "failed"):
-            print(f"ab_detector: stopping, the verdict {result.status}: {result.reason}", file=sys.stderr)
+        if status in ("interrupted", "failed"):
+            print(f"ab_detector: stopping, the verdict {status}: {reason}", file=sys.stderr)
             break
-    print()
-    print(table(rows, targets))
-    print(f"\nsettings: alpha {args.alpha}, margin ±{args.margin:.0%}, deciding {', '.join(metrics)}, at most "
-          f"{args.max_pairs} pairs / {args.max_minutes:g} min per verdict, {args.rounds} rounds per process; "
-          f"every verdict's files in {work}")
-    return 0 if all(s.verdict != CellVerdict.FAILED.value for v in rows.values() for s in v) else 1
-
+    return rows
 
 if __name__ == "__main__":
     sys.exit(main())
