@@ -222,5 +222,8 @@ def test_sigint_and_sigterm_at_random_moments_keep_every_finished_cell(tmp_path:
         assert set(finished) <= written, f"finished cells missing from the results: {context}"
         if code == pytest.ExitCode.INTERRUPTED:
             assert sent and results.incomplete and results.incomplete.startswith("interrupted by SIG"), context
-        else:  # the run ended before the signal landed: complete, and nothing was cut
-            assert code in (pytest.ExitCode.OK, pytest.ExitCode.TESTS_FAILED) and results.incomplete is None, context
+        else:  # the run had written its complete results before the signal landed: nothing was cut. A signal
+            # landing while the interpreter exits (the plugin's handlers already restored) ends it with the
+            # signal's own status, as any process (seed 271493: results written at 2.1 s, SIGTERM at 2.45 s)
+            ended = code in (pytest.ExitCode.OK, pytest.ExitCode.TESTS_FAILED) or (sent and code == -sig)
+            assert ended and results.incomplete is None, context

@@ -54,7 +54,9 @@ def test_cpu_cell_reports_its_own_peak_rss_and_no_nvml():
     before = psutil.Process().memory_info().rss
     with Sampler("cpu", interval_s=0.01) as s:
         block = np.ones(64 * 2**20 // 8)  # 64 MiB, every page written
-        time.sleep(0.05)
+        taken, deadline = len(s._times), time.monotonic() + 10
+        while len(s._times) < taken + 3 and time.monotonic() < deadline:  # held until sampled, however loaded
+            time.sleep(0.01)
         del block
     out = s.summary(output_tokens=10)
     assert out["nvml"].startswith("not used")
