@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
+import mmap
 import time
 from types import SimpleNamespace
 
-import numpy as np
 import psutil
 import pytest
 from fake_nvml import FakeNvmlLibrary
@@ -53,11 +53,15 @@ class FakeNvml(FakeNvmlLibrary):
 def test_cpu_cell_reports_its_own_peak_rss_and_no_nvml():
     before = psutil.Process().memory_info().rss
     with Sampler("cpu", interval_s=0.01) as s:
-        block = np.ones(64 * 2**20 // 8)  # 64 MiB, every page written
+        # fresh anonymous pages, each written: malloc in a long-lived (xdist) worker may hand back memory that is
+        # already resident, and then RSS does not grow at all (seen: +4 KB for a 64 MiB numpy array)
+        block = mmap.mmap(-1, 64 * 2**20)
+        for offset in range(0, len(block), mmap.PAGESIZE):
+            block[offset] = 1
         taken, deadline = len(s._times), time.monotonic() + 10
         while len(s._times) < taken + 3 and time.monotonic() < deadline:  # held until sampled, however loaded
             time.sleep(0.01)
-        del block
+        block.close()
     out = s.summary(output_tokens=10)
     assert out["nvml"].startswith("not used")
     assert out["samples"] >= 3
