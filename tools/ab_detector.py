@@ -106,6 +106,11 @@ def fmt(value: float | None, spec: str) -> str:
     return "-" if value is None else format(value, spec)
 
 
+def row_head(kind: str, slowdown: float) -> str:
+    """The first two cells of a table row: the cell kind and how much B was slowed."""
+    return f"| {KINDS[kind].name} | {slowdown:.0%}{' (A/A)' if not slowdown else ''} |"
+
+
 def target_of(kind: str, slowdown: float) -> str:
     wanted = f"regression <= {AA_TARGET}/20" if not slowdown else f"regression >= {KINDS[kind].target}/20"
     return f"{wanted}, each <= {MINUTES_TARGET:g} min"
@@ -121,7 +126,7 @@ def table(rows: dict[tuple[str, float], list[Score]]) -> str:
         other = n - sum(count.values())
         minutes = [s.minutes for s in scores]
         lines.append(
-            f"| {KINDS[kind].name} | {slowdown:.0%}{' (A/A)' if not slowdown else ''} | {n} | {count['regression']} "
+            f"{row_head(kind, slowdown)} {n} | {count['regression']} "
             f"({count['regression'] / n:.0%}) | {count['no change']} | {count['inconclusive']} | {other} "
             f"| {fmt(median([s.pairs for s in scores]), '.0f')} | {fmt(median(minutes), '.1f')} ({max(minutes):.1f}) "
             f"| {fmt(median([s.width for s in scores if s.width is not None]), '.1%')} "
@@ -216,8 +221,8 @@ def estimate(work: Path, metric: str, verdicts: int, seed: int = 1) -> str:
                 for v in ("regression", "no change", "improvement", "inconclusive")}
         meets = (stats.binom.cdf(AA_TARGET, 20, rate["regression"]) if not slowdown
                  else stats.binom.sf(KINDS[kind].target - 1, 20, rate["regression"]))
-        lines.append(f"| {KINDS[kind].name} | {slowdown:.0%}{' (A/A)' if not slowdown else ''} "
-                     f"| {len(bank.pairs)} ({bank.verdicts}) | {verdicts} | {rate['regression']:.1%} "
+        lines.append(f"{row_head(kind, slowdown)} "
+                     f"{len(bank.pairs)} ({bank.verdicts}) | {verdicts} | {rate['regression']:.1%} "
                      f"| {rate['no change']:.1%} | {rate['improvement']:.1%} | {rate['inconclusive']:.1%} "
                      f"| {median([x.pairs for x in scores]):.0f} | {median([x.minutes for x in scores]):.1f} "
                      f"| {meets:.2f} |")
@@ -246,7 +251,7 @@ def needed(work: Path, metric: str, alpha: float, power: float = 0.9) -> str:
             n = ((z_a + z_b) * sd / math.log1p(slowdown)) ** 2 * math.pi / 3
         else:
             n = (z_a * sd / bank.settings["margin"]) ** 2 * math.pi / 3
-        lines.append(f"| {KINDS[kind].name} | {slowdown:.0%}{' (A/A)' if not slowdown else ''} | {len(logs)} "
+        lines.append(f"{row_head(kind, slowdown)} {len(logs)} "
                      f"| {sd:.3f} | {math.exp(statistics.median(logs)):.3f} | {seconds:.0f} | {math.ceil(n)} "
                      f"| {(bank.overhead_s + n * seconds) / 60:.0f} |")
     return "\n".join(lines)
@@ -284,8 +289,8 @@ def noise(work: Path, metric: str) -> str:
         # within a pair (minutes apart), so drift over the study does not count: var(d) = 2 process^2 + 2 within^2/k
         between = max(statistics.variance(diffs) / 2 - within / k, 0.0)
         pair_sd = "/".join(f"{math.sqrt(2 * (between + within / r)):.3f}" for r in (3, 10, 30))
-        lines.append(f"| {KINDS[kind].name} | {slowdown:.0%}{' (A/A)' if not slowdown else ''} "
-                     f"| {len(groups)} x {k:g} | {math.sqrt(within):.3f} | {math.sqrt(between):.3f} | {pair_sd} |")
+        lines.append(f"{row_head(kind, slowdown)} "
+                     f"{len(groups)} x {k:g} | {math.sqrt(within):.3f} | {math.sqrt(between):.3f} | {pair_sd} |")
     return "\n".join(lines)
 
 
