@@ -379,7 +379,7 @@ def measure(args: argparse.Namespace, kinds: list[str], work: Path, metrics: tup
         if doc is None:
             if settings.out.exists():  # an unfinished verdict (interrupted, failed): set aside, measured again
                 shutil.move(settings.out, settings.out.with_name(f"{settings.out.name}.unfinished-{int(time.time())}"))
-            result = run_ab(settings)
+            result = run_ab(settings, progress=lambda line: print(f"    {line}", flush=True))  # a pair a line
             doc, status, reason = result.to_dict(), result.status, result.reason
         s = score(doc, metrics[0])
         rows.setdefault((kind, slowdown), []).append(s)
