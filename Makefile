@@ -38,7 +38,7 @@ compare: setup
 
 # Unit, property and plugin tests, then every cell of the CPU tier (the suite itself, for real).
 # No --benchmark-compare here: wall-clock numbers on a shared CI machine swing more than the gate's
-# CPU floors (docs/baselines.md); the gate itself is tested in tests/test_gate*.py.
+# CPU floors (docs/baselines.md); the gate itself is tested in tests/regress/test_gate*.py and tests/suite/test_gate_plugin*.py.
 test: setup
 	$(BIN)/pytest tests -n $(TEST_JOBS)
 	$(BIN)/batchperf run --tier cpu --out results/ci-cpu.json

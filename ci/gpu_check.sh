@@ -3,7 +3,7 @@
 # an A/A repeat of two of its cells in a fresh process, the HTML report and a one-screen summary.
 #
 #   ci/gpu_check.sh --out gpu-check/                 # on a GPU machine: about 5 minutes on one GPU, under 8
-#   ci/gpu_check.sh --device cpu --out /tmp/check    # a shrunken slice on the CPU: what CI runs (tests/test_gpu_check.py)
+#   ci/gpu_check.sh --device cpu --out /tmp/check    # a shrunken slice on the CPU: what CI runs (tests/report/test_gpu_check.py)
 #
 # Needs only what a stock CUDA + PyTorch image has (torch, transformers, pytest, pytest-benchmark, hypothesis,
 # nvidia-ml-py, psutil, rich, matplotlib) and no network; installs nothing: this checkout runs from PYTHONPATH=src

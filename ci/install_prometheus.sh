@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Debian's prometheus (with promtool) and prometheus-pushgateway, for tests/test_prometheus_export.py; .ci/run
+# Debian's prometheus (with promtool) and prometheus-pushgateway, for tests/report/test_export_prometheus.py; .ci/run
 # calls it. Quiet (apt's output goes to a log, shown only on failure), about 25 MB to download, and it never
 # fails the caller: where the binaries cannot be installed (no apt-get, not root and no password-less sudo, no
 # network) it says so and exits 0, and that test skips with how to install them.
@@ -9,7 +9,7 @@ binaries=(prometheus promtool prometheus-pushgateway)
 missing() { for b in "${binaries[@]}"; do command -v "$b" >/dev/null || return 0; done; return 1; }
 missing || exit 0
 
-skip() { echo "install_prometheus: $1: tests/test_prometheus_export.py will skip (it needs ${binaries[*]})"; exit 0; }
+skip() { echo "install_prometheus: $1: tests/report/test_export_prometheus.py will skip (it needs ${binaries[*]})"; exit 0; }
 command -v apt-get >/dev/null || skip "no apt-get here"
 sudo=()
 if [[ "$(id -u)" != 0 ]]; then

@@ -73,7 +73,7 @@ def stream4_server_run(tiny_model, tmp_path_factory):
 
 @pytest.fixture
 def no_hub(monkeypatch: pytest.MonkeyPatch) -> list:
-    """No network but loopback in this test (tests/no_hub.py); returns the list of refused addresses."""
+    """No network but loopback in this test (tests/support/no_hub.py); returns the list of refused addresses."""
     from no_hub import install
 
     return install(monkeypatch.setattr)

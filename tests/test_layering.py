@@ -17,9 +17,11 @@ SRC = Path(__file__).resolve().parents[1] / "src"
 PACKAGE = SRC / "batchperf"
 
 # stage -> rank; a stage may import lower ranks only (and itself), never a same-rank sibling
-RANK = {"measure": 0, "engine": 0, "backends": 1, "results": 1, "regress": 2, "report": 3, "suite": 4, "cli": 5}
+RANK = {"measure": 0, "engine": 0, "backends": 1, "results": 1, "regress": 2, "report": 3, "ab": 3, "suite": 4,
+        "cli": 5}
 # stages held to fewer imports than their rank allows: readers of results never reach the measuring stack
-ONLY = {"results": {"measure"}, "regress": {"results", "measure"}, "report": {"results", "regress", "measure"}}
+ONLY = {"results": {"measure"}, "regress": {"results", "measure"}, "report": {"results", "regress", "measure"},
+        "ab": {"results", "regress", "measure"}}
 
 
 @dataclass(frozen=True, slots=True)

@@ -42,10 +42,10 @@ from pathlib import Path
 
 import numpy as np
 
+from batchperf.ab.env import Environment, default_checkout
+from batchperf.ab.run import CellVerdict, MetricResult, Settings, cell_verdict, judge_metric, run_ab
+from batchperf.ab.stats import Call, relative
 from batchperf.measure.inject import ENV_SLOWDOWN
-from batchperf.regress.ab import CellVerdict, MetricResult, Settings, cell_verdict, judge_metric, run_ab
-from batchperf.regress.ab_stats import Call, relative
-from batchperf.regress.env import Environment, default_checkout
 from batchperf.regress.gate import RULES
 from batchperf.results.io import read_results
 

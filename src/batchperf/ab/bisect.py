@@ -18,8 +18,8 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from batchperf.regress.ab import AbResult, Settings, UsageProblem, run_ab
-from batchperf.regress.env import Environment, EnvironmentProblem, probe
+from batchperf.ab.env import Environment, EnvironmentProblem, probe
+from batchperf.ab.run import AbResult, Settings, UsageProblem, run_ab
 from batchperf.results.io import atomic_write_text
 
 GOOD, BAD, SKIPPED, INCONCLUSIVE, INTERRUPTED = "good", "bad", "skipped", "inconclusive", "interrupted"

@@ -9,9 +9,9 @@ import math
 import statistics
 from typing import Any
 
-from batchperf.regress import ab_stats
-from batchperf.regress.ab import AbResult, CellState, CellVerdict, MetricResult
-from batchperf.regress.ab_stats import Call
+from batchperf.ab import stats as ab_stats
+from batchperf.ab.run import AbResult, CellState, CellVerdict, MetricResult
+from batchperf.ab.stats import Call
 from batchperf.regress.gate import Direction, fmt_value
 
 HEADER = ("metric", "A median", "B median", "B/A estimate", "interval", "margin", "pairs", "verdict")

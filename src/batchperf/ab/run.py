@@ -3,7 +3,7 @@
 Pair *i* runs one pytest process of A and one of B, in the order A B, B A, A B, … (so a drift of the
 machine's speed within a pair cancels over pairs), each writing an ordinary results file. Per cell
 and per metric, each pair gives a log-ratio ln(B/A) of the process medians; after every pair
-:mod:`batchperf.regress.ab_stats` turns them into an estimate, an interval and a call:
+:mod:`batchperf.ab.stats` turns them into an estimate, an interval and a call:
 
 - a *deciding* metric (``--metrics``, default throughput, P99 TTFT and P99 E2EL) is judged at the
   per-look level that keeps the whole run's false-alarm rate at ``alpha`` (split over cells × deciding
@@ -31,9 +31,8 @@ from enum import Enum
 from pathlib import Path
 from typing import Any
 
-from batchperf.regress import ab_stats
-from batchperf.regress.ab_stats import Call, Interval
-from batchperf.regress.env import (
+from batchperf.ab import stats as ab_stats
+from batchperf.ab.env import (
     Environment,
     EnvironmentProblem,
     Probe,
@@ -42,6 +41,7 @@ from batchperf.regress.env import (
     probe,
     run_cells,
 )
+from batchperf.ab.stats import Call, Interval
 from batchperf.regress.fingerprint import cell_identity, identity_diff, version_diff
 from batchperf.regress.gate import EXACT_REL, RULES, Direction, Rule
 from batchperf.results.io import atomic_write_text, read_results

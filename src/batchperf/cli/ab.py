@@ -6,7 +6,7 @@
 
 Exit codes: 0 no regression, 1 regression, 2 inconclusive at the budget, 3 usage error (nothing
 measured), 4 a cell or an environment failed to run, 130 interrupted (what ran is reported).
-Logic in :mod:`batchperf.regress.ab`; docs/ab.md explains the statistics.
+Logic in :mod:`batchperf.ab.run`; docs/ab.md explains the statistics.
 """
 
 from __future__ import annotations
@@ -18,8 +18,8 @@ import time
 from pathlib import Path
 from typing import Any, NoReturn
 
-from batchperf.regress.ab import DEFAULT_METRICS, DEFAULT_ROUNDS, Settings, UsageProblem
-from batchperf.regress.env import Environment, EnvironmentProblem, default_checkout, interpreter, parse_vars
+from batchperf.ab.env import Environment, EnvironmentProblem, default_checkout, interpreter, parse_vars
+from batchperf.ab.run import DEFAULT_METRICS, DEFAULT_ROUNDS, Settings, UsageProblem
 
 USAGE_ERROR = 3
 
@@ -97,8 +97,8 @@ def environment(label: str, python: Path, env: list[str], folder: Path | None) -
 
 
 def main(args: argparse.Namespace) -> int:
-    from batchperf.regress.ab import run_ab
-    from batchperf.regress.ab_report import render_markdown, render_rich
+    from batchperf.ab.report import render_markdown, render_rich
+    from batchperf.ab.run import run_ab
     from batchperf.regress.compare import make_console
 
     out = args.out or Path("results") / f"ab-{time.strftime('%Y%m%d-%H%M%S')}"

@@ -7,7 +7,7 @@
 Each ``--python`` (or ``--dir``) is one environment, in order; a single ``--python`` or ``--dir`` is
 shared by all. Every step is one ``batchperf ab`` (same options) in OUT/step-NN-…; OUT/bisect.json holds
 the steps. Exit codes: 0 the first bad one found, 2 only narrowed to a range (an inconclusive step, or
-skipped environments in between), 3 usage error, 130 interrupted. Logic in :mod:`batchperf.regress.bisect`.
+skipped environments in between), 3 usage error, 130 interrupted. Logic in :mod:`batchperf.ab.bisect`.
 """
 
 from __future__ import annotations
@@ -17,9 +17,9 @@ import sys
 import time
 from pathlib import Path
 
+from batchperf.ab.env import Environment, EnvironmentProblem
+from batchperf.ab.run import Settings, UsageProblem
 from batchperf.cli.ab import USAGE_ERROR, add_verdict_args, environment, usage_errors_exit_3, verdict_kwargs
-from batchperf.regress.ab import Settings, UsageProblem
-from batchperf.regress.env import Environment, EnvironmentProblem
 
 
 def add_cli_args(parser: argparse.ArgumentParser) -> None:
@@ -49,7 +49,7 @@ def environments(pythons: list[Path], dirs: list[Path], env: list[str]) -> list[
 
 
 def main(args: argparse.Namespace) -> int:
-    from batchperf.regress.bisect import run_bisect
+    from batchperf.ab.bisect import run_bisect
 
     out = args.out or Path("results") / f"bisect-{time.strftime('%Y%m%d-%H%M%S')}"
     try:

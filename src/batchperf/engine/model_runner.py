@@ -234,7 +234,7 @@ class _Packed:
     def build(cls, items: Sequence[Scheduled], block_size: int, device: Any) -> _Packed:
         """Pack ``items``, decode rows (one new token each) first. The decode rows are packed with array
         operations only: no Python call per request, so a decode step's host work does not grow with the batch
-        beyond reading each request's fields (tests/test_model_runner.py counts it)."""
+        beyond reading each request's fields (tests/engine/test_model_runner.py counts it)."""
         num_decode = next((i for i, it in enumerate(items) if it.num_new != 1), len(items))
         decode = _DecodeRows.build(items[:num_decode], block_size) if num_decode else None
         ids: list[int] = [] if decode is None else decode.ids

@@ -1,0 +1,93 @@
+"""`batchperf bisect` with fake environments: finds the first bad one, skips the broken, stops when unsure."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from ab_fakes import CELLS, FakeEnvs
+from paths import REPO
+
+from batchperf.ab.bisect import BAD, GOOD, INCONCLUSIVE, SKIPPED, run_bisect
+from batchperf.ab.env import Environment, EnvironmentProblem
+from batchperf.ab.run import Settings, UsageProblem, run_ab
+from batchperf.cli.bisect import environments
+
+HERE = REPO
+
+
+def envs(n: int) -> list[Environment]:
+    return [Environment(str(i), Path(f"/py/{i}"), dir=HERE) for i in range(n)]
+
+
+def fake_ab(speeds: list[float], broken: set[int] = frozenset(), noise: float = 0.005, calls: list | None = None):  # noqa: ANN201
+    """An ab whose environment #i runs at speeds[i]; #i in ``broken`` does not exist."""
+
+    def ab(s: Settings):  # noqa: ANN202
+        a, b = int(s.a.python.name), int(s.b.python.name)
+        if calls is not None:
+            calls.append((a, b))
+        fakes = FakeEnvs(speed={"A": speeds[a], "B": speeds[b]}, noise=noise, cells=CELLS[:1], seed=b)
+        if b in broken:
+            def probe(env: Environment):  # noqa: ANN202
+                raise EnvironmentProblem(f"environment B ({env.python}): no such interpreter")
+            return run_ab(s, runner=fakes.run, prober=probe, collector=fakes.collect)
+        return run_ab(s, runner=fakes.run, prober=fakes.probe, collector=fakes.collect)
+
+    return ab
+
+
+def ok(env: Environment) -> None:
+    """Every fake environment runs."""
+
+
+def base(tmp_path: Path, list_: list[Environment], **kwargs: object) -> Settings:
+    given = {"max_pairs": 20, "max_minutes": None, **kwargs}
+    return Settings(list_[0], list_[-1], ("-m", "cpu"), tmp_path / "bisect", **given)  # type: ignore[arg-type]
+
+
+def test_finds_the_first_bad_environment_in_log2_steps(tmp_path: Path) -> None:
+    speeds = [1.0, 1.0, 1.0, 1.0, 1.0, 0.85, 0.85, 0.85]  # #5 is the first slow one
+    calls: list = []
+    result = run_bisect(envs(8), base(tmp_path, envs(8)), fake_ab(speeds, calls=calls), check=ok)
+    assert result.status == "found" and result.exit_code == 0 and (result.good, result.bad) == (4, 5)
+    assert len(result.steps) == 3 and calls[0] == (0, 3)  # 6 open -> 3 steps
+    assert all(a == result.steps[i].against for i, (a, _) in enumerate(calls))
+    assert {s.index: s.outcome for s in result.steps} == {3: GOOD, 5: BAD, 4: GOOD}
+    assert result.pairs == sum(s.pairs for s in result.steps) > 0
+    saved = json.loads((tmp_path / "bisect" / "bisect.json").read_text())
+    assert saved["status"] == "found" and saved["bad"] == 5 and saved["processes"] == 2 * result.pairs
+    assert "first bad: #5" in result.summary()
+
+
+def test_an_environment_that_cannot_run_is_skipped(tmp_path: Path) -> None:
+    speeds = [1.0, 1.0, 0.85, 0.85, 0.85]
+    result = run_bisect(envs(5), base(tmp_path, envs(5)), fake_ab(speeds, broken={2}), check=ok)
+    skipped = [s for s in result.steps if s.outcome == SKIPPED]
+    assert [s.index for s in skipped] == [2] and "no such interpreter" in skipped[0].why
+    assert skipped[0].pairs == 0
+    # #2 is unknown, so (like git bisect skip) the answer is "#2 or #3", not "#3"
+    assert result.status == "narrowed" and (result.good, result.bad) == (1, 3) and result.exit_code == 2
+    assert "among #2, #3" in result.summary()
+
+
+def test_an_inconclusive_step_stops_with_the_range(tmp_path: Path) -> None:
+    speeds = [1.0, 1.0, 1.0, 0.85]
+    result = run_bisect(envs(4), base(tmp_path, envs(4), max_pairs=3), fake_ab(speeds, noise=0.2), check=ok)
+    assert result.steps[0].outcome == INCONCLUSIVE and len(result.steps) == 1
+    assert result.status == "narrowed" and result.exit_code == 2 and "among #1, #2, #3" in result.summary()
+
+
+def test_bad_environment_lists_are_usage_errors(tmp_path: Path) -> None:
+    with pytest.raises(UsageProblem, match=r"the good end cannot run: environment 0 \(/py/0\): no such interpreter"):
+        run_bisect(envs(3), base(tmp_path, envs(3)), fake_ab([1.0, 1.0, 0.8]))  # the real check
+    with pytest.raises(UsageProblem, match="at least two environments"):
+        run_bisect(envs(1), base(tmp_path, envs(2)), fake_ab([1.0]))
+    with pytest.raises(UsageProblem, match="at least two environments"):
+        environments([Path("/py/a")], [], [])
+    with pytest.raises(UsageProblem, match="2 --dir for 3 environments"):
+        environments([Path("/a"), Path("/b"), Path("/c")], [HERE, HERE], [])
+    shared = environments([Path("/a"), Path("/b")], [HERE], ["X=1"])
+    assert [e.python for e in shared] == [Path("/a"), Path("/b")] and {e.dir for e in shared} == {HERE}
+    assert shared[0].vars == (("X", "1"),)

@@ -1,0 +1,201 @@
+"""`batchperf ab`'s loop with fake environments (no pytest processes): verdicts, stopping, budgets, bad input."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+import pytest
+from ab_fakes import CELLS, NODEIDS, FakeEnvs, write_junit
+from paths import REPO
+
+from batchperf.ab.env import Environment, EnvironmentProblem, Outcome, outcomes, probe
+from batchperf.ab.report import render_markdown
+from batchperf.ab.run import CellVerdict, Settings, UsageProblem, order_of, run_ab
+from batchperf.results.io import read_results
+
+HERE = REPO
+
+
+def settings(tmp_path: Path, **kwargs: object) -> Settings:
+    base = {"a": Environment("A", Path("/py/a"), dir=HERE), "b": Environment("B", Path("/py/b"), dir=HERE),
+            "pytest_args": ("-m", "cpu"), "out": tmp_path / "ab", "max_pairs": 20, "max_minutes": None}
+    return Settings(**{**base, **kwargs})  # type: ignore[arg-type]
+
+
+def run(fakes: FakeEnvs, s: Settings, clock: object = None):  # noqa: ANN201
+    extra = {"clock": clock} if clock is not None else {}
+    return run_ab(s, runner=fakes.run, prober=fakes.probe, collector=fakes.collect, **extra)
+
+
+def test_pairs_alternate_a_b_then_b_a() -> None:
+    assert [order_of(i) for i in range(1, 5)] == [("A", "B"), ("B", "A"), ("A", "B"), ("B", "A")]
+
+
+def test_a_slower_b_is_a_regression_and_the_files_are_ordinary_results(tmp_path: Path) -> None:
+    fakes = FakeEnvs(speed={"A": 1.0, "B": 0.9}, versions={"B": {"vllm": "0.32.0"}})
+    result = run(fakes, settings(tmp_path))
+    assert result.exit_code == 1 and result.status == "done"
+    assert {c.verdict for c in result.cells.values()} == {CellVerdict.REGRESSION}
+    assert [label for label, _ in fakes.runs[:4]] == ["A", "B", "B", "A"]
+    cell = next(iter(result.cells.values()))
+    tput = cell.metrics["output_throughput"]
+    assert tput.interval is not None and tput.interval.high < 0 and len(tput.a) == cell.settled_at
+    assert result.versions_differ == {"vllm": ("-", "0.32.0")}
+    saved = json.loads((tmp_path / "ab" / "ab.json").read_text())
+    assert saved["exit_code"] == 1 and saved["versions_differ"] == {"vllm": ["-", "0.32.0"]}
+    first = saved["pairs"][0]
+    assert read_results(first["A"]["results"]).records and read_results(first["B"]["results"]).records
+    assert saved["cells"][0]["metrics"][0]["ratios"][0] == pytest.approx(tput.b[0] / tput.a[0])
+    assert "REGRESSION" in render_markdown(result) and "vllm - → 0.32.0" in render_markdown(result)
+
+
+def test_a_a_is_no_change_and_settled_cells_are_left_out_of_later_pairs(tmp_path: Path) -> None:
+    fakes = FakeEnvs(noise=0.004, cells=CELLS[:2])
+    result = run(fakes, settings(tmp_path, margin=0.05))
+    assert result.exit_code == 0 and {c.verdict for c in result.cells.values()} == {CellVerdict.NO_CHANGE}
+    last_args = fakes.runs[-1][1]
+    settled_early = [c for c in result.cells.values() if c.settled_at and c.settled_at < len(result.pairs)]
+    for cell in settled_early:
+        assert f"--deselect={cell.nodeid}" in last_args
+    assert "--batchperf-rounds=5" in last_args and "--batchperf-progress=off" in last_args
+
+
+def test_a_a_never_calls_a_regression_over_many_seeds(tmp_path: Path) -> None:
+    calls = []
+    for seed in range(12):
+        fakes = FakeEnvs(noise=0.05, seed=seed, cells=CELLS[:1])
+        result = run(fakes, settings(tmp_path / str(seed), max_pairs=12))
+        calls.append(result.exit_code)
+    assert 1 not in calls and set(calls) <= {0, 2}
+
+
+def test_the_budget_of_pairs_ends_inconclusive(tmp_path: Path) -> None:
+    fakes = FakeEnvs(noise=0.2, cells=CELLS[:1])
+    result = run(fakes, settings(tmp_path, max_pairs=3))
+    assert result.status == "budget" and "--max-pairs 3" in result.reason and result.exit_code == 2
+    assert len(result.pairs) == 3 and len(fakes.runs) == 6
+
+
+def test_the_budget_of_minutes_stops_before_a_pair_that_would_overrun(tmp_path: Path) -> None:
+    now = [0.0]
+    fakes = FakeEnvs(noise=0.2, cells=CELLS[:1], seconds=60.0)
+    fakes.on_run = lambda: now.__setitem__(0, now[0] + 60.0)  # each process: one minute of the fake clock
+    result = run(fakes, settings(tmp_path, max_minutes=5.0), clock=lambda: now[0])
+    assert result.status == "budget" and "--max-minutes 5" in result.reason
+    assert len(result.pairs) == 2 and now[0] <= 5 * 60  # a third pair would have ended at 6 min
+
+
+@pytest.mark.parametrize("kwargs, message", [
+    ({"max_pairs": 0}, "a budget of zero pairs measures nothing"),
+    ({"max_minutes": 0.0}, "a budget of zero minutes measures nothing"),
+    ({"metrics": ("tokens_per_joule",)}, "unknown metric(s) tokens_per_joule"),
+    ({"margin": 1.5}, "--margin 1.5"),
+    ({"alpha": 0.0}, "--alpha 0.0"),
+])
+def test_settings_that_cannot_give_an_answer_are_refused(tmp_path: Path, kwargs: dict, message: str) -> None:
+    with pytest.raises(UsageProblem, match=message.replace("(", r"\(").replace(")", r"\)")):
+        settings(tmp_path, **kwargs)
+
+
+def test_a_cell_failing_in_one_environment_is_reported_as_such(tmp_path: Path) -> None:
+    broken = CELLS[1]
+    fakes = FakeEnvs(speed={"A": 1.0, "B": 0.9}, cells=CELLS[:2],
+                     fails={"B": {broken: "AssertionError: 3 request(s) did not produce their target"}})
+    result = run(fakes, settings(tmp_path))
+    cell = result.cells[broken]
+    assert cell.verdict is CellVerdict.FAILED and "fails in environment B only" in cell.note
+    assert "target" in cell.failures["B"] and not cell.metrics
+    assert result.cells[CELLS[0]].verdict is CellVerdict.REGRESSION  # the other cell is still judged
+    assert f"--deselect={NODEIDS[broken]}" in fakes.runs[-1][1]
+    fakes = FakeEnvs(cells=CELLS[:1], fails={"B": {CELLS[0]: "boom"}})
+    assert run(fakes, settings(tmp_path / "only")).exit_code == 4
+
+
+def test_an_environment_that_crashes_stops_the_run(tmp_path: Path) -> None:
+    fakes = FakeEnvs(crash={"B"})
+    result = run(fakes, settings(tmp_path))
+    assert result.status == "failed" and result.exit_code == 4
+    assert "environment B failed to run in pair 1 (pytest exit 3)" in result.reason and "INTERNALERROR" in result.reason
+    first = FakeEnvs(crash={"A"})
+    assert run(first, settings(tmp_path / "a")).exit_code == 4
+    assert [label for label, _ in first.runs] == ["A"]  # B's process is not spent on a lost pair
+
+
+def test_an_environment_that_cannot_import_the_project_is_a_usage_error(tmp_path: Path) -> None:
+    # a real interpreter whose batchperf import fails: the checkout's src/ holds a package that raises
+    checkout = tmp_path / "checkout"
+    (checkout / "perf_tests").mkdir(parents=True)
+    (checkout / "src" / "batchperf").mkdir(parents=True)
+    (checkout / "src" / "batchperf" / "__init__.py").write_text("raise ImportError('no module named torch')\n")
+    s = settings(tmp_path, b=Environment("B", Path(sys.executable), dir=checkout))
+    with pytest.raises(UsageProblem, match=r"environment B .*cannot import the project .*no module named torch.*"
+                                           r"Install its dependencies"):
+        run_ab(s, runner=FakeEnvs().run, collector=FakeEnvs().collect,
+               prober=lambda env: FakeEnvs().probe(env) if env.label == "A" else probe(env))
+
+
+def test_ctrl_c_keeps_the_finished_pairs(tmp_path: Path) -> None:
+    fakes = FakeEnvs(noise=0.2, cells=CELLS[:1], interrupt_at=6)  # during pair 3
+    result = run(fakes, settings(tmp_path))
+    assert result.status == "interrupted" and result.exit_code == 130
+    assert "2 finished pair(s)" in result.reason
+    saved = json.loads((tmp_path / "ab" / "ab.json").read_text())
+    assert saved["status"] == "interrupted" and len(saved["pairs"]) == 2
+    assert len(saved["cells"][0]["metrics"][0]["a"]) == 2
+
+
+def test_different_hardware_identity_is_refused(tmp_path: Path) -> None:
+    fakes = FakeEnvs()
+    base = fakes.probe
+
+    def probe(env: Environment):  # noqa: ANN202
+        found = base(env)
+        if env.label == "B":
+            ident = found.fingerprint.identity.to_dict()
+            ident["cpu_threads"] = 2
+            from batchperf.regress.fingerprint import Fingerprint, HardwareIdentity
+
+            return type(found)(Fingerprint(HardwareIdentity.from_dict(ident), found.fingerprint.upgrade), "", "")
+        return found
+
+    fakes.probe = probe  # type: ignore[method-assign]
+    with pytest.raises(UsageProblem, match=r"different hardware identities \(cpu_threads: 1 → 2\)"):
+        run(fakes, settings(tmp_path))
+    assert fakes.runs == []
+
+
+def test_a_hardware_change_during_the_run_stops_it(tmp_path: Path) -> None:
+    fakes = FakeEnvs(identity={"B": {"arch": "x86_64", "cpu_model": "Other CPU", "cpu_cores": 2, "gpus": []}})
+    result = run(fakes, settings(tmp_path))
+    assert result.status == "failed" and "different hardware identities" in result.reason
+
+
+def test_an_environment_that_does_not_exist_is_a_usage_error(tmp_path: Path) -> None:
+    s = settings(tmp_path, a=Environment("A", tmp_path / "nope" / "bin" / "python", dir=HERE))
+    with pytest.raises(UsageProblem, match="environment A .*: no such interpreter. Make a virtualenv"):
+        run_ab(s)
+
+
+def test_a_selection_without_shared_cells_is_a_usage_error(tmp_path: Path) -> None:
+    fakes = FakeEnvs(cells=())
+    with pytest.raises(UsageProblem, match="select no cell that both environments have"):
+        run(fakes, settings(tmp_path))
+
+
+def test_junit_outcomes_are_read_by_cell(tmp_path: Path) -> None:
+    path = tmp_path / "j.xml"
+    write_junit(path, {"c1": Outcome("passed"), "c2": Outcome("skipped", "backend 'vllm' cannot run here"),
+                       "c3": Outcome("failed", "boom")})
+    found = outcomes(path)
+    assert found["c2"] == Outcome("skipped", "backend 'vllm' cannot run here") and found["c3"].status == "failed"
+    assert found["c1"].status == "passed" and outcomes(tmp_path / "missing.xml") == {}
+
+
+def test_bad_variables_are_named() -> None:
+    from batchperf.ab.env import parse_vars
+
+    assert parse_vars(["X=1", "Y="], "B") == (("X", "1"), ("Y", ""))
+    with pytest.raises(EnvironmentProblem, match="--b-env 'oops': expected K=V"):
+        parse_vars(["oops"], "B")

@@ -1,0 +1,141 @@
+"""The statistics of `batchperf ab`: the signed-rank interval, the verdict of an interval, and the sequential
+level, whose honesty under peeking after every pair is checked by simulation (and shown to be needed)."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from scipy import stats
+
+from batchperf.ab import stats as ab_stats
+from batchperf.ab.stats import Call, Interval, call, signed_rank_interval
+
+finite = st.floats(min_value=-0.5, max_value=0.5, allow_nan=False, width=32)
+samples = st.lists(finite, min_size=1, max_size=25, unique=True)
+
+
+def test_interval_by_hand() -> None:
+    # d = 1..10: Walsh averages are the 55 values (i+j)/2; HL = their median = 5.5. The exact two-sided
+    # signed-rank test at 0.05 with n=10 rejects T <= 8, so the interval runs from the 9th smallest to the
+    # 9th largest Walsh average: 3.0 and 8.0.
+    d = np.arange(1.0, 11.0)
+    iv = signed_rank_interval(d, 0.05)
+    assert iv.n == 10 and iv.estimate == 5.5
+    assert (iv.low, iv.high) == (3.0, 8.0)
+
+
+def test_too_few_pairs_give_an_unbounded_interval() -> None:
+    iv = signed_rank_interval([0.1, 0.2, 0.3], 0.05)  # smallest p with 3 pairs is 0.25
+    assert iv.low == -math.inf and iv.high == math.inf
+    assert ab_stats.min_pairs(0.05) == 6 and ab_stats.min_pvalue(6) <= 0.05 < ab_stats.min_pvalue(5)
+
+
+@settings(max_examples=60, deadline=None)
+@given(samples, st.sampled_from([0.01, 0.05, 0.2]))
+def test_zero_is_outside_the_interval_exactly_when_the_test_rejects(d: list[float], level: float) -> None:
+    d = [x for x in d if x != 0]
+    if not d:
+        return
+    iv = signed_rank_interval(d, level)
+    assert iv.low <= iv.estimate <= iv.high
+    rejected = stats.wilcoxon(d, method="exact" if len(d) <= 50 else "asymptotic").pvalue <= level
+    assert (not iv.low <= 0 <= iv.high) == rejected or 0 in (iv.low, iv.high)
+
+
+@settings(max_examples=40, deadline=None)
+@given(samples, st.floats(min_value=-1, max_value=1, allow_nan=False))
+def test_interval_moves_with_a_shift(d: list[float], shift: float) -> None:
+    # the signed-rank test drops exact zeros, so a value that a shift moves off (or onto) zero changes the data
+    d = [x for x in d if abs(x) > 1e-9 and abs(x + shift) > 1e-9]
+    if not d:
+        return
+    a = signed_rank_interval(d, 0.05)
+    b = signed_rank_interval([x + shift for x in d], 0.05)
+    assert b.estimate == pytest.approx(a.estimate + shift, abs=1e-6)
+    for x, y in ((a.low, b.low), (a.high, b.high)):
+        assert y == pytest.approx(x + shift, abs=1e-6) or (math.isinf(x) and x == y)
+
+
+@settings(max_examples=40, deadline=None)
+@given(samples)
+def test_a_stricter_level_never_narrows_the_interval(d: list[float]) -> None:
+    wide, narrow = signed_rank_interval(d, 0.01), signed_rank_interval(d, 0.1)
+    assert wide.low <= narrow.low and wide.high >= narrow.high
+
+
+def test_bad_input_is_named() -> None:
+    with pytest.raises(ValueError, match="finite log-ratios"):
+        signed_rank_interval([], 0.05)
+    with pytest.raises(ValueError, match="finite log-ratios"):
+        signed_rank_interval([0.1, math.nan], 0.05)
+
+
+def _iv(low: float, high: float) -> Interval:
+    return Interval(10, (low + high) / 2, math.log1p(low), math.log1p(high))
+
+
+@pytest.mark.parametrize(("low", "high", "higher_is_better", "expected"), [
+    (-0.02, 0.02, True, Call.NO_CHANGE),
+    (-0.025, -0.005, True, Call.NO_CHANGE),  # significantly worse, but by less than the margin: no change
+    (-0.10, -0.01, True, Call.REGRESSION),  # throughput down
+    (0.01, 0.10, True, Call.IMPROVEMENT),
+    (0.01, 0.10, False, Call.REGRESSION),  # latency up
+    (-0.10, -0.01, False, Call.IMPROVEMENT),
+    (-0.05, 0.04, True, Call.INCONCLUSIVE),
+    (-0.02, 0.05, False, Call.INCONCLUSIVE),
+])
+def test_call_of_an_interval(low: float, high: float, higher_is_better: bool, expected: Call) -> None:
+    assert call(_iv(low, high), higher_is_better, margin=0.03) is expected
+
+
+def test_union_bound_counts_only_the_looks_that_can_reject() -> None:
+    level = ab_stats.union_bound_level(30, 0.01)
+    looks = sum(1 for n in range(1, 31) if ab_stats.min_pvalue(n) <= level)
+    assert level == pytest.approx(0.01 / looks)
+
+
+def sequential_false_alarms(draws: np.ndarray, level: float) -> float:
+    """Share of null sequences in which some look 1..N has a p-value <= level (the interval excludes the truth)."""
+    hit = np.zeros(len(draws), dtype=bool)
+    for n in range(1, draws.shape[1] + 1):
+        if ab_stats.min_pvalue(n) <= level:
+            hit |= np.atleast_1d(stats.wilcoxon(draws[:, :n], axis=1).pvalue) <= level
+    return float(hit.mean())
+
+
+@pytest.mark.parametrize("law", ["normal", "heavy-tailed t(2)", "two-point outliers"])
+def test_peeking_after_every_pair_keeps_the_error_honest(law: str) -> None:
+    """The calibrated per-look level keeps P(any look excludes the true shift) <= alpha for any symmetric noise,
+    with independent draws (another seed, other laws); a naive level (alpha at every look) does not."""
+    max_pairs, alpha, sims = 20, 0.05, 6000
+    rng = np.random.default_rng(7)
+    if law == "normal":
+        draws = rng.standard_normal((sims, max_pairs))
+    elif law.startswith("heavy"):
+        draws = rng.standard_t(2, (sims, max_pairs))
+    else:  # mostly small noise, sometimes a process a neighbour slowed by 30%: symmetric about 0 still
+        draws = rng.normal(0, 0.02, (sims, max_pairs)) + rng.choice([-0.3, 0.3], (sims, max_pairs)) * (
+            rng.random((sims, max_pairs)) < 0.1)
+    level, _ = ab_stats.per_look_level(max_pairs, alpha)
+    slack = 3 * math.sqrt(alpha * (1 - alpha) / sims)  # Monte Carlo error of the check itself
+    honest = sequential_false_alarms(draws, level)
+    assert honest <= alpha + slack, f"{law}: {honest:.3f} false alarms at per-look level {level:.4f}"
+    naive = sequential_false_alarms(draws, alpha)
+    assert naive > 2 * alpha, f"{law}: peeking at level alpha every time gave only {naive:.3f}"
+
+
+def test_per_look_level_is_cached_on_disk(tmp_path: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("BATCHPERF_CACHE", str(tmp_path))
+    ab_stats.per_look_level.cache_clear()
+    level, how = ab_stats.per_look_level(12, 0.1)
+    assert "simulated" in how and 0 < level < 0.1
+    assert (tmp_path / ab_stats.LEVELS_FILE).exists()
+    ab_stats.per_look_level.cache_clear()
+    assert ab_stats.per_look_level(12, 0.1)[0] == level
+    assert "union bound" in ab_stats.per_look_level(12, 1e-4)[1]
+    with pytest.raises(ValueError, match="max_pairs"):
+        ab_stats.per_look_level(0, 0.05)

@@ -1,0 +1,106 @@
+"""Fakes for `batchperf ab` and `bisect` tests: environments whose processes write results files made from a real
+CPU-tier results file, with a chosen speed and seeded per-process noise, and junit outcomes."""
+
+from __future__ import annotations
+
+import copy
+import json
+import math
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import paths
+
+from batchperf.ab.env import Environment, Outcome, Probe, SideRun, cell_key
+from batchperf.regress.fingerprint import Fingerprint
+
+REAL = paths.DATA / "results_cpu_small.json"
+DATA = json.loads(REAL.read_text())
+CELLS = [b["extra_info"]["cell"]["id"] for b in DATA["benchmarks"]]
+NODEIDS = {b["extra_info"]["cell"]["id"]: b["fullname"] for b in DATA["benchmarks"]}
+FASTER = ("throughput",)  # metric names containing this scale with speed; times scale with 1/speed
+
+
+def fingerprint(**upgrade: str) -> Fingerprint:
+    fp = Fingerprint.from_dict(DATA["machine_info"]["batchperf"])
+    return Fingerprint(fp.identity, {**fp.upgrade, **upgrade}, fp.soft)
+
+
+def scaled(info: dict[str, Any], speed: float) -> dict[str, Any]:
+    """A cell's extra_info as if it ran ``speed`` times as fast (throughputs ×speed, latencies ÷speed)."""
+    info = copy.deepcopy(info)
+    info.pop("traces", None)
+    for section in [info["metrics"], *info["rounds"]]:
+        for key, value in section.items():
+            if key.startswith(("n_", "completed", "failed", "total_input", "total_output")):
+                continue
+            section[key] = value * speed if any(f in key for f in FASTER) else value / speed
+    return info
+
+
+def write_results(path: Path, speeds: dict[str, float], identity: dict[str, Any] | None = None) -> None:
+    data = copy.deepcopy({k: v for k, v in DATA.items() if k != "benchmarks"})
+    if identity is not None:
+        data["machine_info"]["batchperf"]["identity"] = identity
+    data["benchmarks"] = [{**b, "extra_info": scaled(b["extra_info"], speeds[b["extra_info"]["cell"]["id"]])}
+                          for b in DATA["benchmarks"] if b["extra_info"]["cell"]["id"] in speeds]
+    path.write_text(json.dumps(data))
+
+
+def write_junit(path: Path, outcomes: dict[str, Outcome]) -> None:
+    cases = []
+    for cid, out in outcomes.items():
+        inner = {"passed": "", "failed": f'<failure message="{out.message}"/>', "error": f'<error message="{out.message}"/>',
+                 "skipped": f'<skipped message="{out.message}"/>'}[out.status]
+        cases.append(f'<testcase classname="perf_tests.test_cells" name="test_cell[{cid}]">{inner}</testcase>')
+    path.write_text(f'<?xml version="1.0"?><testsuites><testsuite>{"".join(cases)}</testsuite></testsuites>')
+
+
+@dataclass
+class FakeEnvs:
+    """Each environment label -> a speed factor (B/A = speed_B / speed_A) and behaviour; records every run."""
+
+    speed: dict[str, float] = field(default_factory=lambda: {"A": 1.0, "B": 1.0})
+    noise: float = 0.03  # sd of each process's log speed
+    cells: Sequence[str] = tuple(CELLS[:2])
+    fails: dict[str, dict[str, str]] = field(default_factory=dict)  # label -> cell -> message (fails there)
+    crash: set[str] = field(default_factory=set)  # labels whose pytest dies
+    interrupt_at: int | None = None  # run number (1-based) that raises KeyboardInterrupt
+    identity: dict[str, dict[str, Any]] = field(default_factory=dict)  # label -> identity in its results
+    versions: dict[str, dict[str, str]] = field(default_factory=dict)
+    seed: int = 0
+    runs: list[tuple[str, list[str]]] = field(default_factory=list)
+    seconds: float = 20.0  # what each fake process says it took
+    on_run: Callable[[], None] | None = None
+
+    def __post_init__(self) -> None:
+        self.rng = np.random.default_rng(self.seed)
+
+    def probe(self, env: Environment) -> Probe:
+        return Probe(fingerprint(**self.versions.get(env.label, {})), "src/batchperf/__init__.py", "")
+
+    def collect(self, env: Environment, args: Sequence[str]) -> dict[str, str]:
+        return {cid: NODEIDS[cid] for cid in self.cells}
+
+    def run(self, env: Environment, args: Sequence[str], stem: Path) -> SideRun:
+        self.runs.append((env.label, list(args)))
+        if self.on_run is not None:
+            self.on_run()
+        if self.interrupt_at == len(self.runs):
+            raise KeyboardInterrupt
+        log = stem.with_suffix(".log")
+        log.write_text("fake pytest\n" + ("INTERNALERROR> boom\n" if env.label in self.crash else ""))
+        if env.label in self.crash:
+            return SideRun(env.label, 3, self.seconds, None, log)
+        gone = {cell_key(a.split("=", 1)[1]) for a in args if a.startswith("--deselect=")}
+        chosen = [c for c in self.cells if c not in gone]
+        failing = self.fails.get(env.label, {})
+        speed = self.speed[env.label] * math.exp(self.rng.normal(0, self.noise))
+        write_results(stem.with_suffix(".json"), {c: speed for c in chosen if c not in failing},
+                      self.identity.get(env.label))
+        outcomes = {c: Outcome("failed", failing[c]) if c in failing else Outcome("passed") for c in chosen}
+        write_junit(stem.with_suffix(".xml"), outcomes)
+        return SideRun(env.label, 1 if failing else 0, self.seconds, stem.with_suffix(".json"), log, outcomes)

@@ -1,0 +1,101 @@
+"""tools/ab_detector.py's bookkeeping: scores read back from ab.json, resuming, and the resampled estimate.
+
+The study itself (real processes, hours) is not run here; these check that what it prints is ab's own judging:
+a bank of clearly slower pairs is called a regression at the first look that can reject, a budget that buys too
+few pairs ends inconclusive, and only finished verdicts are read back.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import math
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+from paths import REPO
+
+from batchperf.ab.stats import min_pairs, per_look_level
+
+TOOL = REPO / "tools" / "ab_detector.py"
+
+
+@pytest.fixture(scope="module")
+def tool():
+    spec = importlib.util.spec_from_file_location("ab_detector", TOOL)
+    module = importlib.util.module_from_spec(spec)
+    sys.modules["ab_detector"] = module  # dataclasses look their module up by name
+    spec.loader.exec_module(module)
+    yield module
+    del sys.modules["ab_detector"]
+
+
+def verdict_doc(ratios: list[float], seconds: float, status: str, max_pairs: int = 14, max_minutes: float = 10.0) -> dict:
+    """An ab.json as ``AbResult.to_dict`` writes it, for one cell deciding on output_throughput."""
+    level, _ = per_look_level(max_pairs, 0.05)
+    a = [100.0] * len(ratios)
+    b = [100.0 * r for r in ratios]
+    return {
+        "status": status, "elapsed_s": 20.0 + seconds * len(ratios), "load_avg_1m": None,
+        "settings": {"margin": 0.03, "metrics": ["output_throughput"], "alpha": 0.05, "per_look_level": level,
+                     "max_pairs": max_pairs, "max_minutes": max_minutes, "rounds": 3, "pytest_args": []},
+        "pairs": [{"order": ["A", "B"], "A": {"seconds": seconds / 2}, "B": {"seconds": seconds / 2}} for _ in ratios],
+        "cells": [{"verdict": "regression", "metrics": [
+            {"metric": "output_throughput", "a": a, "b": b, "estimate": -0.1, "low": -0.2, "high": -0.05}]}],
+    }
+
+
+def keep(folder: Path, doc: dict) -> None:
+    folder.mkdir(parents=True)
+    (folder / "ab.json").write_text(json.dumps(doc))
+
+
+def test_score_and_resume_read_only_finished_verdicts(tool, tmp_path: Path) -> None:
+    keep(tmp_path / "dispatch-0.1-00", verdict_doc([0.9] * 8, 50.0, "done"))
+    keep(tmp_path / "dispatch-0.1-01", verdict_doc([0.9] * 3, 50.0, "interrupted"))
+    keep(tmp_path / "dispatch-0.1-00.unfinished-1", verdict_doc([0.9] * 3, 50.0, "done"))  # set aside: not read
+    found = tool.measured(tmp_path)
+    assert list(found) == [("dispatch", 0.1)] and len(found[("dispatch", 0.1)]) == 1
+    s = tool.score(found[("dispatch", 0.1)][0], "output_throughput")
+    assert (s.verdict, s.pairs, s.estimate) == ("regression", 8, -0.1)
+    assert s.width == pytest.approx(0.15) and s.minutes == pytest.approx((20 + 400) / 60)
+    assert tool.finished(tmp_path / "dispatch-0.1-01") is None
+
+
+def test_replay_is_abs_judging_on_resampled_pairs(tool, tmp_path: Path) -> None:
+    rng = np.random.default_rng(0)
+    slower = [0.88 + 0.01 * (i % 5) for i in range(20)]  # every pair 8-12% slower in B
+    keep(tmp_path / "compute-0.05-00", verdict_doc(slower, 50.0, "done"))  # not exchangeable: never swapped
+    bank = tool.banks(tmp_path, "output_throughput")[("compute", 0.05)]
+    assert len(bank.pairs) == 20 and bank.overhead_s == pytest.approx(20.0)
+    s = tool.replay(bank, "output_throughput", rng)
+    level = bank.settings["per_look_level"]
+    assert s.verdict == "regression" and s.pairs == min_pairs(level)  # the first look that can reject
+    assert -0.12 <= s.estimate <= -0.08 and math.isfinite(s.width)
+
+
+def test_replay_stops_at_the_minutes_budget(tool, tmp_path: Path) -> None:
+    rng = np.random.default_rng(0)
+    keep(tmp_path / "dispatch-0.1-00", verdict_doc([0.8, 1.2] * 5, 150.0, "budget"))  # 2.5 min a pair
+    bank = tool.banks(tmp_path, "output_throughput")[("dispatch", 0.1)]
+    s = tool.replay(bank, "output_throughput", rng)
+    assert s.verdict == "inconclusive" and s.pairs == 3  # 20 s + 3 x 150 s; a fourth would pass 10 minutes
+    table = tool.estimate(tmp_path, "output_throughput", 20)
+    assert "| 10 (1) | 20 | 0.0% | 0.0% | 0.0% | 100.0% | 3 |" in table
+
+
+def test_aa_banks_are_drawn_with_labels_swapped(tool, tmp_path: Path) -> None:
+    """A/A pairs whose sample happens to sit 10% off: drawn as they are, a 'regression' every time; with the
+    label swap the A/A design guarantees, the signed-rank signs are fair coins and false alarms stay under alpha."""
+    rng = np.random.default_rng(1)
+    off = [0.9] * 8
+    keep(tmp_path / "dispatch-0-00", verdict_doc(off, 10.0, "budget", max_pairs=8))
+    keep(tmp_path / "dispatch-0.1-00", verdict_doc(off, 10.0, "done", max_pairs=8))
+    found = tool.banks(tmp_path, "output_throughput")
+    aa, slowed = found[("dispatch", 0.0)], found[("dispatch", 0.1)]
+    assert aa.exchangeable and not slowed.exchangeable
+    assert {tool.replay(slowed, "output_throughput", rng).verdict for _ in range(5)} == {"regression"}
+    alarms = sum(tool.replay(aa, "output_throughput", rng).verdict == "regression" for _ in range(100))
+    assert alarms <= 10  # P(regression) <= alpha / 2 = 2.5% by the per-look level; 10 of 100 is far beyond chance
