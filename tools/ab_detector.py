@@ -43,10 +43,11 @@ from pathlib import Path
 import numpy as np
 
 from batchperf.ab.env import Environment, default_checkout
-from batchperf.ab.run import CellVerdict, MetricResult, Settings, cell_verdict, judge_metric, run_ab
-from batchperf.ab.stats import Call, relative
+from batchperf.ab.run import PairSeries, Settings, cell_verdict, judge_metric, run_ab
+from batchperf.ab.stats import relative
+from batchperf.measure.catalogue import by_name
 from batchperf.measure.inject import ENV_SLOWDOWN
-from batchperf.regress.gate import RULES
+from batchperf.regress.verdict import Verdict
 from batchperf.results.io import read_results
 
 
@@ -184,8 +185,7 @@ def replay(bank: Bank, metric: str, rng: np.random.Generator) -> Score:
     (or by drift), and resampling them as they are would score that chance offset as the detector's false alarms.
     """
     s = bank.settings
-    rule = next(r for r in RULES if r.name == metric)
-    result = MetricResult(metric, rule.direction, True, s["margin"])
+    result = PairSeries(metric, by_name(metric).direction, True, s["margin"])
     elapsed, spent = bank.overhead_s, []
     while len(spent) < s["max_pairs"]:
         if spent and elapsed + statistics.mean(spent) > s["max_minutes"] * 60:
@@ -198,7 +198,7 @@ def replay(bank: Bank, metric: str, rng: np.random.Generator) -> Score:
         spent.append(seconds)
         elapsed += seconds
         judge_metric(result, s["per_look_level"])
-        if result.call is not Call.INCONCLUSIVE:
+        if result.call is not Verdict.INCONCLUSIVE:
             break
     iv = result.interval
     width = iv.width if iv is not None and math.isfinite(iv.width) else None
@@ -350,7 +350,7 @@ def main() -> int:
         print(needed(work, metrics[0], first["alpha"]))
         print("\nwhere the noise is (sd of ln(value); see noise()):\n")
         print(noise(work, metrics[0]))
-    return 0 if all(s.verdict != CellVerdict.FAILED.value for v in rows.values() for s in v) else 1
+    return 0 if all(s.verdict != Verdict.FAILED.value for v in rows.values() for s in v) else 1
 
 
 def measure(args: argparse.Namespace, kinds: list[str], work: Path, metrics: tuple[str, ...]) -> dict[tuple[str, float], list[Score]]:

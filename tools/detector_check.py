@@ -27,9 +27,11 @@ import tempfile
 import time
 from pathlib import Path
 
+from batchperf.measure.catalogue import Direction
 from batchperf.measure.inject import ENV_SLOWDOWN
-from batchperf.regress.gate import RULES, Direction, GateConfig, compare_cell, relative_change, relative_spread
+from batchperf.regress.gate import RULES, GateConfig, compare_cell, relative_change, relative_spread
 from batchperf.regress.store import load_run, pool_runs
+from batchperf.regress.verdict import stored
 from batchperf.results.io import read_results, write_results
 from batchperf.results.record import CellRecord
 
@@ -91,7 +93,7 @@ def main() -> int:
     for n, (size, i) in enumerate(plan, 1):
         run = pytest_run(compare, work / f"run-{size:g}-{i}.json", size)
         verdicts = [(rec.gate or {}).get("verdict") for rec in run.values()]
-        alarm = any(v in ("regression", "missing") for v in verdicts)
+        alarm = any(v is not None and v.failed for v in map(stored, verdicts))
         remeasured = any((rec.gate or {}).get("remeasured") for rec in run.values())
         tput = [-(adverse("metrics.output_throughput", Direction.HIGHER, ref[k], v) or 0) for k, v in run.items()]
         e2el = [adverse("metrics.p99_e2el_ms", Direction.LOWER, ref[k], v) or 0 for k, v in run.items()]
@@ -100,7 +102,7 @@ def main() -> int:
         if size == 0.0:
             for rule in RULES:
                 for k, info in run.items():
-                    worse = adverse(rule.metric, rule.direction, ref[k], info)
+                    worse = adverse(rule.path, rule.direction, ref[k], info)
                     if worse is not None:
                         worst_aa[rule.name] = max(worst_aa.get(rule.name, -1.0), worse)
         which = sorted({m for rec in run.values() for m in (rec.gate or {}).get("regressed", [])})

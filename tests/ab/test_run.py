@@ -12,7 +12,8 @@ from paths import REPO
 
 from batchperf.ab.env import Environment, EnvironmentProblem, Outcome, outcomes, probe
 from batchperf.ab.report import render_markdown
-from batchperf.ab.run import CellVerdict, Settings, UsageProblem, order_of, run_ab
+from batchperf.ab.run import Settings, UsageProblem, order_of, run_ab
+from batchperf.regress.verdict import Verdict
 from batchperf.results.io import read_results
 
 HERE = REPO
@@ -37,7 +38,7 @@ def test_a_slower_b_is_a_regression_and_the_files_are_ordinary_results(tmp_path:
     fakes = FakeEnvs(speed={"A": 1.0, "B": 0.9}, versions={"B": {"vllm": "0.32.0"}})
     result = run(fakes, settings(tmp_path))
     assert result.exit_code == 1 and result.status == "done"
-    assert {c.verdict for c in result.cells.values()} == {CellVerdict.REGRESSION}
+    assert {c.verdict for c in result.cells.values()} == {Verdict.REGRESSION}
     assert [label for label, _ in fakes.runs[:4]] == ["A", "B", "B", "A"]
     cell = next(iter(result.cells.values()))
     tput = cell.metrics["output_throughput"]
@@ -54,7 +55,7 @@ def test_a_slower_b_is_a_regression_and_the_files_are_ordinary_results(tmp_path:
 def test_a_a_is_no_change_and_settled_cells_are_left_out_of_later_pairs(tmp_path: Path) -> None:
     fakes = FakeEnvs(noise=0.004, cells=CELLS[:2])
     result = run(fakes, settings(tmp_path, margin=0.05))
-    assert result.exit_code == 0 and {c.verdict for c in result.cells.values()} == {CellVerdict.NO_CHANGE}
+    assert result.exit_code == 0 and {c.verdict for c in result.cells.values()} == {Verdict.NO_CHANGE}
     last_args = fakes.runs[-1][1]
     settled_early = [c for c in result.cells.values() if c.settled_at and c.settled_at < len(result.pairs)]
     for cell in settled_early:
@@ -105,9 +106,9 @@ def test_a_cell_failing_in_one_environment_is_reported_as_such(tmp_path: Path) -
                      fails={"B": {broken: "AssertionError: 3 request(s) did not produce their target"}})
     result = run(fakes, settings(tmp_path))
     cell = result.cells[broken]
-    assert cell.verdict is CellVerdict.FAILED and "fails in environment B only" in cell.note
+    assert cell.verdict is Verdict.FAILED and "fails in environment B only" in cell.note
     assert "target" in cell.failures["B"] and not cell.metrics
-    assert result.cells[CELLS[0]].verdict is CellVerdict.REGRESSION  # the other cell is still judged
+    assert result.cells[CELLS[0]].verdict is Verdict.REGRESSION  # the other cell is still judged
     assert f"--deselect={NODEIDS[broken]}" in fakes.runs[-1][1]
     fakes = FakeEnvs(cells=CELLS[:1], fails={"B": {CELLS[0]: "boom"}})
     assert run(fakes, settings(tmp_path / "only")).exit_code == 4

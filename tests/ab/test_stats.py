@@ -12,7 +12,8 @@ from hypothesis import strategies as st
 from scipy import stats
 
 from batchperf.ab import stats as ab_stats
-from batchperf.ab.stats import Call, Interval, call, signed_rank_interval
+from batchperf.ab.stats import Interval, call, signed_rank_interval
+from batchperf.regress.verdict import Verdict
 
 finite = st.floats(min_value=-0.5, max_value=0.5, allow_nan=False, width=32)
 samples = st.lists(finite, min_size=1, max_size=25, unique=True)
@@ -79,16 +80,16 @@ def _iv(low: float, high: float) -> Interval:
 
 
 @pytest.mark.parametrize(("low", "high", "higher_is_better", "expected"), [
-    (-0.02, 0.02, True, Call.NO_CHANGE),
-    (-0.025, -0.005, True, Call.NO_CHANGE),  # significantly worse, but by less than the margin: no change
-    (-0.10, -0.01, True, Call.REGRESSION),  # throughput down
-    (0.01, 0.10, True, Call.IMPROVEMENT),
-    (0.01, 0.10, False, Call.REGRESSION),  # latency up
-    (-0.10, -0.01, False, Call.IMPROVEMENT),
-    (-0.05, 0.04, True, Call.INCONCLUSIVE),
-    (-0.02, 0.05, False, Call.INCONCLUSIVE),
+    (-0.02, 0.02, True, Verdict.NO_CHANGE),
+    (-0.025, -0.005, True, Verdict.NO_CHANGE),  # significantly worse, but by less than the margin: no change
+    (-0.10, -0.01, True, Verdict.REGRESSION),  # throughput down
+    (0.01, 0.10, True, Verdict.IMPROVEMENT),
+    (0.01, 0.10, False, Verdict.REGRESSION),  # latency up
+    (-0.10, -0.01, False, Verdict.IMPROVEMENT),
+    (-0.05, 0.04, True, Verdict.INCONCLUSIVE),
+    (-0.02, 0.05, False, Verdict.INCONCLUSIVE),
 ])
-def test_call_of_an_interval(low: float, high: float, higher_is_better: bool, expected: Call) -> None:
+def test_call_of_an_interval(low: float, high: float, higher_is_better: bool, expected: Verdict) -> None:
     assert call(_iv(low, high), higher_is_better, margin=0.03) is expected
 
 

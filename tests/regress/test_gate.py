@@ -10,20 +10,10 @@ from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 from rule_producers import CHECKED_BACKENDS, rule_gaps
 
+from batchperf.measure.catalogue import Direction, Metric, Tolerance
 from batchperf.regress.fingerprint import NON_IDENTITY_CELL_FIELDS, Fingerprint
-from batchperf.regress.gate import (
-    RULES,
-    VERDICT_RANK,
-    Direction,
-    GateConfig,
-    Rule,
-    Verdict,
-    compare_cell,
-    confirm,
-    judge,
-    relative_spread,
-    render_table,
-)
+from batchperf.regress.gate import RULES, GateConfig, compare_cell, confirm, judge, relative_spread, render_table
+from batchperf.regress.verdict import Verdict
 from batchperf.results.record import CellRecord
 
 positive = st.floats(min_value=1e-3, max_value=1e6, allow_nan=False, allow_infinity=False)
@@ -37,7 +27,7 @@ def test_tolerance_is_the_floor_when_the_spread_is_small() -> None:
     floor = RULES[0].floor("cpu")
     assert floor > 3 * 0.0163 and result.tolerance == pytest.approx(floor)  # the CPU floor beats 3 × 0.0163
     assert result.change == pytest.approx(1 / 1.10 - 1)
-    assert result.verdict is Verdict.PASS
+    assert result.verdict is Verdict.NO_CHANGE
 
 
 def test_tolerance_grows_with_the_baselines_spread() -> None:
@@ -45,14 +35,14 @@ def test_tolerance_grows_with_the_baselines_spread() -> None:
     result = judge(RULES[0], base, scaled(base, 1.09), "gpu", k=3.0)
     assert result.tolerance == pytest.approx(3 * math.sqrt(0.0032 / 3), rel=1e-6)
     assert result.tolerance < RULES[0].cap("gpu")
-    assert result.verdict is Verdict.PASS  # -8.3% is inside ±9.8%
+    assert result.verdict is Verdict.NO_CHANGE  # -8.3% is inside ±9.8%
     assert judge(RULES[0], base, scaled(base, 1.15), "gpu", k=3.0).verdict is Verdict.REGRESSION
 
 
 def test_gpu_floor_is_tighter_than_cpu() -> None:
     base = cell_info(spread=0.0, tier="gpu")
     assert judge(RULES[0], base, scaled(base, 1.08), "gpu", 3.0).verdict is Verdict.REGRESSION
-    assert judge(RULES[0], base, scaled(base, 1.08), "cpu", 3.0).verdict is Verdict.PASS
+    assert judge(RULES[0], base, scaled(base, 1.08), "cpu", 3.0).verdict is Verdict.NO_CHANGE
 
 
 def test_exact_metrics_fail_on_any_change_either_way() -> None:
@@ -69,7 +59,7 @@ def test_a_metric_the_baseline_had_and_the_run_lost_fails_as_missing() -> None:
     del cur.kv["bytes_per_token_measured"]
     verdict = compare_cell("c", base, cur)
     assert verdict.failed
-    assert [m.verdict for m in verdict.metrics if m.name == "bytes_per_token_measured"] == [Verdict.MISSING]
+    assert [m.verdict for m in verdict.metrics if m.name == "bytes_per_token_measured"] == [Verdict.FAILED]
 
 
 def test_a_metric_new_since_the_baseline_is_not_judged() -> None:
@@ -89,7 +79,7 @@ def test_confirm_needs_the_same_metric_to_fail_twice() -> None:
     first = compare_cell("c", base, scaled(base, 3.0))
     assert first.failed
     noise = confirm(first, compare_cell("c", base, base))
-    assert noise.verdict is Verdict.PASS and noise.remeasured
+    assert noise.verdict is Verdict.NO_CHANGE and noise.remeasured
     real = confirm(first, compare_cell("c", base, scaled(base, 3.0)))
     assert real.failed and real.remeasured
     assert all(m.first_measured is not None for m in real.metrics)
@@ -115,7 +105,7 @@ def test_no_baseline_entry_and_other_hardware_are_not_compared() -> None:
     assert compare_cell("c", None, base).verdict is Verdict.NO_BASELINE
     other = compare_cell("c", base, base, GateConfig(), GPU_FP, CPU_FP)
     assert other.verdict is Verdict.NO_BASELINE and not other.metrics
-    assert any(d.startswith("hardware.cpu_cores: 16 → 2") for d in other.identity_diff)
+    assert any(d.startswith("hardware.cpu_cores: 16 → 2") for d in other.notes)
 
 
 def test_config_overrides_are_validated() -> None:
@@ -129,11 +119,11 @@ def test_config_overrides_are_validated() -> None:
     with pytest.raises(ValueError, match="k must be"):
         GateConfig(k=-1)
     with pytest.raises(ValueError, match="floor"):
-        Rule("metrics.x", Direction.LOWER, {"cpu": -0.1})
+        Tolerance({"cpu": -0.1})
     with pytest.raises(ValueError, match="devices must be some of cpu, cuda"):
-        Rule("metrics.x", Direction.LOWER, devices=("tpu",))
+        Metric("metrics.x", "ms", Direction.LOWER, "x", devices=("tpu",))
     with pytest.raises(ValueError, match="devices"):
-        Rule("metrics.x", Direction.LOWER, devices=())
+        Metric("metrics.x", "ms", Direction.LOWER, "x", devices=())
 
 
 def test_a_rule_says_where_its_metric_is_produced() -> None:
@@ -167,8 +157,8 @@ def test_every_rule_is_produced_by_a_backend_whose_cells_are_checked() -> None:
 
     for rule in RULES:
         named = rule.backends or CHECKED_BACKENDS
-        assert set(named) <= set(backend_names()), f"{rule.metric} names an unknown backend"
-        assert set(named) & set(CHECKED_BACKENDS), f"{rule.metric}: none of {named} has a producer test"
+        assert set(named) <= set(backend_names()), f"{rule.path} names an unknown backend"
+        assert set(named) & set(CHECKED_BACKENDS), f"{rule.path}: none of {named} has a producer test"
 
 
 def with_counters(record, **values: float):
@@ -178,11 +168,11 @@ def with_counters(record, **values: float):
 
 @pytest.mark.parametrize(("metric", "base", "now", "expected"), [
     ("num_preemptions", 0.0, 2.0, Verdict.REGRESSION),  # from none to some: the KV budget no longer holds
-    ("num_preemptions", 0.0, 0.0, Verdict.PASS),
-    ("num_preemptions", 4.0, 4.5, Verdict.PASS),  # +12.5% < the 25% floor
+    ("num_preemptions", 0.0, 0.0, Verdict.NO_CHANGE),
+    ("num_preemptions", 4.0, 4.5, Verdict.NO_CHANGE),  # +12.5% < the 25% floor
     ("num_preemptions", 4.0, 6.0, Verdict.REGRESSION),  # +50%
     ("num_preemptions", 4.0, 2.0, Verdict.IMPROVEMENT),
-    ("padding_waste", 0.08, 0.083, Verdict.PASS),  # +3.75% < 5%
+    ("padding_waste", 0.08, 0.083, Verdict.NO_CHANGE),  # +3.75% < 5%
     ("padding_waste", 0.08, 0.09, Verdict.REGRESSION),  # +12.5%
 ])
 def test_engine_counters_are_lower_is_better(metric: str, base: float, now: float, expected: Verdict) -> None:
@@ -196,7 +186,7 @@ def test_a_rule_limited_to_some_backends() -> None:
     assert preemptions.produced_on("cpu", "continuous") and preemptions.produced_on("cuda", "vllm-server")
     assert not preemptions.produced_on("cpu", "hf-static") and preemptions.produced_on("cpu")
     with pytest.raises(ValueError, match="at least one backend"):
-        Rule("counters.x", Direction.LOWER, backends=())
+        Metric("counters.x", "ms", Direction.LOWER, "x", backends=())
 
 
 # --- properties -----------------------------------------------------------------------------------
@@ -207,8 +197,8 @@ def test_identical_data_never_flags(throughput: float, p99: float, spread: float
     info = cell_info(throughput=throughput, p99=p99, spread=spread, kv=kv)
     verdict = compare_cell("c", info, copied(info), GateConfig(), CPU_FP, CPU_FP)
     # a baseline noisier than the cap is too noisy to gate (issue 14), identical data or not
-    assert verdict.verdict in (Verdict.PASS, Verdict.NOISY)
-    assert all(m.verdict in (Verdict.PASS, Verdict.NOISY) and m.change == 0 for m in verdict.metrics)
+    assert verdict.verdict in (Verdict.NO_CHANGE, Verdict.INCONCLUSIVE)
+    assert all(m.verdict in (Verdict.NO_CHANGE, Verdict.INCONCLUSIVE) and m.change == 0 for m in verdict.metrics)
 
 
 @given(spread=spreads, s1=st.floats(0.2, 5.0), s2=st.floats(0.2, 5.0), k=st.floats(0.0, 5.0))
@@ -217,31 +207,31 @@ def test_verdict_never_improves_as_the_slowdown_grows(spread: float, s1: float, 
     base = cell_info(spread=spread)
     config = GateConfig(k=k)
     a, b = compare_cell("c", base, scaled(base, lo), config), compare_cell("c", base, scaled(base, hi), config)
-    assert VERDICT_RANK[b.verdict] <= VERDICT_RANK[a.verdict]
+    assert b.verdict.rank <= a.verdict.rank
     for ma, mb in zip(a.metrics, b.metrics):
-        assert VERDICT_RANK[mb.verdict] <= VERDICT_RANK[ma.verdict], ma.metric
+        assert mb.verdict.rank <= ma.verdict.rank, ma.metric
 
 
 @given(factor=st.floats(0.1, 10.0), spread=spreads)
 def test_direction_is_respected(factor: float, spread: float) -> None:
     base = cell_info(spread=spread)
-    for rule in (r for r in RULES if r.direction is not Direction.EXACT and r.metric.startswith("metrics.")):
+    for rule in (r for r in RULES if r.direction is not Direction.EXACT and r.path.startswith("metrics.")):
         name = rule.name
         cur = copied(base)
         cur.metrics[name] *= factor
         result = judge(rule, base, cur, "cpu", 3.0)
         assume(abs(abs(result.change) - result.tolerance) > 1e-9)
-        if result.verdict is Verdict.NOISY:  # too noisy to gate: only a change beyond its noise is judged
+        if result.verdict is Verdict.INCONCLUSIVE:  # too noisy to gate: only a change beyond its noise is judged
             assert abs(result.change) <= result.tolerance or not got_worse_than(rule, factor)
             continue
         got_worse = factor < 1 if rule.direction is Direction.HIGHER else factor > 1
         if abs(result.change) <= result.tolerance:
-            assert result.verdict is Verdict.PASS
+            assert result.verdict is Verdict.NO_CHANGE
         else:
             assert result.verdict is (Verdict.REGRESSION if got_worse else Verdict.IMPROVEMENT), name
 
 
-def got_worse_than(rule: Rule, factor: float) -> bool:
+def got_worse_than(rule: Metric, factor: float) -> bool:
     return factor < 1 if rule.direction is Direction.HIGHER else factor > 1
 
 
@@ -280,10 +270,10 @@ def test_a_mismatched_identity_is_never_compared(data: st.DataObject) -> None:
     verdict = compare_cell("c", base, cur)
     assert verdict.verdict is Verdict.NO_BASELINE
     assert not verdict.metrics
-    assert any(d.startswith(key) for d in verdict.identity_diff)
+    assert any(d.startswith(key) for d in verdict.notes)
 
 
 def test_rounds_and_warmup_rounds_do_not_block_a_comparison() -> None:
     base, cur = cell_info(), cell_info()
     cur.cell["rounds"] = 5
-    assert compare_cell("c", base, cur).verdict is Verdict.PASS
+    assert compare_cell("c", base, cur).verdict is Verdict.NO_CHANGE

@@ -16,13 +16,15 @@ from gate_samples import CPU_FP, cell_info, copied, results_file, scaled
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from batchperf.regress.gate import RULES, Direction, GateConfig, Verdict, compare_cell, judge
+from batchperf.measure.catalogue import Direction
+from batchperf.regress.gate import RULES, GateConfig, compare_cell, judge
 from batchperf.regress.store import load_baseline, load_run, write_baseline
+from batchperf.regress.verdict import Verdict
 from batchperf.results.io import write_results
 from batchperf.results.record import CellRecord, ResultsError
 
 TPUT = RULES[0]  # metrics.output_throughput
-GATED = [r for r in RULES if r.direction is not Direction.EXACT and r.metric.startswith("metrics.")]
+GATED = [r for r in RULES if r.direction is not Direction.EXACT and r.path.startswith("metrics.")]
 
 
 def with_rounds(factors: list[float], tier: str = "cpu") -> CellRecord:
@@ -38,17 +40,17 @@ def with_rounds(factors: list[float], tier: str = "cpu") -> CellRecord:
 def test_one_outlier_round_no_longer_lets_a_99_percent_drop_pass() -> None:
     base = with_rounds([1.0, 1.0, 1.0, 1.0, 0.02])  # one round at 2% of the others
     verdict = compare_cell("c", base, scaled(base, 100.0))  # throughput −99%
-    assert verdict.verdict is not Verdict.PASS
+    assert verdict.verdict is not Verdict.NO_CHANGE
     tput = next(m for m in verdict.metrics if m.name == "output_throughput")
-    assert tput.verdict is Verdict.NOISY
+    assert tput.verdict is Verdict.INCONCLUSIVE
 
 
 def test_a_cell_whose_spread_exceeds_the_cap_is_too_noisy_to_gate_not_a_pass() -> None:
     base = with_rounds([0.7, 1.0, 1.3])  # ±24% pstdev: 3 × spread = 73% > the CPU cap
     assert 3 * 0.2449 > TPUT.cap("cpu") >= TPUT.floor("cpu")
     verdict = compare_cell("c", base, copied(base))  # identical data: still not a pass
-    assert verdict.verdict is Verdict.NOISY and not verdict.failed
-    noisy = [m for m in verdict.metrics if m.verdict is Verdict.NOISY]
+    assert verdict.verdict is Verdict.INCONCLUSIVE and not verdict.failed
+    noisy = [m for m in verdict.metrics if m.verdict is Verdict.INCONCLUSIVE]
     assert {m.name for m in noisy} >= {"output_throughput", "request_throughput"}
     assert all("cap" in m.note for m in noisy)
 
@@ -57,7 +59,7 @@ def test_below_the_cap_the_spread_still_widens_the_tolerance() -> None:
     base = with_rounds([0.9, 1.0, 1.1])  # pstdev 8.2%: 3 × = 24.5%, between the CPU floor and cap
     result = judge(TPUT, base, scaled(base, 1.25), "cpu", 3.0)  # −20%
     assert TPUT.floor("cpu") < result.tolerance < TPUT.cap("cpu")
-    assert result.verdict is Verdict.PASS
+    assert result.verdict is Verdict.NO_CHANGE
 
 
 def test_a_noisy_cell_still_fails_beyond_its_own_noise() -> None:
@@ -69,9 +71,9 @@ def test_a_raised_floor_raises_the_cap_with_it() -> None:
     base = with_rounds([0.9, 1.0, 1.1])
     config = GateConfig(k=3.0).with_floor("output_throughput", 0.6, "cpu")
     assert judge(next(r for r in config.rules if r.name == "output_throughput"), base, base, "cpu",
-                 10.0).verdict is Verdict.NOISY  # 10 × 8.2% = 82% > 60%
+                 10.0).verdict is Verdict.INCONCLUSIVE  # 10 × 8.2% = 82% > 60%
     assert judge(next(r for r in config.rules if r.name == "output_throughput"), base, base, "cpu",
-                 6.0).verdict is Verdict.PASS  # 49% < the 60% floor, which the cap never undercuts
+                 6.0).verdict is Verdict.NO_CHANGE  # 49% < the 60% floor, which the cap never undercuts
 
 
 # --- 8. bad numbers in a baseline are never judged as fine ------------------------------------------
@@ -149,7 +151,7 @@ def random_baselines(draw: st.DrawFn) -> CellRecord:
     n_rounds = draw(st.integers(1, 6))
     base.rounds = [dict(base.rounds[i % len(base.rounds)]) for i in range(n_rounds)]
     for rule in (RULES[i] for i in draw(st.lists(st.integers(0, len(RULES) - 1), max_size=4, unique=True))):
-        section, _, name = rule.metric.partition(".")
+        section, _, name = rule.path.partition(".")
         target = getattr(base, section)
         if draw(st.booleans()):
             target.pop(name, None)
@@ -161,7 +163,7 @@ def random_baselines(draw: st.DrawFn) -> CellRecord:
 
 
 def unjudged(verdict_metrics: list) -> list:
-    return [m for m in verdict_metrics if m.verdict in (Verdict.NOT_JUDGED, Verdict.NOISY)]
+    return [m for m in verdict_metrics if m.verdict in (Verdict.NOT_JUDGED, Verdict.INCONCLUSIVE)]
 
 
 @settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -169,21 +171,21 @@ def unjudged(verdict_metrics: list) -> list:
 def test_the_gate_never_passes_a_cell_it_did_not_judge(base: CellRecord, slowdown: float, k: float) -> None:
     verdict = compare_cell("c", base, scaled(cell_info(tier=base.tier), slowdown), GateConfig(k=k))
     assert verdict.verdict is not Verdict.NO_BASELINE
-    judged = [m for m in verdict.metrics if m.verdict in (Verdict.PASS, Verdict.IMPROVEMENT, Verdict.REGRESSION,
-                                                          Verdict.MISSING)]
-    if verdict.verdict in (Verdict.PASS, Verdict.IMPROVEMENT):
+    judged = [m for m in verdict.metrics if m.verdict in (Verdict.NO_CHANGE, Verdict.IMPROVEMENT, Verdict.REGRESSION,
+                                                          Verdict.FAILED)]
+    if verdict.verdict in (Verdict.NO_CHANGE, Verdict.IMPROVEMENT):
         assert judged and not unjudged(verdict.metrics), "a pass with an unjudged metric"
     for m in judged:  # every judged metric compared real numbers against a real, bounded tolerance
-        assert math.isfinite(m.baseline) and m.baseline >= 0
+        assert math.isfinite(m.reference) and m.reference >= 0
         assert math.isfinite(m.tolerance) and m.tolerance >= 0
     for rule in RULES:
-        section, _, name = rule.metric.partition(".")
+        section, _, name = rule.path.partition(".")
         raw = getattr(base, section).get(name)
         if raw is not None and not (math.isfinite(raw) and raw >= 0):
-            got = next(m for m in verdict.metrics if m.metric == rule.metric)
-            assert got.verdict is Verdict.NOT_JUDGED, (rule.metric, raw, got)
-    tput = next((m for m in verdict.metrics if m.metric == TPUT.metric), None)
-    if tput is not None and tput.verdict is Verdict.PASS:
+            got = next(m for m in verdict.metrics if m.metric == rule.path)
+            assert got.verdict is Verdict.NOT_JUDGED, (rule.path, raw, got)
+    tput = next((m for m in verdict.metrics if m.metric == TPUT.path), None)
+    if tput is not None and tput.verdict is Verdict.NO_CHANGE:
         assert tput.tolerance <= max(TPUT.cap(base.tier), TPUT.floor(base.tier)) + 1e-12
 
 
@@ -208,4 +210,4 @@ def test_the_store_refuses_what_the_gate_could_not_judge(tmp_path: Path, base: C
         write_baseline(folder, {"machine_info": {}}, [entry], CPU_FP, {"id": "x"})
         stored = load_baseline(folder / "baseline.json")
         verdict = compare_cell("c", next(iter(stored.cells.values())), copied(cell_info(tier=base.tier)))
-        assert verdict.verdict is not Verdict.PASS or not unjudged(verdict.metrics)
+        assert verdict.verdict is not Verdict.NO_CHANGE or not unjudged(verdict.metrics)

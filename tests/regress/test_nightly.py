@@ -73,7 +73,7 @@ def test_merged_night_is_compared_with_the_pinned_baseline(night: Path) -> None:
                   "--baselines", str(baselines), env={"GITHUB_STEP_SUMMARY": str(night / "summary2.md")})
     assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-3000:]
     comparison = (out / "comparison.md").read_text()
-    assert "**2** pass" in comparison and "cpu-tiny-qwen2-hf-static-bs2-p8-c2" in comparison
+    assert "**2** no change" in comparison and "cpu-tiny-qwen2-hf-static-bs2-p8-c2" in comparison
     assert (night / "summary2.md").read_text().startswith(comparison)
     assert len(list((night / "history").glob("*.json"))) == 1  # the same run appended twice is one entry
 

@@ -40,7 +40,7 @@ def test_pinned_baseline_passes_then_a_confirmed_slowdown_fails_with_the_table(
     path = pin(suite, monkeypatch)
     ok = run(suite, monkeypatch, "--benchmark-compare")
     assert ok.ret == 0
-    ok.stdout.fnmatch_lines(["*batchperf gate*", f"compared with {path}: 1 pass"])
+    ok.stdout.fnmatch_lines(["*batchperf gate*", f"compared with {path}: 1 no change"])
     bad = run(suite, monkeypatch, "--benchmark-compare", "--benchmark-json=bad.json", SLOW="3")
     assert bad.ret == 1
     gate = json.loads((suite.path / "bad.json").read_text())["benchmarks"][0]["extra_info"]["gate"]
@@ -92,7 +92,7 @@ def test_compare_path_with_other_hardware_is_never_compared(
     other = results_file(suite.path / "gpu.json", [cell_info()], fp=GPU_FP)
     res = run(suite, monkeypatch, f"--benchmark-compare={other}", SLOW="3")
     assert res.ret == 0
-    res.stdout.fnmatch_lines([f"compared with {other}: 1 no-baseline",
+    res.stdout.fnmatch_lines([f"compared with {other}: 1 no baseline",
                               "no baseline cpu-tiny-qwen2-hf-static-bs4-p64-c8: hardware.*"])
 
 

@@ -146,8 +146,8 @@ def test_hand_edited_results_are_a_message_in_report_recommend_and_compare(batch
         result = batchperf(*argv)
         assert "Traceback" not in result.stderr, (argv, result.stderr)
         if argv[0] != "recommend" and name.startswith("no-") and "model" not in name:
-            # a lost metric: compare flags it (MISSING), the report shows "–" where it would be
-            assert result.returncode == 0 and (argv[0] == "report" or "MISSING" in result.stdout)
+            # a lost metric: compare flags it (FAILED: missing), the report shows "–" where it would be
+            assert result.returncode == 0 and (argv[0] == "report" or "FAILED" in result.stdout)
             continue
         assert result.returncode != 0, (argv, result.stdout)
         assert str(path.stem) in result.stderr and cell in result.stderr and message in result.stderr, result.stderr

@@ -16,6 +16,6 @@ CHECKED_BACKENDS = ("hf-static", "continuous", "vllm", "vllm-server")
 def rule_gaps(record: CellRecord, device: str = "cpu") -> tuple[list[str], list[str]]:
     """(rules the cell should produce but its record lacks, rules it should not produce but its record has)."""
     should = [r for r in RULES if r.produced_on(device, record.backend)]
-    missing = [r.metric for r in should if record.value(r.metric) is None]
-    unexpected = [r.metric for r in RULES if r not in should and record.value(r.metric) is not None]
+    missing = [r.path for r in should if record.value(r.path) is None]
+    unexpected = [r.path for r in RULES if r not in should and record.value(r.path) is not None]
     return missing, unexpected

@@ -9,10 +9,13 @@ and per metric, each pair gives a log-ratio ln(B/A) of the process medians; afte
   per-look level that keeps the whole run's false-alarm rate at ``alpha`` (split over cells × deciding
   metrics, and honest when it looks after every pair); the exact metrics (KV bytes) are deciding too,
   and compared value for value;
-- every other gated metric (``RULES``) gets the same estimate and interval, reported, not deciding.
+- every other gated metric (the catalogue's gated entries) gets the same estimate and interval, reported, not
+  deciding.
 
-A cell's verdict is *regression* as soon as one deciding metric regresses, *no change* /
-*improvement* once every deciding metric is decided, else *inconclusive*. A settled cell keeps its
+A cell's verdict (:mod:`batchperf.regress.verdict`, the gate's vocabulary) is *regression* as soon as one
+deciding metric regresses, *no change* / *improvement* once every deciding metric is decided, else
+*inconclusive*; a cell that fails in an environment is *failed*, one whose environments ran different cells
+is *not judged*. A settled cell keeps its
 verdict and is left out of later pairs (``--deselect``); the run stops when every cell is settled or
 failed, or the budget (pairs, minutes) is spent. A cell that fails, errors or skips in one environment
 is reported as such, never judged. Ctrl-C keeps every finished pair and reports them.
@@ -27,7 +30,6 @@ import statistics
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from enum import Enum
 from pathlib import Path
 from typing import Any
 
@@ -41,28 +43,21 @@ from batchperf.ab.env import (
     probe,
     run_cells,
 )
-from batchperf.ab.stats import Call, Interval
+from batchperf.ab.stats import Interval
+from batchperf.measure.catalogue import AB_DEFAULT, GATED, Direction, Metric
 from batchperf.regress.fingerprint import cell_identity, identity_diff, version_diff
-from batchperf.regress.gate import EXACT_REL, RULES, Direction, Rule
+from batchperf.regress.gate import EXACT_REL
+from batchperf.regress.verdict import CellVerdict, MetricVerdict, Verdict, combine
 from batchperf.results.io import atomic_write_text, read_results
 from batchperf.results.record import CellRecord, ResultsError
 
-DEFAULT_METRICS = ("output_throughput", "p99_ttft_ms", "p99_e2el_ms")
+DEFAULT_METRICS = AB_DEFAULT
 DEFAULT_ROUNDS = 5  # measured rounds per process: cheap next to a process start, and steadier process medians
-SCHEMA = 1
+SCHEMA = 2  # 2: verdicts in the one vocabulary ("not comparable" is now "not judged")
 
 
 class UsageProblem(ValueError):
     """Settings or environments that cannot give an answer; nothing was measured (exit 3)."""
-
-
-class CellVerdict(str, Enum):
-    REGRESSION = "regression"
-    IMPROVEMENT = "improvement"
-    NO_CHANGE = "no change"
-    INCONCLUSIVE = "inconclusive"
-    FAILED = "failed"  # failed, errored or skipped in one or both environments: not judged
-    NOT_COMPARABLE = "not comparable"  # the two environments ran different workloads or models
 
 
 @dataclass(frozen=True, slots=True)
@@ -94,7 +89,7 @@ class Settings:
                 problems.append(f"--margin {name + '=' if name else ''}{value}: must be a fraction in [0, 1)")
         if self.rounds is not None and self.rounds < 1:
             problems.append(f"--rounds {self.rounds}: must be >= 1")
-        known = {r.name for r in RULES if r.direction is not Direction.EXACT}
+        known = {r.name for r in GATED if r.direction is not Direction.EXACT}
         if unknown := [m for m in (*self.metrics, *self.margins) if m not in known]:
             problems.append(f"unknown metric(s) {', '.join(unknown)}; known: {', '.join(sorted(known))}")
         if not self.metrics:
@@ -112,19 +107,32 @@ class Settings:
 
 
 @dataclass(slots=True)
-class MetricResult:
-    metric: str  # the rule's name, e.g. output_throughput
+class PairSeries:
+    """One metric of one cell over the pairs so far: A's and B's value per pair, and what they say."""
+
+    metric: str  # the catalogue name, e.g. output_throughput
     direction: Direction
     deciding: bool
     margin: float
     a: list[float] = field(default_factory=list)  # per pair, A's value
     b: list[float] = field(default_factory=list)
     interval: Interval | None = None
-    call: Call = Call.INCONCLUSIVE
+    call: Verdict = Verdict.INCONCLUSIVE
 
     @property
     def log_ratios(self) -> list[float]:
         return [math.log(y / x) for x, y in zip(self.a, self.b) if x > 0 and y > 0]
+
+    def verdict(self) -> MetricVerdict:
+        """This series as the one metric verdict (reference A's median, measured B's, the interval's estimate)."""
+        iv = self.interval
+        a = statistics.median(self.a) if self.a else None
+        b = statistics.median(self.b) if self.b else None
+        change = ab_stats.relative(iv.estimate) if iv else math.nan
+        return MetricVerdict(self.metric, self.direction, self.call, a, b, change,
+                             math.nan if self.direction is Direction.EXACT else self.margin,
+                             interval=(ab_stats.relative(iv.low), ab_stats.relative(iv.high)) if iv else None,
+                             pairs=len(self.a), deciding=self.deciding)
 
     def to_dict(self) -> dict[str, Any]:
         iv = self.interval
@@ -141,15 +149,22 @@ class MetricResult:
 class CellState:
     id: str
     nodeid: str
-    verdict: CellVerdict = CellVerdict.INCONCLUSIVE
+    verdict: Verdict = Verdict.INCONCLUSIVE
     settled_at: int | None = None  # pairs behind the frozen verdict
-    metrics: dict[str, MetricResult] = field(default_factory=dict)
+    metrics: dict[str, PairSeries] = field(default_factory=dict)
     failures: dict[str, str] = field(default_factory=dict)  # environment label -> what happened
     note: str = ""
 
     @property
     def settled(self) -> bool:
         return self.settled_at is not None
+
+    def cell_verdict(self) -> CellVerdict:
+        """This cell as the one cell verdict: deciding metrics first, then the exact ones, then those reported."""
+        ordered = sorted(self.metrics.values(), key=lambda m: (not m.deciding, m.direction is Direction.EXACT))
+        why = ([self.note] if self.note else []) + [f"in {label}: {w}" for label, w in sorted(self.failures.items())]
+        return CellVerdict(self.id, self.verdict, tuple(m.verdict() for m in ordered), tuple(why),
+                           settled_at=self.settled_at)
 
     def to_dict(self) -> dict[str, Any]:
         return {"id": self.id, "nodeid": self.nodeid, "verdict": self.verdict.value, "settled_at": self.settled_at,
@@ -231,18 +246,18 @@ def exit_code(result: AbResult) -> int:
     verdicts = {c.verdict for c in result.cells.values()}
     if result.status == "interrupted":
         return 130
-    if CellVerdict.REGRESSION in verdicts:
+    if Verdict.REGRESSION in verdicts:
         return 1
-    if result.status == "failed" or CellVerdict.FAILED in verdicts or CellVerdict.NOT_COMPARABLE in verdicts:
+    if result.status == "failed" or Verdict.FAILED in verdicts or Verdict.NOT_JUDGED in verdicts:
         return 4
-    if CellVerdict.INCONCLUSIVE in verdicts:
+    if Verdict.INCONCLUSIVE in verdicts:
         return 2
     return 0
 
 
-def rules_for(settings: Settings) -> list[tuple[Rule, bool]]:
-    """(rule, deciding) for every gated metric: exact ones and ``--metrics`` decide, the rest are reported."""
-    return [(r, r.direction is Direction.EXACT or r.name in settings.metrics) for r in RULES]
+def rules_for(settings: Settings) -> list[tuple[Metric, bool]]:
+    """(metric, deciding) for every gated metric: exact ones and ``--metrics`` decide, the rest are reported."""
+    return [(r, r.direction is Direction.EXACT or r.name in settings.metrics) for r in GATED]
 
 
 # --- judging ------------------------------------------------------------------------------------------------------
@@ -251,22 +266,22 @@ def rules_for(settings: Settings) -> list[tuple[Rule, bool]]:
 def add_pair(cell: CellState, settings: Settings, a: CellRecord, b: CellRecord) -> None:
     """Append one pair's values of every metric both sides produced."""
     for rule, deciding in rules_for(settings):
-        x, y = a.value(rule.metric), b.value(rule.metric)
+        x, y = a.value(rule.path), b.value(rule.path)
         if x is None or y is None:
             continue
         result = cell.metrics.get(rule.name)
         if result is None:
-            result = cell.metrics[rule.name] = MetricResult(rule.name, rule.direction, deciding,
+            result = cell.metrics[rule.name] = PairSeries(rule.name, rule.direction, deciding,
                                                             0.0 if rule.direction is Direction.EXACT
                                                             else settings.margin_of(rule.name))
         result.a.append(x)
         result.b.append(y)
 
 
-def judge_metric(result: MetricResult, level: float) -> None:
+def judge_metric(result: PairSeries, level: float) -> None:
     if result.direction is Direction.EXACT:
         same = all(abs(y - x) <= EXACT_REL * max(abs(x), 1.0) for x, y in zip(result.a, result.b))
-        result.call = Call.NO_CHANGE if same else Call.REGRESSION
+        result.call = Verdict.NO_CHANGE if same else Verdict.REGRESSION
         return
     ratios = result.log_ratios
     if not ratios:
@@ -275,15 +290,9 @@ def judge_metric(result: MetricResult, level: float) -> None:
     result.call = ab_stats.call(result.interval, result.direction is Direction.HIGHER, result.margin)
 
 
-def cell_verdict(metrics: Sequence[MetricResult]) -> CellVerdict:
-    calls = {m.call for m in metrics if m.deciding}
-    if Call.REGRESSION in calls:
-        return CellVerdict.REGRESSION
-    if not calls or Call.INCONCLUSIVE in calls:
-        return CellVerdict.INCONCLUSIVE
-    if Call.IMPROVEMENT in calls:
-        return CellVerdict.IMPROVEMENT
-    return CellVerdict.NO_CHANGE
+def cell_verdict(metrics: Sequence[PairSeries]) -> Verdict:
+    """A cell's verdict from its deciding metrics' calls: inconclusive until every one is decided."""
+    return combine((m.call for m in metrics if m.deciding), empty=Verdict.INCONCLUSIVE)
 
 
 def judge_cell(cell: CellState, level: float, pairs: int) -> None:
@@ -293,7 +302,7 @@ def judge_cell(cell: CellState, level: float, pairs: int) -> None:
     for result in cell.metrics.values():
         judge_metric(result, level)
     cell.verdict = cell_verdict(list(cell.metrics.values()))
-    if cell.verdict is not CellVerdict.INCONCLUSIVE:
+    if cell.verdict is not Verdict.INCONCLUSIVE:
         cell.settled_at = pairs
 
 
@@ -330,13 +339,13 @@ def absorb(result: AbResult, pair: Pair) -> None:
                  if (why := failure_of(run, cell.id, records[label])) is not None}
         if fails:
             cell.failures.update(fails)
-            cell.verdict = CellVerdict.FAILED
+            cell.verdict = Verdict.FAILED
             both = "both environments" if len(fails) == 2 else f"environment {next(iter(fails))} only"
             cell.note = f"pair {pair.index}: fails in {both}"
             continue
         a, b = records["A"][cell.id], records["B"][cell.id]
         if diffs := identity_diff(cell_identity(a), cell_identity(b)):
-            cell.verdict = CellVerdict.NOT_COMPARABLE
+            cell.verdict = Verdict.NOT_JUDGED
             cell.note = "the environments ran different cells: " + "; ".join(diffs)
             continue
         add_pair(cell, result.settings, a, b)
@@ -346,7 +355,7 @@ def absorb(result: AbResult, pair: Pair) -> None:
 def measuring(result: AbResult) -> list[CellState]:
     """Cells still being measured: not settled, not failed, not incomparable."""
     return [c for c in result.cells.values()
-            if not c.settled and c.verdict not in (CellVerdict.FAILED, CellVerdict.NOT_COMPARABLE)]
+            if not c.settled and c.verdict not in (Verdict.FAILED, Verdict.NOT_JUDGED)]
 
 
 def check_identity(result: AbResult, pair: Pair) -> str:

@@ -27,11 +27,12 @@ import math
 import os
 from collections.abc import Sequence
 from dataclasses import dataclass
-from enum import Enum
 from functools import lru_cache
 from pathlib import Path
 
 import numpy as np
+
+from batchperf.regress.verdict import Verdict
 
 SIMULATIONS = 20_000  # sequences simulated for the per-look level (at least MIN_EVENTS / alpha)
 MIN_EVENTS = 200  # simulated rejections behind the level, so its Monte Carlo error is a few percent
@@ -192,22 +193,15 @@ def per_look_level(max_pairs: int, alpha: float) -> tuple[float, str]:
     return stored[key], f"simulated ({sims} sequences)"
 
 
-class Call(str, Enum):
-    REGRESSION = "regression"
-    IMPROVEMENT = "improvement"
-    NO_CHANGE = "no change"
-    INCONCLUSIVE = "inconclusive"
-
-
-def call(interval: Interval, higher_is_better: bool, margin: float) -> Call:
+def call(interval: Interval, higher_is_better: bool, margin: float) -> Verdict:
     """The verdict of one metric's interval: inside ±margin is no change (even if it excludes 0); else a side."""
     low, high = relative(interval.low), relative(interval.high)
     if -margin <= low and high <= margin:
-        return Call.NO_CHANGE
+        return Verdict.NO_CHANGE
     worse_side = high < 0 if higher_is_better else low > 0
     better_side = low > 0 if higher_is_better else high < 0
     if worse_side:
-        return Call.REGRESSION
+        return Verdict.REGRESSION
     if better_side:
-        return Call.IMPROVEMENT
-    return Call.INCONCLUSIVE
+        return Verdict.IMPROVEMENT
+    return Verdict.INCONCLUSIVE

@@ -15,6 +15,8 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
+DEVICE_TYPES = ("cpu", "cuda")  # the device types a cell runs on (--batchperf-device, CellParams.device)
+
 TB = 1e12
 TFLOPS = 1e12
 

@@ -10,30 +10,13 @@ for the pytest plugin and every command that judges (compare, refresh).
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
-from batchperf.regress.gate import (
-    TABLE_HEADER,
-    CellVerdict,
-    GateConfig,
-    Verdict,
-    compare_cell,
-    fmt_change,
-    fmt_value,
-    relative_change,
-    table_rows,
-)
+from batchperf.regress import verdict as table
+from batchperf.regress.gate import GateConfig, compare_cell, relative_change
 from batchperf.regress.store import Run
-
-VERDICT_STYLE = {"REGRESSION": "bold red", "MISSING": "bold red", "improvement": "green", "ok": "",
-                 "TOO NOISY": "yellow", "NOT JUDGED": "yellow"}
-CELL_LABEL = {
-    Verdict.PASS: "pass", Verdict.REGRESSION: "REGRESSION", Verdict.MISSING: "MISSING",
-    Verdict.IMPROVEMENT: "improvement (refresh suggested)", Verdict.NO_BASELINE: "no comparable baseline",
-    Verdict.NOISY: "too noisy to gate", Verdict.NOT_JUDGED: "not judged (bad baseline)",
-}
+from batchperf.regress.verdict import CellVerdict, Verdict, count_line, fmt_change, fmt_value
 
 
 def add_gate_args(parser: Any) -> None:
@@ -61,20 +44,20 @@ def gate_config(k: float | None, tolerances: list[str]) -> GateConfig:
 
 
 def compare_files(a: Run, b: Run, config: GateConfig) -> list[CellVerdict]:
-    """One verdict per cell of B; cells only in A are reported as missing from B."""
+    """One verdict per cell of B; a cell only in A is *failed*: B lost it."""
     verdicts = []
     for name, rec in sorted(b.cells.items()):
         verdicts.append(compare_cell(rec.id, a.find(name, rec.id), rec, config, a.fingerprint, b.fingerprint))
     for name in sorted(a.cells.keys() - b.cells.keys()):
         cell_id = a.cell_ids[name]
         if not any(v.name == cell_id for v in verdicts):
-            verdicts.append(CellVerdict(cell_id, Verdict.MISSING, identity_diff=(f"in {a.path.name}, not in {b.path.name}",)))
+            verdicts.append(CellVerdict(cell_id, Verdict.FAILED, notes=(f"missing: in {a.path.name}, not in {b.path.name}",)))
     return verdicts
 
 
 def extra_rows(a: Run, b: Run, verdict: CellVerdict, config: GateConfig) -> list[tuple[str, ...]]:
     """Ungated numeric metrics of one cell, as table rows without a verdict."""
-    gated = {r.metric for r in config.rules}
+    gated = {r.path for r in config.rules}
     cur = next((rec for rec in b.cells.values() if rec.id == verdict.name), None)
     base = next((rec for rec in a.cells.values() if rec.id == verdict.name), None)
     if cur is None or base is None:
@@ -88,13 +71,6 @@ def extra_rows(a: Run, b: Run, verdict: CellVerdict, config: GateConfig) -> list
     return rows
 
 
-def summary_counts(verdicts: Iterable[CellVerdict]) -> dict[Verdict, int]:
-    counts: dict[Verdict, int] = {}
-    for v in verdicts:
-        counts[v.verdict] = counts.get(v.verdict, 0) + 1
-    return counts
-
-
 def make_console() -> Any:
     """A rich console that never wraps a line: logs and CI summaries stay greppable."""
     import sys
@@ -106,53 +82,12 @@ def make_console() -> Any:
 
 def render_rich(verdicts: list[CellVerdict], console: Any, extras: dict[str, list[tuple[str, ...]]] | None = None,
                 title: str = "") -> None:
-    from rich.table import Table
-
-    for v in verdicts:
-        head = f"{v.name}: {CELL_LABEL[v.verdict]}"
-        if not v.metrics:
-            console.print(f"[bold]{head}[/bold]" + "".join(f"\n  {d}" for d in v.identity_diff))
-            continue
-        table = Table(title=head, title_justify="left", show_edge=False, pad_edge=False)
-        for i, col in enumerate(TABLE_HEADER):
-            table.add_column(col, justify="left" if i == 0 else "right")
-        for row in table_rows(v) + (extras or {}).get(v.name, []):
-            table.add_row(*row, style=VERDICT_STYLE.get(row[-1], ""))
-        console.print(table)
-        for m in v.metrics:
-            if m.note:
-                console.print(f"  {m.name}: {m.note}")
-        if v.versions:
-            console.print("  versions that differ: " + ", ".join(f"{k} {a} → {b}" for k, (a, b) in v.versions.items()))
-        for w in v.warnings:
-            console.print(f"  note: {w}")
-    counts = summary_counts(verdicts)
-    console.print((title + ": " if title else "") + ", ".join(f"{n} {CELL_LABEL[k]}" for k, n in counts.items()))
+    table.render_rich(verdicts, console, extras=extras)
+    console.print((title + ": " if title else "") + count_line(verdicts), highlight=False)
 
 
 def render_markdown(verdicts: list[CellVerdict], a: Path, b: Path,
                     extras: dict[str, list[tuple[str, ...]]] | None = None) -> str:
-    counts = summary_counts(verdicts)
     lines = [f"## batchperf compare: `{a}` → `{b}`", "",
-             ", ".join(f"**{n}** {CELL_LABEL[k]}" for k, n in counts.items()), ""]
-    order = {Verdict.REGRESSION: 0, Verdict.MISSING: 0, Verdict.NOT_JUDGED: 1, Verdict.NOISY: 1,
-             Verdict.IMPROVEMENT: 2, Verdict.NO_BASELINE: 3, Verdict.PASS: 4}
-    for v in sorted(verdicts, key=lambda v: (order[v.verdict], v.name)):
-        icon = {Verdict.REGRESSION: "❌", Verdict.MISSING: "❌", Verdict.IMPROVEMENT: "⬆️", Verdict.NOISY: "⚠️",
-                Verdict.NOT_JUDGED: "⚠️", Verdict.NO_BASELINE: "❔"}.get(v.verdict, "✅")
-        lines.append(f"### {icon} `{v.name}`: {CELL_LABEL[v.verdict]}")
-        lines.append("")
-        if not v.metrics:
-            lines += [f"- {d}" for d in v.identity_diff] + [""]
-            continue
-        lines.append("| " + " | ".join(TABLE_HEADER) + " |")
-        lines.append("|" + "---|" + "---:|" * (len(TABLE_HEADER) - 1))
-        for row in table_rows(v) + (extras or {}).get(v.name, []):
-            cells = [f"**{c}**" if row[-1] in ("REGRESSION", "MISSING") and c else c for c in row]
-            lines.append("| " + " | ".join(cells) + " |")
-        lines += [f"\n- `{m.name}`: {m.note}" for m in v.metrics if m.note]
-        if v.versions:
-            lines.append("")
-            lines.append("Versions that differ: " + ", ".join(f"{k} {a} → {b}" for k, (a, b) in v.versions.items()))
-        lines.append("")
-    return "\n".join(lines)
+             ", ".join(f"**{n}** {v.value}" for v, n in table.counts(verdicts).items()), ""]
+    return "\n".join(lines + table.render_markdown(verdicts, extras=extras, sort=True))

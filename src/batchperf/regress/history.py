@@ -17,20 +17,12 @@ import math
 from dataclasses import dataclass
 from pathlib import Path
 
+from batchperf.measure.catalogue import TRACKED, Direction
 from batchperf.results.io import read_results
 from batchperf.results.record import CellRecord, ResultsError
 
-# Metric (dotted path into a cell's extra_info) -> True when higher is better.
-METRICS: dict[str, bool] = {
-    "metrics.output_throughput": True,
-    "metrics.request_throughput": True,
-    "metrics.mean_ttft_ms": False,
-    "metrics.p99_ttft_ms": False,
-    "metrics.p99_tpot_ms": False,
-    "metrics.p99_itl_ms": False,
-    "metrics.p99_e2el_ms": False,
-    "kv.kv_bytes_per_request_mean": False,
-}
+# The series: the catalogue's tracked metrics, path -> True when higher is better.
+METRICS: dict[str, bool] = {m.path: m.direction is Direction.HIGHER for m in TRACKED}
 MIN_SEGMENT = 3  # runs on each side of a change point: one odd night is noise, not a change
 DEFAULT_PENALTY = 8.0  # ~1% of flat 20-run series with Gaussian noise get a false change point, none at 40 runs
 DEFAULT_MIN_CHANGE = 0.01

@@ -13,7 +13,7 @@ import re
 import sys
 from pathlib import Path
 
-from batchperf.regress.gate import Verdict
+from batchperf.regress.verdict import stored
 from batchperf.results.io import ResultsFile, read_results
 from batchperf.results.record import ResultsError
 
@@ -37,7 +37,7 @@ def confirmed_regressions(results: ResultsFile) -> list[str]:
     found = []
     for rec in results.records:
         gate = rec.gate or {}
-        if gate.get("verdict") in {v.value for v in Verdict if v.failed}:
+        if (verdict := stored(gate.get("verdict"))) is not None and verdict.failed:
             found.append(f"{rec.id}: {gate['verdict']} ({', '.join(gate.get('regressed') or []) or 'no metric named'})")
     return found
 

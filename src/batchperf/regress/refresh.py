@@ -26,7 +26,7 @@ from typing import Any
 
 from batchperf.regress.compare import gate_config, render_rich
 from batchperf.regress.fingerprint import identity_diff, version_diff
-from batchperf.regress.gate import CellVerdict, GateConfig, compare_cell
+from batchperf.regress.gate import GateConfig, compare_cell
 from batchperf.regress.store import (
     BASELINE_FILE,
     Run,
@@ -40,6 +40,7 @@ from batchperf.regress.store import (
     pool_runs,
     write_baseline,
 )
+from batchperf.regress.verdict import CellVerdict
 from batchperf.results.io import temporaries
 from batchperf.results.record import CellRecord, ResultsError
 

@@ -23,12 +23,13 @@ from __future__ import annotations
 
 import math
 import re
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Iterator
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
 from typing import Any
 
+from batchperf.measure.catalogue import EXPORTED, Metric
 from batchperf.results.io import ResultsFile
 from batchperf.results.record import CellRecord
 
@@ -45,88 +46,34 @@ class ExportError(RuntimeError):
 
 @dataclass(frozen=True, slots=True)
 class Family:
-    """One exported gauge family: ``name`` (with its unit suffix) and where each of its samples comes from."""
+    """One exported gauge family: ``name`` (with its unit suffix) and the catalogue entries that are its samples."""
 
     name: str
     help: str
     unit: str  # "" or the unit the name ends with (OpenMetrics # UNIT)
-    samples: Callable[[CellRecord], Iterable[tuple[dict[str, str], float]]]
+    entries: tuple[Metric, ...]
 
     @property
     def extra_labels(self) -> tuple[str, ...]:
-        return ("stat",) if self.name in LATENCY_NAMES else ()
+        return tuple(self.entries[0].labels)
 
-
-def _value(path: str, scale: float = 1.0) -> Callable[[CellRecord], Iterator[tuple[dict[str, str], float]]]:
-    def samples(record: CellRecord) -> Iterator[tuple[dict[str, str], float]]:
-        value = record.value(path)
-        if value is not None:
-            yield {}, value * scale
-    return samples
-
-
-def _latency(metric: str) -> Callable[[CellRecord], Iterator[tuple[dict[str, str], float]]]:
-    def samples(record: CellRecord) -> Iterator[tuple[dict[str, str], float]]:
-        for stat in LATENCY_STATS:
-            value = record.value(f"metrics.{stat}_{metric}_ms")
+    def samples(self, record: CellRecord) -> Iterator[tuple[dict[str, str], float]]:
+        for entry in self.entries:
+            value = record.value(entry.path)
             if value is not None:
-                yield {"stat": stat}, value / 1000  # ms -> s
-    return samples
+                yield dict(entry.labels), value * entry.scale
 
 
-LATENCY_STATS = ("mean", "median", "p90", "p99", "std")
-LATENCIES = {"ttft": "time to first token, from the client's send time",
-             "tpot": "time per output token after the first, per request",
-             "itl": "inter-token latency, every gap pooled",
-             "e2el": "end-to-end request latency"}
-LATENCY_NAMES = frozenset(f"{PREFIX}{m}_seconds" for m in LATENCIES)
+def _families() -> tuple[Family, ...]:
+    """One family per export name of the catalogue, its entries told apart by their labels (``stat``)."""
+    groups: dict[str, list[Metric]] = {}
+    for entry in EXPORTED:
+        groups.setdefault(entry.export, []).append(entry)
+    return tuple(Family(PREFIX + name, entries[0].family_help or entries[0].help, entries[0].export_unit,
+                        tuple(entries)) for name, entries in groups.items())
 
-# (name, unit, dotted path in the cell record, scale, help)
-_SINGLE: tuple[tuple[str, str, str, float, str], ...] = (
-    ("output_throughput_tokens_per_second", "", "metrics.output_throughput", 1, "output tokens per second"),
-    ("request_throughput_requests_per_second", "", "metrics.request_throughput", 1, "requests completed per second"),
-    ("total_token_throughput_tokens_per_second", "", "metrics.total_token_throughput", 1,
-     "input and output tokens per second"),
-    ("request_goodput_requests_per_second", "", "metrics.request_goodput", 1, "requests per second meeting the SLOs"),
-    ("duration_seconds", "seconds", "metrics.duration", 1, "wall time of a measured round"),
-    ("completed_requests", "", "metrics.completed", 1, "requests completed in a round"),
-    ("failed_requests", "", "metrics.failed", 1, "requests failed in a round"),
-    ("input_tokens", "", "metrics.total_input_tokens", 1, "prompt tokens sent in a round"),
-    ("output_tokens", "", "metrics.total_output_tokens", 1, "tokens generated in a round"),
-    ("kv_cache_analytic_per_token_bytes", "bytes", "kv.bytes_per_token_analytic", 1,
-     "KV-cache bytes per token: 2 x layers x kv_heads x head_dim x dtype bytes"),
-    ("kv_cache_measured_per_token_bytes", "bytes", "kv.bytes_per_token_measured", 1,
-     "KV-cache bytes per token the backend held"),
-    ("kv_cache_per_request_bytes", "bytes", "kv.kv_bytes_per_request_mean", 1, "KV-cache bytes a request held (mean)"),
-    ("kv_cache_peak_bytes", "bytes", "kv.kv_cache_peak_bytes", 1, "the backend's own KV-cache peak"),
-    ("cell_peak_rss_bytes", "bytes", "telemetry.cell_peak_rss_bytes", 1, "largest process RSS sampled in the cell"),
-    ("torch_peak_allocated_bytes", "bytes", "telemetry.torch_peak_allocated_bytes", 1, "torch's CUDA peak allocated"),
-    ("gpu_energy_per_output_token_joules", "joules", "telemetry.joules_per_output_token", 1,
-     "GPU energy (NVML) per output token"),
-)
-# engine counter (batchperf.measure.counters) -> (name, unit, help)
-COUNTER_NAMES: dict[str, tuple[str, str, str]] = {
-    "num_preemptions": ("engine_preemptions", "", "requests preempted per measured round (vllm:num_preemptions)"),
-    "prefix_cache_queries": ("engine_prefix_cache_queries_tokens", "", "prefix-cache queries per round, tokens"),
-    "prefix_cache_hits": ("engine_prefix_cache_hits_tokens", "", "prefix-cache hits per round, tokens"),
-    "kv_cache_usage_perc": ("engine_kv_cache_usage_peak_ratio", "ratio", "peak fraction of the KV pool in use"),
-    "num_requests_running": ("engine_requests_running_peak", "", "peak requests running in an engine step"),
-    "num_requests_waiting": ("engine_requests_waiting_peak", "", "peak requests waiting in the engine"),
-    "engine_steps": ("engine_steps", "", "engine steps per measured round"),
-    "iteration_tokens_mean": ("engine_step_tokens_mean", "", "tokens per engine step: the batch formed"),
-    "num_requests_running_mean": ("engine_step_requests_mean", "", "requests per engine step: the batch formed"),
-    "padding_waste": ("engine_padding_waste_ratio", "ratio", "share of computed token slots that were padding"),
-    "request_prefill_time_seconds": ("engine_request_prefill_seconds", "seconds", "mean prefill time of a request"),
-    "request_decode_time_seconds": ("engine_request_decode_seconds", "seconds", "mean decode time of a request"),
-}
 
-FAMILIES: tuple[Family, ...] = (
-    *(Family(PREFIX + name, text, unit, _value(path, scale)) for name, unit, path, scale, text in _SINGLE),
-    *(Family(f"{PREFIX}{m}_seconds", f"{text} (stat: mean, median, p90, p99, std)", "seconds", _latency(m))
-      for m, text in LATENCIES.items()),
-    *(Family(PREFIX + name, text, unit, _value(f"counters.{counter}"))
-      for counter, (name, unit, text) in COUNTER_NAMES.items()),
-)
+FAMILIES: tuple[Family, ...] = _families()
 CHANGE_POINT_TIME = f"{PREFIX}history_change_point_timestamp_seconds"
 CHANGE_POINT_RATIO = f"{PREFIX}history_change_point_ratio"
 

@@ -16,11 +16,9 @@ import argparse
 import sys
 from pathlib import Path
 
-from batchperf.regress.gate import RULES
+from batchperf.measure.catalogue import AA_METRICS
 from batchperf.results.io import read_results
 from batchperf.results.record import CellRecord, ResultsError
-
-AA_METRICS = tuple(r.name for r in RULES if r.metric.startswith("metrics."))
 
 
 def _num(value: float | None, spec: str = ",.1f", scale: float = 1.0) -> str:

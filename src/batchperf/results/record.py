@@ -25,6 +25,8 @@ SCHEMA_VERSION = 2
 SCHEMA_KEY = "batchperf_schema"
 # Sections every cell has; the rest may be absent (older or trimmed records).
 REQUIRED = ("cell", "metrics", "rounds", "kv")
+# the sections a dotted path may start with (CellRecord.raw); any other is looked up in ``other``
+SECTIONS = ("cell", "model", "metrics", "kv", "telemetry", "counters", "efficiency")
 CELL_FIELDS = ("id", "tier", "model", "backend", "batch_size", "prompt_len", "concurrency")
 # model.weights: loaded from a checkpoint, or seeded random weights built from a config (batchperf.backends.dummy).
 # A record without it predates dummy weights: every model then came from a checkpoint.
@@ -116,9 +118,22 @@ class CellRecord:
 
     # --- values ---
 
+    def raw(self, path: str, default: Any = None) -> Any:
+        """Whatever is at dotted ``path`` (e.g. ``metrics.output_throughput``); ``default`` when it is absent."""
+        section, _, rest = path.partition(".")
+        node: Any = getattr(self, section) if section in SECTIONS else self.other.get(section, default)
+        for part in rest.split(".") if rest else ():
+            if not isinstance(node, Mapping) or part not in node:
+                return default
+            node = node[part]
+        return node
+
     def value(self, path: str) -> float | None:
-        """The number at dotted ``path`` (e.g. ``metrics.output_throughput``); None when absent or not finite."""
-        return lookup(self.to_dict(with_traces=False), path)
+        """The number at dotted ``path``; None when absent or not a finite number."""
+        node = self.raw(path)
+        if isinstance(node, bool) or not isinstance(node, (int, float)) or not math.isfinite(node):
+            return None
+        return float(node)
 
     def kv_point(self) -> KVPoint:
         """This cell's point of the KV-growth fit (:mod:`batchperf.measure.kv_growth`)."""
@@ -250,15 +265,3 @@ def upgrade(data: dict[str, Any], where: str = "results") -> dict[str, Any]:
     data["telemetry"] = telemetry
     data[SCHEMA_KEY] = SCHEMA_VERSION
     return data
-
-
-def lookup(info: Mapping[str, Any], path: str) -> float | None:
-    """The number at dotted ``path`` in ``info``; None when absent or not a finite number."""
-    node: Any = info
-    for part in path.split("."):
-        if not isinstance(node, Mapping) or part not in node:
-            return None
-        node = node[part]
-    if isinstance(node, bool) or not isinstance(node, (int, float)) or not math.isfinite(node):
-        return None
-    return float(node)

@@ -23,9 +23,10 @@ from typing import Any
 import pytest
 
 from batchperf.regress import fingerprint as fp
-from batchperf.regress.compare import CELL_LABEL, add_gate_args, gate_config
-from batchperf.regress.gate import CellVerdict, GateConfig, Verdict, compare_cell, confirm, fmt_change, render_table
+from batchperf.regress.compare import add_gate_args, gate_config
+from batchperf.regress.gate import GateConfig, compare_cell, confirm, render_table
 from batchperf.regress.store import DEFAULT_ROOT, Run, load_baseline, load_reference, pinned_path
+from batchperf.regress.verdict import CellVerdict, Verdict, count_line, fmt_change
 from batchperf.results.record import CellRecord, ResultsError
 
 
@@ -130,10 +131,10 @@ def gate_outcome(request: pytest.FixtureRequest, verdict: CellVerdict | None) ->
         pytest.fail(render_table(verdict) + ab_hint(request.node.nodeid), pytrace=False)
     if verdict.verdict is Verdict.NO_BASELINE and gate.require_baseline:
         pytest.fail(f"batchperf gate: {verdict.name}: no comparable baseline in {gate.source or 'any file'}: "
-                    + "; ".join(verdict.identity_diff)
+                    + "; ".join(verdict.notes)
                     + ". Make one with `batchperf refresh`, or drop --batchperf-require-baseline", pytrace=False)
     if verdict.verdict.unjudged and gate.require_baseline:  # too noisy, or a baseline value it cannot judge
-        pytest.fail(render_table(verdict) + f"\nbatchperf gate: {verdict.name}: {CELL_LABEL[verdict.verdict]} "
+        pytest.fail(render_table(verdict) + f"\nbatchperf gate: {verdict.name}: {verdict.verdict.value} "
                     f"against {gate.source}. Re-pin the baseline (batchperf refresh --repeat 3 on a quiet machine), "
                     "or drop --batchperf-require-baseline", pytrace=False)
 
@@ -151,7 +152,7 @@ def ab_hint(nodeid: str) -> str:
 
 def _compare(gate: GateSession, nodeid: str, record: CellRecord) -> CellVerdict:
     if gate.baseline is None:
-        return CellVerdict(record.id, Verdict.NO_BASELINE, identity_diff=(gate.source,))
+        return CellVerdict(record.id, Verdict.NO_BASELINE, notes=(gate.source,))
     base = gate.baseline.find(nodeid, record.id)
     return compare_cell(record.id, base, record, gate.config, gate.baseline.fingerprint, gate.fingerprint)
 
@@ -159,11 +160,7 @@ def _compare(gate: GateSession, nodeid: str, record: CellRecord) -> CellVerdict:
 def summary_lines(gate: GateSession) -> list[str]:
     if not gate.active:
         return []
-    counts: dict[Verdict, int] = {}
-    for v in gate.verdicts:
-        counts[v.verdict] = counts.get(v.verdict, 0) + 1
-    lines = [f"compared with {gate.source or '(nothing)'}: "
-             + (", ".join(f"{n} {k.value}" for k, n in counts.items()) or "no cell checked")]
+    lines = [f"compared with {gate.source or '(nothing)'}: " + (count_line(gate.verdicts) or "no cell checked")]
     for v in gate.verdicts:
         if v.failed:
             worst = ", ".join(f"{m.name} {fmt_change(m.change) if m.measured is not None else 'missing'}"
@@ -173,11 +170,10 @@ def summary_lines(gate: GateSession) -> list[str]:
             better = ", ".join(f"{m.name} {fmt_change(m.change)}" for m in v.metrics if m.verdict is Verdict.IMPROVEMENT)
             lines.append(f"improvement {v.name}: {better} — refresh suggested (batchperf refresh)")
         elif v.verdict is Verdict.NO_BASELINE:
-            lines.append(f"no baseline {v.name}: " + "; ".join(v.identity_diff[:4])
-                         + (" …" if len(v.identity_diff) > 4 else ""))
-        elif v.verdict in (Verdict.NOISY, Verdict.NOT_JUDGED):
-            why = [f"{m.name} ({m.note})" for m in v.metrics if m.verdict is v.verdict] or list(v.identity_diff)
-            lines.append(f"{CELL_LABEL[v.verdict].split(' (')[0]} {v.name}: " + "; ".join(why))
+            lines.append(f"no baseline {v.name}: " + "; ".join(v.notes[:4]) + (" …" if len(v.notes) > 4 else ""))
+        elif v.verdict in (Verdict.INCONCLUSIVE, Verdict.NOT_JUDGED):
+            why = [f"{m.name} ({m.note})" for m in v.metrics if m.verdict is v.verdict] or list(v.notes)
+            lines.append(f"{v.verdict.value} {v.name}: " + "; ".join(why))
         elif v.remeasured:
             lines.append(f"noise {v.name}: a first violation was not confirmed by the re-measurement")
     compared = [v for v in gate.verdicts if v.metrics]

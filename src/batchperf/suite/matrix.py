@@ -12,6 +12,7 @@ import itertools
 import math
 from dataclasses import dataclass, field, fields, replace
 
+from batchperf.measure.devices import DEVICE_TYPES
 from batchperf.measure.workload import Arrival, LengthSpec, WorkloadSpec
 
 
@@ -74,7 +75,6 @@ TIERS: dict[str, Tier] = {
 }
 
 AXES = ("models", "backends", "batch_sizes", "prompt_lens", "concurrency", "tp")
-DEVICES = ("cpu", "cuda")  # what --batchperf-device may name
 
 
 def parse_arrival(text: str) -> Arrival:
@@ -208,8 +208,8 @@ def narrowed(tier: Tier, **overrides: str | None) -> Tier:
             changes[key] = split_list(value)
         elif key in ("num_prompts", "rounds", "warmup_rounds"):
             changes[key] = _positive_int(key, value) if key != "warmup_rounds" else int(value)
-        elif key == "device" and value.strip() not in DEVICES:
-            raise ValueError(f"invalid device {value!r}: use {' or '.join(DEVICES)}")
+        elif key == "device" and value.strip() not in DEVICE_TYPES:
+            raise ValueError(f"invalid device {value!r}: use {' or '.join(DEVICE_TYPES)}")
         elif key == "device":
             changes[key] = value.strip()
         else:

@@ -15,6 +15,7 @@ from typing import Any
 
 import pytest
 
+from batchperf.measure.catalogue import SUMMARY
 from batchperf.results.record import CellRecord
 from batchperf.suite.matrix import AXES, TIERS, Tier, narrowed
 from batchperf.suite.models import MODELS
@@ -139,20 +140,15 @@ def pytest_sessionfinish(session: pytest.Session) -> None:
 
 
 def summary_rows(records: list[CellRecord]) -> list[str]:
-    # preempt: the engine's preemptions per measured round ("-": this backend has no such counter)
-    header = (f"{'cell':<48} {'out tok/s':>10} {'P99 E2EL ms':>12} {'mean TTFT ms':>13} {'KV B/req':>10} "
-              f"{'KV B/tok':>9} {'n':>4} {'preempt':>7}")
-    rows = [header]
+    """One row per cell: the catalogue's summary columns ("-": the cell has no such number, e.g. preemptions of
+    a backend without that counter)."""
+    widths = [max(len(m.column), 7) for m in SUMMARY]
+    rows = [f"{'cell':<48} " + " ".join(f"{m.column:>{w}}" for m, w in zip(SUMMARY, widths))]
     for rec in records:
-        m = rec.metrics
-        kv_req, kv_tok = rec.kv.get("kv_bytes_per_request_mean"), rec.kv.get("bytes_per_token_measured")
-        preempt = rec.counters.get("num_preemptions")
-        rows.append(
-            f"{rec.id:<48} {m['output_throughput']:>10.1f} {m['p99_e2el_ms']:>12.1f} "
-            f"{m['mean_ttft_ms']:>13.1f} {(f'{kv_req:,.0f}' if kv_req is not None else '-'):>10} "
-            f"{(f'{kv_tok:,.0f}' if kv_tok is not None else '-'):>9} {m['n_e2el']:>4} "
-            f"{(f'{preempt:.3g}' if preempt is not None else '-'):>7}"
-        )
+        values = [rec.value(m.path) for m in SUMMARY]
+        rows.append(f"{rec.id:<48} " + " ".join(
+            f"{'-' if v is None else format(int(v) if m.fmt == 'd' else v, m.fmt):>{w}}"
+            for m, v, w in zip(SUMMARY, values, widths)))
     return rows
 
 

@@ -1,0 +1,333 @@
+"""The metric catalogue: one entry per number a cell stores, and every table of metrics derived from it.
+
+An entry names where the number lives in a cell record (``metrics.p99_ttft_ms``: the section, then the
+key), its unit, which way is better, a help text, the name vLLM gives it (``vllm bench serve``'s JSON key
+or an engine metric), the OpenMetrics family it is exported as, and how the gate judges it. The gate's rules
+(:data:`GATED`), the history's series (:data:`TRACKED`), the export's families, ``batchperf ab``'s default
+deciding metrics (:data:`AB_DEFAULT`), the GPU check's A/A metrics and the summary columns (:data:`SUMMARY`)
+are all read from here; ``tests/measure/test_catalogue.py`` holds the catalogue to what a cell stores.
+
+Adding a metric: write it where it is measured, add its entry here (with a tolerance if the gate should
+judge it, ``tracked`` for the history, ``export`` for OpenMetrics). Nothing else changes.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from enum import Enum
+
+from batchperf.measure.counters import BY_NAME as COUNTER_BY_NAME
+from batchperf.measure.counters import COUNTERS
+from batchperf.measure.devices import DEVICE_TYPES
+from batchperf.measure.metrics import FAMILIES
+
+SECTIONS = ("metrics", "kv", "telemetry", "counters", "efficiency")  # the measured sections of a cell record
+
+
+class Direction(str, Enum):
+    HIGHER = "higher"  # higher is better (throughput)
+    LOWER = "lower"  # lower is better (latency, memory)
+    EXACT = "exact"  # any change is a regression (KV bytes)
+    NONE = "none"  # a setting or a count, neither better nor worse (block size, samples taken)
+
+
+@dataclass(frozen=True, slots=True)
+class Tolerance:
+    """How the gate judges a metric: ``max(floor, k × the baseline's spread)``, at most ``cap`` (per tier)."""
+
+    floors: Mapping[str, float] = field(default_factory=dict)  # tier -> relative floor; "*" for any tier
+    caps: Mapping[str, float] = field(default_factory=dict)  # tier -> the most k × spread may give
+
+    def __post_init__(self) -> None:
+        for kind, values in (("floor", self.floors), ("cap", self.caps)):
+            for tier, value in values.items():
+                if not 0 <= value < 10:
+                    raise ValueError(f"tolerance: {kind} for tier {tier!r} must be in [0, 10), got {value}")
+
+
+EXPORT_UNITS = ("seconds", "bytes", "joules", "ratio")  # OpenMetrics units a family name may end with
+
+
+@dataclass(frozen=True, slots=True)
+class Metric:
+    path: str  # section.key in a cell record, e.g. "metrics.output_throughput"
+    unit: str  # what the stored number counts, e.g. "tokens/s", "ms", "bytes"
+    direction: Direction
+    help: str
+    vllm: str = ""  # vLLM's name for it ("" when vLLM has none)
+    export: str = ""  # the OpenMetrics family, without the batchperf_ prefix ("" = not exported)
+    labels: Mapping[str, str] = field(default_factory=dict)  # this entry's labels within its family
+    family_help: str = ""  # the family's help when several entries share it ("" = this entry's help)
+    scale: float = 1.0  # stored value × scale = exported value (ms -> s)
+    tolerance: Tolerance | None = None  # None: the gate does not judge it
+    devices: tuple[str, ...] = DEVICE_TYPES  # where a cell writes it (torch's CUDA peaks: only on "cuda")
+    backends: tuple[str, ...] | None = None  # the backends whose cells write it; None: every backend
+    tracked: bool = False  # a history series (batchperf history)
+    column: str = ""  # its column in the end-of-session summary ("" = none)
+    fmt: str = ".4g"  # how the summary writes it
+
+    def __post_init__(self) -> None:
+        section, _, key = self.path.partition(".")
+        if section not in SECTIONS or not key or "." in key:
+            raise ValueError(f"metric path {self.path!r} must be SECTION.KEY with SECTION one of {', '.join(SECTIONS)}")
+        if not self.devices or not set(self.devices) <= set(DEVICE_TYPES):
+            raise ValueError(f"metric {self.path}: devices must be some of {', '.join(DEVICE_TYPES)}, got {self.devices}")
+        if self.backends is not None and not self.backends:
+            raise ValueError(f"metric {self.path}: backends must name at least one backend, or be None for all")
+        if self.tolerance is not None and self.direction is Direction.NONE:
+            raise ValueError(f"metric {self.path}: a gated metric needs a direction")
+
+    @property
+    def name(self) -> str:
+        return self.path.partition(".")[2]
+
+    @property
+    def section(self) -> str:
+        return self.path.partition(".")[0]
+
+    @property
+    def gated(self) -> bool:
+        return self.tolerance is not None
+
+    @property
+    def export_unit(self) -> str:
+        """The OpenMetrics unit of its family: the name's unit suffix, if it has one."""
+        suffix = self.export.rsplit("_", 1)[-1]
+        return suffix if suffix in EXPORT_UNITS else ""
+
+    def floor(self, tier: str) -> float:
+        if self.direction is Direction.EXACT or self.tolerance is None:
+            return 0.0
+        floors = self.tolerance.floors
+        return floors.get(tier, floors.get("*", 0.0))
+
+    def cap(self, tier: str) -> float:
+        """The most tolerance the baseline's spread may buy; a floor raised above it raises it too."""
+        caps = self.tolerance.caps if self.tolerance is not None else {}
+        return max(caps.get(tier, caps.get("*", 0.0)), self.floor(tier))
+
+    def produced_on(self, device: str, backend: str | None = None) -> bool:
+        """Whether a cell on ``device`` ("cpu", "cuda", "cuda:1") of ``backend`` (None: any) writes this metric."""
+        return device.split(":")[0] in self.devices and (
+            backend is None or self.backends is None or backend in self.backends)
+
+
+# --- tolerances --------------------------------------------------------------------------------------------------
+# CPU-tier floors come from A/A reruns on a quiet 2-core VM, one torch thread (tools/detector_check.py,
+# docs/baselines.md). How much a cell wanders from run to run depends on the cell: a compute-bound cell
+# (hf-static bs8 p512 c16) stays within +-6% across processes; a dispatch-bound one (bs4 p64: tiny matmuls,
+# Python and op-dispatch overhead) spans 18-29% between processes. The throughput floor is set for the steady
+# cells (15%: above their worst A/A first measurement, -12.7%, below the -22%..-46% a 30% slower forward pass
+# cost them); a noisy cell gets its wider tolerance from k x its own round-to-round spread in a baseline pooled
+# from several runs (batchperf refresh --repeat). Tail latencies keep wide floors: P99 over 16 requests moves
+# far more than throughput, and P99 ITL (the few slowest of ~370 token gaps: any OS hiccup) moved +66% and
+# +88% in one A/A run, so on the CPU tier it only catches gross stalls (150%).
+# GPU floors are the usual few percent of a dedicated device, and still UNMEASURED: no session that wrote them had a
+# GPU. ci/gpu_check.sh measures what they must stand above: its A/A step runs two cells again in a fresh process
+# and its summary prints |a - b| / mean per gated metric (docs/gpu.md); set each GPU floor above that spread (with
+# room for k x the round-to-round spread) and say here which GPU and run it came from.
+# Caps: the most slack k x spread may buy. A throughput tolerance of 40% lets a 1.67x slowdown through; a
+# baseline noisier than that cannot tell a 30% slower forward pass (-22..-28% throughput) from noise, so its
+# cell reports itself too noisy to gate rather than pass. Tails get twice their floor (TPOT 1.0, ITL its
+# floor); the GPU caps are three times the GPU floors. docs/baselines.md says what they do to the committed
+# CPU baseline.
+THROUGHPUT = Tolerance({"cpu": 0.15, "gpu": 0.05, "*": 0.10}, {"cpu": 0.40, "gpu": 0.15, "*": 0.30})
+TAIL = Tolerance({"cpu": 0.40, "gpu": 0.10, "*": 0.15}, {"cpu": 0.80, "gpu": 0.30, "*": 0.45})  # P99 TTFT, E2EL
+STEP = Tolerance({"cpu": 0.60, "gpu": 0.10, "*": 0.15}, {"cpu": 1.00, "gpu": 0.30, "*": 0.45})  # P99 TPOT
+GAP = Tolerance({"cpu": 1.50, "gpu": 0.15, "*": 0.20}, {"cpu": 1.50, "gpu": 0.45, "*": 0.60})  # P99 ITL
+EXACT = Tolerance()  # exact metrics have no tolerance: any change beyond float rounding is a regression
+# the backends that measure the KV bytes each request held (vllm-server's client cannot see the server's cache)
+KV_MEASURED = ("hf-static", "continuous", "hf-continuous", "vllm", "vllm-prefix-cache")
+SCHEDULERS = ("continuous", "vllm", "vllm-prefix-cache", "vllm-server")  # the backends that can preempt
+CUDA = ("cuda",)
+
+# --- metrics: vllm bench serve's names and definitions (batchperf.measure.metrics) ------------------------------
+
+LATENCIES = {"ttft": "time to first token, from the client's send time",
+             "tpot": "time per output token after the first, per request",
+             "itl": "inter-token latency, every gap pooled",
+             "e2el": "end-to-end request latency",
+             "send_delay": "the client's own time from a free slot to the send (batchperf's own)"}
+STATS = ("mean", "median", "std", "p50", "p90", "p99")
+EXPORTED_STATS = ("mean", "median", "p90", "p99", "std")  # p50 is the median: exported once
+VLLM_LATENCIES = FAMILIES  # send_delay has no vLLM counterpart
+GATED_TAILS = {"ttft": TAIL, "tpot": STEP, "itl": GAP, "e2el": TAIL}  # their P99 is gated
+TRACKED_LATENCIES = ("mean_ttft_ms", "p99_ttft_ms", "p99_tpot_ms", "p99_itl_ms", "p99_e2el_ms")
+
+
+def _latency(stat: str, family: str) -> Metric:
+    key = f"{stat}_{family}_ms"
+    exported = family in VLLM_LATENCIES and stat in EXPORTED_STATS
+    return Metric(
+        f"metrics.{key}", "ms", Direction.LOWER, f"{stat} {LATENCIES[family]}",
+        vllm=key if family in VLLM_LATENCIES else "",
+        export=f"{family}_seconds" if exported else "", labels={"stat": stat} if exported else {}, scale=1e-3,
+        family_help=f"{LATENCIES[family]} (stat: {', '.join(EXPORTED_STATS)})" if exported else "",
+        tolerance=GATED_TAILS.get(family) if stat == "p99" else None, tracked=key in TRACKED_LATENCIES,
+        column={"p99_e2el_ms": "P99 E2EL ms", "mean_ttft_ms": "mean TTFT ms"}.get(key, ""), fmt=".1f")
+
+
+RUN_METRICS: tuple[Metric, ...] = (
+    Metric("metrics.output_throughput", "tokens/s", Direction.HIGHER, "output tokens per second",
+           vllm="output_throughput", export="output_throughput_tokens_per_second", tolerance=THROUGHPUT,
+           tracked=True, column="out tok/s", fmt=".1f"),
+    Metric("metrics.request_throughput", "requests/s", Direction.HIGHER, "requests completed per second",
+           vllm="request_throughput", export="request_throughput_requests_per_second", tolerance=THROUGHPUT,
+           tracked=True),
+    Metric("metrics.total_token_throughput", "tokens/s", Direction.HIGHER, "input and output tokens per second",
+           vllm="total_token_throughput", export="total_token_throughput_tokens_per_second"),
+    Metric("metrics.request_goodput", "requests/s", Direction.HIGHER, "requests per second meeting the SLOs",
+           vllm="request_goodput", export="request_goodput_requests_per_second"),
+    Metric("metrics.duration", "s", Direction.NONE, "wall time of a measured round", vllm="duration",
+           export="duration_seconds"),
+    Metric("metrics.completed", "requests", Direction.NONE, "requests completed in a round", vllm="completed",
+           export="completed_requests"),
+    Metric("metrics.failed", "requests", Direction.LOWER, "requests failed in a round", vllm="failed",
+           export="failed_requests"),
+    Metric("metrics.total_input_tokens", "tokens", Direction.NONE, "prompt tokens sent in a round",
+           vllm="total_input_tokens", export="input_tokens"),
+    Metric("metrics.total_output_tokens", "tokens", Direction.NONE, "tokens generated in a round",
+           vllm="total_output_tokens", export="output_tokens"),
+    *(_latency(stat, family) for family in LATENCIES for stat in STATS),
+    *(Metric(f"metrics.n_{family}", "samples", Direction.NONE, f"samples behind the {family} statistics",
+             column="n" if family == "e2el" else "", fmt="d") for family in LATENCIES),
+)
+
+# --- KV cache (batchperf.measure.kv and each backend's own figures) ------------------------------------------------
+
+KV_METRICS: tuple[Metric, ...] = (
+    Metric("kv.bytes_per_token_analytic", "bytes", Direction.EXACT,
+           "KV-cache bytes per token: 2 x layers x kv_heads x head_dim x dtype bytes",
+           export="kv_cache_analytic_per_token_bytes"),
+    Metric("kv.bytes_per_token_measured", "bytes", Direction.EXACT, "KV-cache bytes per token the backend held",
+           export="kv_cache_measured_per_token_bytes", tolerance=EXACT, backends=KV_MEASURED, column="KV B/tok",
+           fmt=",.0f"),
+    Metric("kv.kv_bytes_per_request_mean", "bytes", Direction.EXACT, "KV-cache bytes a request held (mean)",
+           export="kv_cache_per_request_bytes", tolerance=EXACT, backends=KV_MEASURED, tracked=True,
+           column="KV B/req", fmt=",.0f"),
+    Metric("kv.kv_bytes_per_request_analytic_mean", "bytes", Direction.EXACT,
+           "analytic KV-cache bytes of a request's prompt and output tokens (mean)"),
+    Metric("kv.kv_tokens_per_request_mean", "tokens", Direction.NONE, "tokens a request held in the KV cache (mean)"),
+    Metric("kv.kv_cache_peak_bytes", "bytes", Direction.LOWER, "the backend's own KV-cache peak",
+           export="kv_cache_peak_bytes"),
+    Metric("kv.bytes_per_token_backend", "bytes", Direction.EXACT, "KV bytes per token by the backend's own layout"),
+    Metric("kv.bytes_per_block", "bytes", Direction.NONE, "bytes of one KV block (paged backends)"),
+    Metric("kv.block_size", "tokens", Direction.NONE, "tokens per KV block (paged backends)"),
+    Metric("kv.num_blocks", "blocks", Direction.NONE, "KV blocks in the pool (continuous)"),
+    Metric("kv.pool_bytes", "bytes", Direction.NONE, "bytes of the KV pool (continuous)"),
+    Metric("kv.kv_pool_blocks", "blocks", Direction.NONE, "KV blocks in the pool (hf-continuous, vllm)"),
+    Metric("kv.max_batch_tokens", "tokens", Direction.NONE, "tokens per step the engine allows (hf-continuous)"),
+    Metric("kv.preemptions", "requests", Direction.LOWER, "requests the engine preempted (its own count)"),
+)
+
+# --- telemetry (batchperf.measure.telemetry) ------------------------------------------------------------------------
+
+TELEMETRY_METRICS: tuple[Metric, ...] = (
+    # RSS counts the whole process (the interpreter, torch, every model loaded so far) and allocator
+    # caches that earlier cells left behind, so it depends on what ran before in the session even
+    # when sampled per cell: only a gross change means something.
+    Metric("telemetry.cell_peak_rss_bytes", "bytes", Direction.LOWER, "largest process RSS sampled in the cell",
+           export="cell_peak_rss_bytes", tolerance=Tolerance({"*": 0.50})),
+    Metric("telemetry.process_peak_rss_bytes", "bytes", Direction.LOWER, "the process's RSS high-water mark"),
+    Metric("telemetry.samples", "samples", Direction.NONE, "telemetry samples taken in the round"),
+    Metric("telemetry.interval_s", "s", Direction.NONE, "the sampling interval"),
+    Metric("telemetry.duration_s", "s", Direction.NONE, "the sampled span of the round"),
+    Metric("telemetry.sampler_cpu_s", "s", Direction.LOWER, "CPU time the sampler thread itself used"),
+    Metric("telemetry.torch_peak_allocated_bytes", "bytes", Direction.LOWER, "torch's CUDA peak allocated",
+           export="torch_peak_allocated_bytes", tolerance=Tolerance({"*": 0.05}), devices=CUDA),
+    Metric("telemetry.torch_peak_reserved_bytes", "bytes", Direction.LOWER, "torch's CUDA peak reserved",
+           devices=CUDA),
+    Metric("telemetry.gpu_memory_used_peak_bytes", "bytes", Direction.LOWER, "GPU memory used, peak (NVML)",
+           devices=CUDA),
+    Metric("telemetry.gpu_memory_used_mean_bytes", "bytes", Direction.LOWER, "GPU memory used, mean (NVML)",
+           devices=CUDA),
+    Metric("telemetry.gpu_util_mean_pct", "%", Direction.NONE, "GPU utilisation, mean (NVML)", devices=CUDA),
+    Metric("telemetry.gpu_util_peak_pct", "%", Direction.NONE, "GPU utilisation, peak (NVML)", devices=CUDA),
+    Metric("telemetry.power_mean_w", "W", Direction.LOWER, "GPU power, mean (NVML)", devices=CUDA),
+    Metric("telemetry.power_peak_w", "W", Direction.LOWER, "GPU power, peak (NVML)", devices=CUDA),
+    Metric("telemetry.energy_j", "J", Direction.LOWER, "GPU energy in the round (NVML)", devices=CUDA),
+    Metric("telemetry.joules_per_output_token", "J/token", Direction.LOWER, "GPU energy (NVML) per output token",
+           export="gpu_energy_per_output_token_joules", devices=CUDA),
+    Metric("telemetry.sm_clock_mean_mhz", "MHz", Direction.NONE, "SM clock, mean (NVML)", devices=CUDA),
+    Metric("telemetry.sm_clock_min_mhz", "MHz", Direction.NONE, "SM clock, lowest (NVML)", devices=CUDA),
+)
+
+# --- engine counters (batchperf.measure.counters: their names, units and help are kept there) ----------------------
+
+
+def _counter(name: str, direction: Direction, export: str, tolerance: Tolerance | None = None,
+             backends: tuple[str, ...] | None = None, column: str = "", fmt: str = ".4g") -> Metric:
+    c = COUNTER_BY_NAME[name]
+    return Metric(f"counters.{name}", c.unit, direction, c.help, vllm=c.vllm, export=export, tolerance=tolerance,
+                  backends=backends, column=column, fmt=fmt)
+
+
+COUNTER_METRICS: tuple[Metric, ...] = (
+    # Counters count what the scheduler did, not time, so their floors only absorb scheduling that moves with the
+    # machine's speed. From none to some preemptions is always a regression (the KV budget no longer holds).
+    _counter("num_preemptions", Direction.LOWER, "engine_preemptions", Tolerance({"*": 0.25}), SCHEDULERS,
+             column="preempt", fmt=".3g"),
+    _counter("prefix_cache_queries", Direction.NONE, "engine_prefix_cache_queries_tokens"),
+    _counter("prefix_cache_hits", Direction.HIGHER, "engine_prefix_cache_hits_tokens"),
+    _counter("kv_cache_usage_perc", Direction.NONE, "engine_kv_cache_usage_peak_ratio"),
+    _counter("num_requests_running", Direction.NONE, "engine_requests_running_peak"),
+    _counter("num_requests_waiting", Direction.NONE, "engine_requests_waiting_peak"),
+    _counter("engine_steps", Direction.NONE, "engine_steps"),
+    _counter("iteration_tokens_mean", Direction.NONE, "engine_step_tokens_mean"),
+    _counter("num_requests_running_mean", Direction.NONE, "engine_step_requests_mean"),
+    # Static batches: the share of computed token slots that were padding or discarded decoding.
+    _counter("padding_waste", Direction.LOWER, "engine_padding_waste_ratio", Tolerance({"*": 0.05}), ("hf-static",)),
+    _counter("request_prefill_time_seconds", Direction.LOWER, "engine_request_prefill_seconds"),
+    _counter("request_decode_time_seconds", Direction.LOWER, "engine_request_decode_seconds"),
+)
+
+# --- efficiency (batchperf.measure.efficiency) ------------------------------------------------------------------
+
+EFFICIENCY_METRICS: tuple[Metric, ...] = (
+    Metric("efficiency.decode_mbu", "ratio", Direction.HIGHER, "decode memory-bandwidth utilisation"),
+    Metric("efficiency.prefill_mfu", "ratio", Direction.HIGHER, "prefill model-FLOPs utilisation"),
+    Metric("efficiency.decode_bandwidth_bytes_per_s", "bytes/s", Direction.HIGHER, "decode bytes moved per second"),
+    Metric("efficiency.prefill_flops_per_s", "FLOP/s", Direction.HIGHER, "prefill FLOPs per second"),
+    Metric("efficiency.peak_bandwidth_bytes_per_s", "bytes/s", Direction.NONE, "the device's peak bandwidth"),
+    Metric("efficiency.peak_flops_per_s", "FLOP/s", Direction.NONE, "the device's peak FLOPs at the dtype"),
+    Metric("efficiency.decode_steps", "steps", Direction.NONE, "decode steps behind decode_mbu"),
+    Metric("efficiency.prefill_steps", "steps", Direction.NONE, "prefill steps behind prefill_mfu"),
+)
+
+CATALOGUE: tuple[Metric, ...] = (*RUN_METRICS, *KV_METRICS, *TELEMETRY_METRICS, *COUNTER_METRICS,
+                                 *EFFICIENCY_METRICS)
+BY_PATH: dict[str, Metric] = {m.path: m for m in CATALOGUE}
+
+# --- the tables every consumer reads --------------------------------------------------------------------------
+
+GATED: tuple[Metric, ...] = tuple(m for m in CATALOGUE if m.gated)  # the regression gate's rules
+TRACKED: tuple[Metric, ...] = tuple(m for m in CATALOGUE if m.tracked)  # batchperf history's series
+EXPORTED: tuple[Metric, ...] = tuple(m for m in CATALOGUE if m.export)  # batchperf export's samples
+SUMMARY: tuple[Metric, ...] = tuple(sorted((m for m in CATALOGUE if m.column), key=lambda m: (
+    "out tok/s", "P99 E2EL ms", "mean TTFT ms", "KV B/req", "KV B/tok", "n", "preempt").index(m.column)))
+# batchperf ab's default deciding metrics: throughput and the two tails a user feels
+AB_DEFAULT: tuple[str, ...] = ("output_throughput", "p99_ttft_ms", "p99_e2el_ms")
+# the GPU check's A/A spread: every gated number of the metrics section (the time-based ones)
+AA_METRICS: tuple[str, ...] = tuple(m.name for m in GATED if m.section == "metrics")
+
+
+def by_name(name: str) -> Metric:
+    """The entry for ``name`` (``p99_ttft_ms``) or a path (``metrics.p99_ttft_ms``); KeyError names the known."""
+    for m in CATALOGUE:
+        if name in (m.path, m.name):
+            return m
+    raise KeyError(f"no metric {name!r} in the catalogue (batchperf.measure.catalogue)")
+
+
+def _check() -> None:
+    paths = [m.path for m in CATALOGUE]
+    if len(set(paths)) != len(paths):
+        raise ValueError("the catalogue names a metric twice")
+    if missing := {c.name for c in COUNTERS} ^ {m.name for m in COUNTER_METRICS}:
+        raise ValueError(f"every engine counter needs one catalogue entry: {sorted(missing)}")
+    if unknown := [n for n in AB_DEFAULT if by_name(n) not in GATED]:
+        raise ValueError(f"ab's default deciding metrics must be gated: {unknown}")
+
+
+_check()
