@@ -130,20 +130,3 @@ class FakeNvml:
 
     def nvmlDeviceGetComputeRunningProcesses(self, h: int) -> list[SimpleNamespace]:
         return [SimpleNamespace(pid=pid, usedGpuMemory=used) for pid, used in self.processes.get(h, [])]
-
-
-class FakeNvmlLibrary:
-    """The older per-test fakes' shared start-up and shutdown; gone once every test uses :class:`FakeNvml`."""
-
-    NVMLError = NVMLError
-
-    def __init__(self, init_error: str | None = None) -> None:
-        self.init_error = init_error
-        self.shutdowns = 0
-
-    def nvmlInit(self) -> None:
-        if self.init_error:
-            raise self.NVMLError(self.init_error)
-
-    def nvmlShutdown(self) -> None:
-        self.shutdowns += 1
