@@ -1,20 +1,21 @@
 """A server the suite did not start: which cells it runs, and the skip message for those it does not.
 
-The servers here are fakes answering ``/v1/models`` (and ``/server_info`` in vLLM's development mode)
-with what vLLM 0.32 answers, as seen on a real server on the tiny model.
+The servers here are the tests' fake vLLM server (tests/support/fake_openai_server.py), answering
+``/v1/models`` (and ``/server_info`` in vLLM's development mode) with what vLLM 0.32 answers.
 """
 
 from __future__ import annotations
 
-import json
-import threading
-from collections.abc import Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from collections.abc import Callable, Iterator
+from contextlib import ExitStack
+from functools import partial
 from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
 
+import fake_openai_server
 import pytest
+from fake_openai_server import server_info
 
 from batchperf.backends import CellUnsupported, create_backend
 from batchperf.backends.external_server import ServerEntry, parse_entries, probe
@@ -23,46 +24,19 @@ from batchperf.measure.workload import LengthSpec, WorkloadSpec
 pytest.importorskip("aiohttp", reason="vllm-server's client needs aiohttp (the `vllm` extra)")
 
 MODEL_DIR = "/models/tiny"
-
-
-def models_answer(root: str = MODEL_DIR, max_model_len: int = 4096) -> dict[str, Any]:
-    return {"object": "list", "data": [{"id": "served-name", "object": "model", "root": root, "parent": None,
-                                        "max_model_len": max_model_len}]}
-
-
-def server_info(max_num_seqs: int, dtype: str = "torch.float32") -> dict[str, Any]:
-    return {"vllm_config": {"scheduler_config": {"max_num_seqs": max_num_seqs, "max_num_active_seqs": None},
-                            "model_config": {"dtype": dtype, "max_model_len": 4096}}}
+models_answer = partial(fake_openai_server.models_answer, root=MODEL_DIR)
 
 
 @pytest.fixture
-def fake_server() -> Iterator[Any]:
+def fake_server() -> Iterator[Callable[..., str]]:
     """Start fake servers: ``fake_server(models=…, info=…)`` returns the URL; ``info=None`` is a server
     outside development mode (``/server_info`` is 404)."""
-    servers: list[ThreadingHTTPServer] = []
+    with ExitStack() as servers:
+        def start(models: dict[str, Any] | None = None, info: dict[str, Any] | None = None) -> str:
+            serve = fake_openai_server.fake_server(root=MODEL_DIR, models=models, info=info)
+            return servers.enter_context(serve).url
 
-    def start(models: dict[str, Any] | None = None, info: dict[str, Any] | None = None) -> str:
-        answers = {"/v1/models": models or models_answer(), "/server_info?config_format=json": info}
-
-        class Handler(BaseHTTPRequestHandler):
-            def do_GET(self) -> None:
-                body = answers.get(self.path)
-                self.send_response(404 if body is None else 200)
-                self.end_headers()
-                self.wfile.write(json.dumps(body or {"detail": "Not Found"}).encode())
-
-            def log_message(self, *args: object) -> None:
-                pass
-
-        server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        threading.Thread(target=server.serve_forever, daemon=True).start()
-        servers.append(server)
-        return f"http://127.0.0.1:{server.server_address[1]}"
-
-    yield start
-    for server in servers:
-        server.shutdown()
-        server.server_close()
+        yield start
 
 
 def backend_for(urls: str, path: str = MODEL_DIR, dtype: str = "float32") -> Any:

@@ -10,6 +10,7 @@
 from __future__ import annotations
 
 import importlib.util
+import sys
 import time
 from dataclasses import replace
 from types import SimpleNamespace
@@ -17,7 +18,7 @@ from typing import Any
 
 import pytest
 import torch
-from fake_nvml import FakeNvmlLibrary
+from fake_nvml import FakeNvml
 
 from batchperf.backends import BackendUnavailable, _vllm, vllm_engine
 from batchperf.backends.continuous import ContinuousBackend
@@ -140,37 +141,12 @@ class FakeCudaMemory:
         return self.peak + 512
 
 
-class FakeGpu(FakeNvmlLibrary):
-    """A device NVML can read: memory, utilisation, power, energy, SM clock and throttle reasons."""
-
-    NVML_CLOCK_SM = 1
-
-    def __init__(self, clocks: list[int], throttle: list[int]) -> None:
-        super().__init__()
-        self.clocks, self.throttle = clocks, throttle
-        self.n = 0
-
-    def nvmlDeviceGetHandleByUUID(self, uuid: str) -> str:
-        return uuid
-
-    def nvmlDeviceGetMemoryInfo(self, h: str) -> SimpleNamespace:
-        return SimpleNamespace(used=GIB, total=80 * GIB)
-
-    def nvmlDeviceGetUtilizationRates(self, h: str) -> SimpleNamespace:
-        return SimpleNamespace(gpu=90)
-
-    def nvmlDeviceGetPowerUsage(self, h: str) -> int:
-        return 300_000
-
-    def nvmlDeviceGetTotalEnergyConsumption(self, h: str) -> int:
-        return 1000
-
-    def nvmlDeviceGetClockInfo(self, h: str, which: int) -> int:
-        self.n += 1
-        return self.clocks[min(self.n - 1, len(self.clocks) - 1)]
-
-    def nvmlDeviceGetCurrentClocksThrottleReasons(self, h: str) -> int:
-        return self.throttle[min(self.n - 1, len(self.throttle) - 1)]
+def fake_gpu(clocks: list[int], throttle: list[int]) -> FakeNvml:
+    """A device NVML can read: memory, utilisation, power, energy, SM clock and throttle reasons; torch's
+    device 0 (``fake_cuda``) by its UUID."""
+    return FakeNvml([{"uuid": "GPU-fake-uuid", "name": "NVIDIA H200", "memory_used": GIB, "memory_total": 80 * GIB,
+                      "util": 90, "power_mw": 300_000, "energy_mj": 1000, "clock_sm": clocks, "throttle": throttle,
+                      "max_clock_sm": 1980, "enforced_power_limit_mw": 700_000}])
 
 
 @pytest.fixture
@@ -188,7 +164,7 @@ def test_each_cell_reports_its_own_torch_peak(fake_cuda: FakeCudaMemory) -> None
     cell, cell 2 would report cell 1's 1000."""
     peaks = []
     for cell_bytes in (1000, 300):
-        with Sampler(CUDA, interval_s=0.01, nvml_module=FakeGpu([1980], [0])) as sampler:
+        with Sampler(CUDA, interval_s=0.01, nvml_module=fake_gpu([1980], [0])) as sampler:
             fake_cuda.allocate(cell_bytes)
             fake_cuda.allocate(-cell_bytes)
         peaks.append(sampler.summary()["torch_peak_allocated_bytes"])
@@ -196,7 +172,7 @@ def test_each_cell_reports_its_own_torch_peak(fake_cuda: FakeCudaMemory) -> None
 
 
 def test_sm_clock_and_throttle_reasons_seen_during_a_cell(fake_cuda: FakeCudaMemory) -> None:
-    gpu = FakeGpu(clocks=[1980, 1500], throttle=[0x1, 0x4 | 0x1])  # idle first, then capped by power
+    gpu = fake_gpu(clocks=[1980, 1500], throttle=[0x1, 0x4 | 0x1])  # idle first, then capped by power
     with Sampler(CUDA, interval_s=0.01, nvml_module=gpu) as sampler:
         time.sleep(0.05)
     out = sampler.summary(output_tokens=10)
@@ -205,34 +181,7 @@ def test_sm_clock_and_throttle_reasons_seen_during_a_cell(fake_cuda: FakeCudaMem
 
 
 def test_throttle_reasons_are_soft_fingerprint_facts(monkeypatch: pytest.MonkeyPatch) -> None:
-    class Nvml(FakeGpu):
-        NVML_CLOCK_SM = 1
-
-        def nvmlSystemGetDriverVersion(self) -> str:
-            return "570.1"
-
-        def nvmlSystemGetCudaDriverVersion(self) -> int:
-            return 12080
-
-        def nvmlDeviceGetCount(self) -> int:
-            return 1
-
-        def nvmlDeviceGetHandleByIndex(self, i: int) -> int:
-            return i
-
-        def nvmlDeviceGetName(self, h: int) -> str:
-            return "NVIDIA H200"
-
-        def nvmlDeviceGetMaxClockInfo(self, h: int, which: int) -> int:
-            return 1980
-
-        def nvmlDeviceGetEnforcedPowerLimit(self, h: int) -> int:
-            return 700_000
-
-        def nvmlDeviceGetComputeRunningProcesses(self, h: int) -> list:
-            return []
-
-    monkeypatch.setattr(fingerprint, "_nvml", lambda: Nvml(clocks=[1410], throttle=[0x40]))
+    monkeypatch.setitem(sys.modules, "pynvml", fake_gpu(clocks=[1410], throttle=[0x40]))  # what NVML opens
     fp = fingerprint.current()
     gpu = fp.soft["gpus"][0]
     assert gpu["sm_clock_mhz"] == 1410 and gpu["throttle_reasons"] == ["hw_thermal_slowdown"]

@@ -6,95 +6,25 @@ import argparse
 import json
 import sys
 from pathlib import Path
-from types import SimpleNamespace
 
 import pytest
-from fake_nvml import FakeNvmlLibrary
+from fake_nvml import FakeNvml
 
 from batchperf.cli.gpu_health import main
 from batchperf.measure.gpu_health import collect
 
 MIB = 2**20
-
-
-class FakeNvml(FakeNvmlLibrary):
-    """Just enough of pynvml: one dict of readings per device; a reading left out is "Not Supported"."""
-
-    NVML_CLOCK_SM, NVML_CLOCK_MEM, NVML_TEMPERATURE_GPU = 1, 2, 0
-    NVML_FEATURE_DISABLED, NVML_FEATURE_ENABLED = 0, 1
-
-    def __init__(self, devices: list[dict], processes: dict[int, list[tuple[int, int | None]]] | None = None,
-                 names: dict[int, str] | None = None, init_error: str | None = None) -> None:
-        super().__init__(init_error)
-        self.devices = devices
-        self.processes = processes or {}  # device index -> (pid, used bytes)
-        self.names = names or {}
-
-    def nvmlDeviceGetCount(self) -> int:
-        return len(self.devices)
-
-    def nvmlDeviceGetHandleByIndex(self, index: int) -> int:
-        return index
-
-    def _get(self, handle: int, key: str):
-        value = self.devices[handle].get(key)
-        if value is None:
-            raise self.NVMLError("Not Supported")
-        return value
-
-    def nvmlDeviceGetName(self, h: int) -> bytes:
-        return self._get(h, "name").encode()  # older nvidia-ml-py returns bytes
-
-    def nvmlDeviceGetUUID(self, h: int) -> str:
-        return self._get(h, "uuid")
-
-    def nvmlDeviceGetPersistenceMode(self, h: int) -> int:
-        return self._get(h, "persistence")
-
-    def nvmlDeviceGetCurrentClocksThrottleReasons(self, h: int) -> int:
-        return self._get(h, "throttle")
-
-    def nvmlDeviceGetClockInfo(self, h: int, clock: int) -> int:
-        return self._get(h, {self.NVML_CLOCK_SM: "sm", self.NVML_CLOCK_MEM: "mem"}[clock])
-
-    def nvmlDeviceGetMaxClockInfo(self, h: int, clock: int) -> int:
-        return self._get(h, {self.NVML_CLOCK_SM: "max_sm", self.NVML_CLOCK_MEM: "max_mem"}[clock])
-
-    def nvmlDeviceGetPowerUsage(self, h: int) -> int:
-        return self._get(h, "power_mw")
-
-    def nvmlDeviceGetPowerManagementLimit(self, h: int) -> int:
-        return self._get(h, "limit_mw")
-
-    def nvmlDeviceGetTemperature(self, h: int, sensor: int) -> int:
-        assert sensor == self.NVML_TEMPERATURE_GPU
-        return self._get(h, "temp")
-
-    def nvmlDeviceGetUtilizationRates(self, h: int) -> SimpleNamespace:
-        return SimpleNamespace(gpu=self._get(h, "util"), memory=0)
-
-    def nvmlDeviceGetMemoryInfo(self, h: int) -> SimpleNamespace:
-        return SimpleNamespace(used=self._get(h, "used_mib") * MIB, total=self._get(h, "total_mib") * MIB)
-
-    def nvmlDeviceGetComputeRunningProcesses(self, h: int) -> list[SimpleNamespace]:
-        return [SimpleNamespace(pid=pid, usedGpuMemory=used) for pid, used in self.processes.get(h, [])]
-
-    def nvmlSystemGetProcessName(self, pid: int) -> str:
-        if pid not in self.names:
-            raise self.NVMLError("Not Found")
-        return self.names[pid]
-
-
 H100 = "NVIDIA H100 80GB HBM3"
-IDLE = {"name": H100, "uuid": "GPU-aaa", "persistence": 1, "throttle": 0x1, "sm": 1980, "max_sm": 1980,
-        "mem": 2619, "max_mem": 2619, "power_mw": 71_200, "limit_mw": 700_000, "temp": 34, "util": 0,
-        "used_mib": 1, "total_mib": 81559}
-BUSY = {**IDLE, "uuid": "GPU-bbb", "persistence": 0, "throttle": 0x20, "sm": 1410, "power_mw": 301_500, "temp": 81,
-        "util": 97, "used_mib": 40210}
+IDLE = {"name": H100.encode(),  # bytes, as older nvidia-ml-py returns it
+        "uuid": "GPU-aaa", "persistence": 1, "throttle": 0x1, "clock_sm": 1980, "max_clock_sm": 1980,
+        "clock_mem": 2619, "max_clock_mem": 2619, "power_mw": 71_200, "power_limit_mw": 700_000, "temperature": 34,
+        "util": 0, "memory_used": 1 * MIB, "memory_total": 81559 * MIB}
+BUSY = {**IDLE, "uuid": "GPU-bbb", "persistence": 0, "throttle": 0x20, "clock_sm": 1410, "power_mw": 301_500,
+        "temperature": 81, "util": 97, "memory_used": 40210 * MIB}
 
 
 def two_gpus() -> FakeNvml:
-    return FakeNvml([IDLE, BUSY], processes={1: [(4242, 40200 * MIB)]}, names={4242: "python3"})
+    return FakeNvml([IDLE, BUSY], processes={1: [(4242, 40200 * MIB)]}, process_names={4242: "python3"})
 
 
 def test_flags_other_processes_persistence_and_throttling() -> None:

@@ -4,50 +4,18 @@ from __future__ import annotations
 
 import mmap
 import time
-from types import SimpleNamespace
+from typing import Any
 
 import psutil
 import pytest
-from fake_nvml import FakeNvmlLibrary
+from fake_nvml import FakeNvml, NVMLError
 
 from batchperf.measure.telemetry import Sampler, _integrate
 
 
-class FakeNvml(FakeNvmlLibrary):
-    """Just enough of pynvml: a device whose readings come from the lists given."""
-
-    def __init__(self, energy_mj: list[int] | None = None, mem: list[int] | None = None,
-                 util: list[int] | None = None, power_mw: list[int] | None = None,
-                 init_error: str | None = None, fail_after: int | None = None) -> None:
-        super().__init__(init_error)
-        self.energy_mj = list(energy_mj) if energy_mj is not None else None
-        self.mem, self.util, self.power_mw = mem or [1000], util or [50], power_mw or [100_000]
-        self.fail_after = fail_after
-        self.calls = 0
-
-    def nvmlDeviceGetHandleByIndex(self, index: int) -> str:
-        return f"gpu{index}"
-
-    def nvmlDeviceGetTotalEnergyConsumption(self, handle: str) -> int:
-        if self.energy_mj is None:
-            raise self.NVMLError("Not Supported")
-        return self.energy_mj.pop(0) if len(self.energy_mj) > 1 else self.energy_mj[0]
-
-    def _next(self, values: list[int]) -> int:
-        return values[min(self.calls, len(values) - 1)]
-
-    def nvmlDeviceGetMemoryInfo(self, handle: str) -> SimpleNamespace:
-        if self.fail_after is not None and self.calls >= self.fail_after:
-            raise self.NVMLError("GPU is lost")
-        return SimpleNamespace(used=self._next(self.mem))
-
-    def nvmlDeviceGetUtilizationRates(self, handle: str) -> SimpleNamespace:
-        return SimpleNamespace(gpu=self._next(self.util))
-
-    def nvmlDeviceGetPowerUsage(self, handle: str) -> int:
-        value = self._next(self.power_mw)
-        self.calls += 1
-        return value
+def one_gpu(**readings: Any) -> FakeNvml:
+    """A fake NVML with one device: 1000 bytes used, 50 % busy, 100 W unless given; an energy counter if given."""
+    return FakeNvml([{"memory_used": 1000, "util": 50, "power_mw": 100_000} | readings])
 
 
 def test_cpu_cell_reports_its_own_peak_rss_and_no_nvml():
@@ -73,7 +41,7 @@ def test_cpu_cell_reports_its_own_peak_rss_and_no_nvml():
 
 
 def test_energy_per_token_from_the_total_energy_counter():
-    fake = FakeNvml(energy_mj=[1_000_000, 1_012_000], mem=[2_000, 6_000, 4_000], util=[10, 90, 50])
+    fake = one_gpu(energy_mj=[1_000_000, 1_012_000], memory_used=[2_000, 6_000, 4_000], util=[10, 90, 50])
     with Sampler("cpu", interval_s=0.01, nvml_module=fake) as s:
         time.sleep(0.05)
     out = s.summary(output_tokens=6)
@@ -83,13 +51,13 @@ def test_energy_per_token_from_the_total_energy_counter():
     assert out["joules_per_output_token"] == pytest.approx(2.0)
     assert out["gpu_memory_used_peak_bytes"] == 6_000
     assert out["gpu_util_peak_pct"] == 90
-    n = fake.calls  # one reading per sample; the first three differ, the rest repeat the last
+    n = fake.times_read("power_mw")  # one reading per sample; the first three differ, the rest repeat the last
     assert out["gpu_memory_used_mean_bytes"] == pytest.approx((2_000 + 6_000 + 4_000 * (n - 2)) / n)
     assert fake.shutdowns == 1
 
 
 def test_energy_integrates_power_when_the_counter_is_not_supported():
-    fake = FakeNvml(energy_mj=None, power_mw=[100_000])  # a constant 100 W
+    fake = one_gpu(power_mw=100_000)  # a constant 100 W, and no energy counter (before Volta)
     with Sampler("cpu", interval_s=0.01, nvml_module=fake) as s:
         time.sleep(0.05)
     out = s.summary(output_tokens=4)
@@ -110,7 +78,7 @@ def test_nvml_that_cannot_start_leaves_the_cell_running():
 
 
 def test_nvml_that_fails_mid_cell_keeps_what_it_had_and_says_so():
-    fake = FakeNvml(energy_mj=[5_000, 9_000], fail_after=2)
+    fake = one_gpu(energy_mj=[5_000, 9_000], memory_used=[1000, 1000, NVMLError("GPU is lost")])
     with Sampler("cpu", interval_s=0.01, nvml_module=fake) as s:
         time.sleep(0.05)
     out = s.summary(output_tokens=2)

@@ -1,6 +1,9 @@
 """A small real HTTP server on 127.0.0.1 that answers like vLLM's OpenAI server: /v1/models, a streamed
-/v1/completions (one token per SSE chunk, then usage), and /metrics with whatever text a test sets
-(None: 404). For tests of the vllm-server backend and of /metrics scraping without vLLM."""
+/v1/completions (one token per SSE chunk, then usage), /metrics with whatever text a test sets (None: 404),
+and, as in vLLM's development mode (VLLM_SERVER_DEV_MODE=1), its config on /server_info (None: 404, a server
+outside that mode). For tests of the vllm-server backend, of a server the suite did not start, and of
+/metrics scraping, without vLLM. The JSON answers are shaped as vLLM 0.32 answers, as seen on a real server
+on the tiny model."""
 
 from __future__ import annotations
 
@@ -9,12 +12,28 @@ import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+
+NOT_FOUND = b'{"detail":"Not Found"}'  # FastAPI's 404, as vLLM answers it
+
+
+def models_answer(root: str = "fake", max_model_len: int = 4096) -> dict[str, Any]:
+    """vLLM's /v1/models: ``root`` is the folder or hub id it loaded."""
+    return {"object": "list", "data": [{"id": "served-name", "object": "model", "root": root, "parent": None,
+                                        "max_model_len": max_model_len}]}
+
+
+def server_info(max_num_seqs: int, dtype: str = "torch.float32") -> dict[str, Any]:
+    """vLLM's /server_info?config_format=json (development mode), cut to what batchperf reads."""
+    return {"vllm_config": {"scheduler_config": {"max_num_seqs": max_num_seqs, "max_num_active_seqs": None},
+                            "model_config": {"dtype": dtype, "max_model_len": 4096}}}
 
 
 class FakeServer(ThreadingHTTPServer):
     daemon_threads = True
     metrics: str | None = None  # the /metrics body; None answers 404
-    root = "fake"  # the model folder /v1/models names
+    models: dict[str, Any]  # the /v1/models answer
+    info: dict[str, Any] | None = None  # the /server_info answer; None answers 404
     metrics_gets = 0
 
     @property
@@ -40,13 +59,21 @@ class _Handler(BaseHTTPRequestHandler):
         if self.path == "/metrics":
             self.server.metrics_gets += 1
             if self.server.metrics is None:
-                self._send(404, b'{"detail":"Not Found"}', "application/json")
+                self._send(404, NOT_FOUND, "application/json")
             else:
                 self._send(200, self.server.metrics.encode())
         elif self.path == "/v1/models":
-            self._send(200, json.dumps({"data": [{"id": "fake", "root": self.server.root}]}).encode(), "application/json")
+            self._send_json(self.server.models)
+        elif self.path == "/server_info?config_format=json":
+            self._send_json(self.server.info)
         else:
-            self._send(404, b"")
+            self._send(404, NOT_FOUND, "application/json")
+
+    def _send_json(self, answer: dict[str, Any] | None) -> None:
+        if answer is None:
+            self._send(404, NOT_FOUND, "application/json")
+        else:
+            self._send(200, json.dumps(answer).encode(), "application/json")
 
     def do_POST(self) -> None:
         payload = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
@@ -62,11 +89,14 @@ class _Handler(BaseHTTPRequestHandler):
 
 
 @contextmanager
-def fake_server(metrics: str | None = None, root: str = "fake") -> Iterator[FakeServer]:
-    """``root``: the model folder /v1/models says it serves (vLLM's ``root``)."""
+def fake_server(metrics: str | None = None, root: str = "fake", models: dict[str, Any] | None = None,
+                info: dict[str, Any] | None = None) -> Iterator[FakeServer]:
+    """``root``: the model folder /v1/models says it serves (vLLM's ``root``), unless ``models`` gives the whole
+    answer; ``info``: the /server_info answer (None: a server outside development mode)."""
     server = FakeServer(("127.0.0.1", 0), _Handler)
     server.metrics = metrics
-    server.root = root
+    server.models = models_answer(root) if models is None else models
+    server.info = info
     thread = threading.Thread(target=server.serve_forever, daemon=True)
     thread.start()
     try:

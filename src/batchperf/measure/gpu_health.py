@@ -15,28 +15,9 @@ from collections.abc import Callable
 from types import ModuleType
 from typing import Any
 
+from batchperf.measure.nvml import IDLE, INSTALL_HINT, Nvml, Unavailable, open_nvml, text
+
 MIB = 2**20
-# Throttle reasons that are not throttling: none, and "GPU idle", expected before a run. Anything else is
-# power, thermal or an applied clock cap.
-NOT_THROTTLED = (0x0, 0x1)
-# NVML's clocks-event (throttle) reason bits (nvml.h, nvmlClocksEventReason*)
-THROTTLE_BITS = {0x1: "gpu_idle", 0x2: "applications_clocks_setting", 0x4: "sw_power_cap", 0x8: "hw_slowdown",
-                 0x10: "sync_boost", 0x20: "sw_thermal_slowdown", 0x40: "hw_thermal_slowdown",
-                 0x80: "hw_power_brake_slowdown", 0x100: "display_clock_setting"}
-
-
-def throttle_names(mask: int) -> list[str]:
-    """The names of the reasons set in an NVML throttle mask (unknown bits as hex)."""
-    names = [name for bit, name in THROTTLE_BITS.items() if mask & bit]
-    if rest := mask & ~sum(THROTTLE_BITS):
-        names.append(f"0x{rest:x}")
-    return names
-
-
-def throttle_reasons(nvml: Any, handle: Any) -> int:
-    """The device's current throttle mask (NVML renamed the call "clocks event reasons"; either will do)."""
-    read = getattr(nvml, "nvmlDeviceGetCurrentClocksEventReasons", None) or nvml.nvmlDeviceGetCurrentClocksThrottleReasons
-    return int(read(handle))
 
 
 def collect(nvml_module: ModuleType | None = None) -> dict[str, Any]:
@@ -44,20 +25,13 @@ def collect(nvml_module: ModuleType | None = None) -> dict[str, Any]:
 
     ``nvml_module`` stands in for ``pynvml`` (tests pass a fake)."""
     stamp = time.strftime("%Y-%m-%dT%H:%M:%S%z")
-    try:
-        nvml = nvml_module
-        if nvml is None:
-            import pynvml as nvml
-    except ImportError:
-        return _no_gpu("nvidia-ml-py is not installed (pip install nvidia-ml-py)", stamp)
-    try:
-        nvml.nvmlInit()
-    except Exception as exc:  # NVMLError_LibraryNotFound, DriverNotLoaded, ...
-        return _no_gpu(f"NVML did not start ({exc})", stamp)
-    try:
-        gpus = [_gpu(nvml, i) for i in range(nvml.nvmlDeviceGetCount())]
-    finally:
-        _try(nvml, nvml.nvmlShutdown)
+    nvml = open_nvml(nvml_module)
+    if isinstance(nvml, Unavailable):
+        if not nvml.installed:
+            return _no_gpu(f"nvidia-ml-py is not installed ({INSTALL_HINT})", stamp)
+        return _no_gpu(f"NVML did not start ({nvml.error})", stamp)
+    with nvml:
+        gpus = [_gpu(nvml, i) for i in range(nvml.lib.nvmlDeviceGetCount())]
     if not gpus:
         return _no_gpu("NVML sees no device", stamp)
     return {"gpu": True, "gpus": gpus, "warnings": [w for g in gpus for w in warnings(g)], "time": stamp}
@@ -67,39 +41,40 @@ def _no_gpu(why: str, stamp: str) -> dict[str, Any]:
     return {"gpu": False, "reason": f"no GPU: {why}", "time": stamp, "gpus": [], "warnings": []}
 
 
-def _gpu(nvml: Any, index: int) -> dict[str, Any]:
+def _gpu(nvml: Nvml, index: int) -> dict[str, Any]:
     """One device's readings; a reading this device does not support is None."""
-    handle = nvml.nvmlDeviceGetHandleByIndex(index)
+    lib = nvml.lib
+    handle = nvml.handle(index)
 
     def read(fn: Callable[..., Any], *args: Any) -> Any:
-        return _try(nvml, fn, handle, *args)
+        return nvml.read(fn, handle, *args)
 
-    sm, mem = nvml.NVML_CLOCK_SM, nvml.NVML_CLOCK_MEM
-    memory = read(nvml.nvmlDeviceGetMemoryInfo)
-    utilization = read(nvml.nvmlDeviceGetUtilizationRates)
-    persistence = read(nvml.nvmlDeviceGetPersistenceMode)
-    throttle = _try(nvml, throttle_reasons, nvml, handle)
+    sm, mem = lib.NVML_CLOCK_SM, lib.NVML_CLOCK_MEM
+    memory = read(lib.nvmlDeviceGetMemoryInfo)
+    utilization = read(lib.nvmlDeviceGetUtilizationRates)
+    persistence = read(lib.nvmlDeviceGetPersistenceMode)
+    throttle = nvml.throttle_mask(handle)
     return {
         "index": index,
-        "name": _text(nvml.nvmlDeviceGetName(handle)),
-        "uuid": _text(nvml.nvmlDeviceGetUUID(handle)),
+        "name": text(lib.nvmlDeviceGetName(handle)),
+        "uuid": text(lib.nvmlDeviceGetUUID(handle)),
         "persistence_mode": "N/A" if persistence is None else (
-            "Enabled" if persistence == nvml.NVML_FEATURE_ENABLED else "Disabled"),
+            "Enabled" if persistence == lib.NVML_FEATURE_ENABLED else "Disabled"),
         "throttle_reasons": None if throttle is None else f"0x{throttle:016x}",
-        "clocks_sm": _scaled(read(nvml.nvmlDeviceGetClockInfo, sm)),
-        "clocks_max_sm": _scaled(read(nvml.nvmlDeviceGetMaxClockInfo, sm)),
-        "clocks_mem": _scaled(read(nvml.nvmlDeviceGetClockInfo, mem)),
-        "clocks_max_mem": _scaled(read(nvml.nvmlDeviceGetMaxClockInfo, mem)),
-        "power_draw": _scaled(read(nvml.nvmlDeviceGetPowerUsage), 1e-3),  # mW -> W
-        "power_limit": _scaled(read(nvml.nvmlDeviceGetPowerManagementLimit), 1e-3),
-        "temperature_gpu": _scaled(read(nvml.nvmlDeviceGetTemperature, nvml.NVML_TEMPERATURE_GPU)),
+        "clocks_sm": _scaled(read(lib.nvmlDeviceGetClockInfo, sm)),
+        "clocks_max_sm": _scaled(read(lib.nvmlDeviceGetMaxClockInfo, sm)),
+        "clocks_mem": _scaled(read(lib.nvmlDeviceGetClockInfo, mem)),
+        "clocks_max_mem": _scaled(read(lib.nvmlDeviceGetMaxClockInfo, mem)),
+        "power_draw": _scaled(read(lib.nvmlDeviceGetPowerUsage), 1e-3),  # mW -> W
+        "power_limit": _scaled(read(lib.nvmlDeviceGetPowerManagementLimit), 1e-3),
+        "temperature_gpu": _scaled(read(lib.nvmlDeviceGetTemperature, lib.NVML_TEMPERATURE_GPU)),
         "utilization_gpu": None if utilization is None else float(utilization.gpu),
         "memory_used": None if memory is None else memory.used / MIB,
         "memory_total": None if memory is None else memory.total / MIB,
         "other_processes": [
             {"pid": int(p.pid), "name": _process_name(nvml, p.pid),
              "used_memory_mib": None if p.usedGpuMemory is None else p.usedGpuMemory / MIB}
-            for p in read(nvml.nvmlDeviceGetComputeRunningProcesses) or ()
+            for p in read(lib.nvmlDeviceGetComputeRunningProcesses) or ()
         ],
     }
 
@@ -114,26 +89,16 @@ def warnings(gpu: dict[str, Any]) -> list[str]:
     if gpu["persistence_mode"] != "Enabled":
         out.append(f"{label}: persistence mode is {gpu['persistence_mode']}; `sudo nvidia-smi -pm 1` "
                    f"keeps the driver loaded between runs")
-    if gpu["throttle_reasons"] is not None and int(gpu["throttle_reasons"], 16) not in NOT_THROTTLED:
+    # "GPU idle" is expected before a run; any other reason is power, thermal or an applied clock cap
+    if gpu["throttle_reasons"] is not None and int(gpu["throttle_reasons"], 16) & ~IDLE:
         out.append(f"{label}: clocks throttled (reasons {gpu['throttle_reasons']})")
     return out
 
 
-def _process_name(nvml: Any, pid: int) -> str:
-    name = _try(nvml, nvml.nvmlSystemGetProcessName, pid)
-    return "?" if name is None else _text(name)
-
-
-def _try(nvml: Any, fn: Callable[..., Any], *args: Any) -> Any:
-    try:
-        return fn(*args)
-    except nvml.NVMLError:  # "Not Supported" on this device, or no permission: the reading is absent
-        return None
+def _process_name(nvml: Nvml, pid: int) -> str:
+    name = nvml.read(nvml.lib.nvmlSystemGetProcessName, pid)
+    return "?" if name is None else text(name)
 
 
 def _scaled(value: float | None, factor: float = 1.0) -> float | None:
     return None if value is None else value * factor
-
-
-def _text(value: bytes | str) -> str:
-    return value.decode() if isinstance(value, bytes) else str(value)

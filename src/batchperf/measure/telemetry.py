@@ -29,83 +29,62 @@ import time
 from types import ModuleType, TracebackType
 from typing import Any
 
-from batchperf.measure.gpu_health import throttle_names, throttle_reasons
+from batchperf.measure.nvml import Nvml, Unavailable, open_nvml, slowdowns
 
 NVML_OK = "ok"
-IDLE = 0x1  # the "GPU idle" throttle reason: not a slowdown
 
 
 def _is_cuda(device: Any) -> bool:
     return getattr(device, "type", str(device).split(":")[0]) == "cuda"
 
 
-def _nvml_handle(nvml: Any, device: Any) -> Any:
-    """The NVML handle of torch's ``device``; by UUID, since CUDA_VISIBLE_DEVICES renumbers devices."""
+def _device_ids(device: Any) -> tuple[int, str | None]:
+    """(index, NVML UUID) of torch's ``device``: NVML finds it by UUID, since CUDA_VISIBLE_DEVICES renumbers devices."""
     if not _is_cuda(device):  # only with an explicitly given NVML module (tests)
-        return nvml.nvmlDeviceGetHandleByIndex(0)
+        return 0, None
     import torch
 
     index = device.index if getattr(device, "index", None) is not None else torch.cuda.current_device()
     uuid = getattr(torch.cuda.get_device_properties(index), "uuid", None)
-    if uuid is not None:
-        try:
-            return nvml.nvmlDeviceGetHandleByUUID(f"GPU-{uuid}")
-        except nvml.NVMLError:
-            pass  # MIG or an older driver: fall back to the index
-    return nvml.nvmlDeviceGetHandleByIndex(index)
+    return index, None if uuid is None else f"GPU-{uuid}"
 
 
-class _Nvml:
-    """One device's NVML readings; every failure becomes a reason string, never an exception."""
+class _Device:
+    """One device's NVML readings during a cell; every failure to start becomes a reason string, never an exception."""
 
-    def __init__(self, nvml: Any, handle: Any) -> None:
+    def __init__(self, nvml: Nvml, handle: Any) -> None:
         self.nvml = nvml
         self.handle = handle
         self.energy_start_mj = self._energy_mj()
 
     @classmethod
-    def open(cls, device: Any, module: ModuleType | None) -> tuple[_Nvml | None, str]:
+    def open(cls, device: Any, module: ModuleType | None) -> tuple[_Device | None, str]:
+        nvml = open_nvml(module)
+        if isinstance(nvml, Unavailable):
+            return None, f"unavailable: {nvml.reason}"
         try:
-            nvml = module
-            if nvml is None:
-                import pynvml as nvml
-        except ImportError as exc:
-            return None, f"unavailable: {exc} (pip install nvidia-ml-py)"
-        try:
-            nvml.nvmlInit()
-        except Exception as exc:  # NVMLError_LibraryNotFound, DriverNotLoaded, ...
-            return None, f"unavailable: {exc}"
-        try:
-            return cls(nvml, _nvml_handle(nvml, device)), NVML_OK
+            return cls(nvml, nvml.handle(*_device_ids(device))), NVML_OK
         except Exception as exc:
-            _shutdown(nvml)
+            nvml.close()
             return None, f"unavailable: {exc}"
 
     def _energy_mj(self) -> int | None:
-        try:
-            return int(self.nvml.nvmlDeviceGetTotalEnergyConsumption(self.handle))  # mJ since driver load
-        except self.nvml.NVMLError:  # pre-Volta: not supported; power is integrated instead
-            return None
+        # mJ since driver load; None before Volta (not supported), and then power is integrated instead
+        energy = self.nvml.read(self.nvml.lib.nvmlDeviceGetTotalEnergyConsumption, self.handle)
+        return None if energy is None else int(energy)
 
     def sample(self) -> tuple[float, float, float]:
-        """(memory used bytes, GPU utilisation %, power W)."""
-        mem = self.nvml.nvmlDeviceGetMemoryInfo(self.handle).used
-        util = self.nvml.nvmlDeviceGetUtilizationRates(self.handle).gpu
-        power_mw = self.nvml.nvmlDeviceGetPowerUsage(self.handle)
+        """(memory used bytes, GPU utilisation %, power W); an NVML error here means the device is gone: it raises."""
+        lib = self.nvml.lib
+        mem = lib.nvmlDeviceGetMemoryInfo(self.handle).used
+        util = lib.nvmlDeviceGetUtilizationRates(self.handle).gpu
+        power_mw = lib.nvmlDeviceGetPowerUsage(self.handle)
         return float(mem), float(util), power_mw / 1e3
 
     def soft(self) -> tuple[float | None, int | None]:
         """(SM clock MHz, throttle mask), each None where this device or driver cannot say."""
-        clock = mask = None
-        try:
-            clock = float(self.nvml.nvmlDeviceGetClockInfo(self.handle, self.nvml.NVML_CLOCK_SM))
-        except Exception:  # not supported here (or a fake without it): the soft fact is just absent
-            pass
-        try:
-            mask = throttle_reasons(self.nvml, self.handle)
-        except Exception:
-            pass
-        return clock, mask
+        clock = self.nvml.read(self.nvml.lib.nvmlDeviceGetClockInfo, self.handle, self.nvml.lib.NVML_CLOCK_SM)
+        return None if clock is None else float(clock), self.nvml.throttle_mask(self.handle)
 
     def energy_j(self) -> float | None:
         end = self._energy_mj()
@@ -114,14 +93,7 @@ class _Nvml:
         return (end - self.energy_start_mj) / 1e3
 
     def close(self) -> None:
-        _shutdown(self.nvml)
-
-
-def _shutdown(nvml: Any) -> None:
-    try:
-        nvml.nvmlShutdown()
-    except Exception:  # shutting down is best effort; the readings are already taken
-        pass
+        self.nvml.close()
 
 
 class Sampler:
@@ -134,7 +106,7 @@ class Sampler:
         self.interval_s = interval_s
         # None imports pynvml on CUDA; a module given explicitly (tests pass a fake) is used on any device
         self._nvml_module = nvml_module
-        self._nvml: _Nvml | None = None
+        self._nvml: _Device | None = None
         self.nvml_status = "not used: the device is not CUDA"
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
@@ -158,7 +130,7 @@ class Sampler:
 
             torch.cuda.reset_peak_memory_stats(self.device)
         if _is_cuda(self.device) or self._nvml_module is not None:
-            self._nvml, self.nvml_status = _Nvml.open(self.device, self._nvml_module)
+            self._nvml, self.nvml_status = _Device.open(self.device, self._nvml_module)
         self._t0 = time.perf_counter()
         self._sample()  # one sample at each end, so even a short cell has two
         self._thread = threading.Thread(target=self._loop, name="batchperf-telemetry", daemon=True)
@@ -241,7 +213,7 @@ class Sampler:
             if self._sm_clocks:
                 out |= {"sm_clock_mean_mhz": sum(self._sm_clocks) / len(self._sm_clocks),
                         "sm_clock_min_mhz": min(self._sm_clocks)}
-            out["throttle_reasons"] = throttle_names(self._throttle & ~IDLE)
+            out["throttle_reasons"] = slowdowns(self._throttle)
         return out
 
 

@@ -26,7 +26,7 @@ from dataclasses import asdict, dataclass, field
 from importlib import metadata
 from typing import Any
 
-from batchperf.measure.gpu_health import throttle_names, throttle_reasons
+from batchperf.measure.nvml import Nvml, Unavailable, open_nvml, slowdowns, text
 from batchperf.results.record import CellRecord
 
 UPGRADE_PACKAGES = ("vllm", "torch", "transformers", "pytest-benchmark", "batchperf")
@@ -155,55 +155,40 @@ def cpu_cores() -> int:
         return os.cpu_count() or 1
 
 
-def _nvml() -> Any | None:
-    """The initialised ``pynvml`` module, or None when NVML (or the package) is absent."""
-    try:
-        import pynvml
-
-        pynvml.nvmlInit()
-        return pynvml
-    except Exception:  # ImportError, NVMLError_LibraryNotFound, driver not loaded: all mean "no GPU facts"
-        return None
-
-
 def _gpu_facts() -> tuple[tuple[GPU, ...], dict[str, Any], dict[str, Any]]:
     """(GPUs, upgrade axes, soft facts) from NVML; empty when there is no NVML."""
-    nvml = _nvml()
-    if nvml is None:
+    nvml = open_nvml()
+    if isinstance(nvml, Unavailable):  # no nvidia-ml-py, no driver: no GPU facts
         return (), {}, {}
     gpus, soft_gpus, upgrade = [], [], {}
-    try:
-        upgrade["driver"] = _text(nvml.nvmlSystemGetDriverVersion())
-        cuda = nvml.nvmlSystemGetCudaDriverVersion()
+    with nvml:
+        lib = nvml.lib
+        upgrade["driver"] = text(lib.nvmlSystemGetDriverVersion())
+        cuda = lib.nvmlSystemGetCudaDriverVersion()
         upgrade["cuda_driver"] = f"{cuda // 1000}.{cuda % 1000 // 10}"
-        own = os.getpid()
-        for i in range(nvml.nvmlDeviceGetCount()):
-            handle = nvml.nvmlDeviceGetHandleByIndex(i)
-            gpus.append(GPU(_text(nvml.nvmlDeviceGetName(handle)), nvml.nvmlDeviceGetMemoryInfo(handle).total // 2**20))
-            soft_gpus.append({
-                "index": i,
-                "sm_clock_max_mhz": _try(lambda: nvml.nvmlDeviceGetMaxClockInfo(handle, nvml.NVML_CLOCK_SM)),
-                "sm_clock_mhz": _try(lambda: nvml.nvmlDeviceGetClockInfo(handle, nvml.NVML_CLOCK_SM)),
-                # why the clocks are below their maximum now (power, thermal, an applied cap); idle is not throttling
-                "throttle_reasons": _try(lambda: throttle_names(throttle_reasons(nvml, handle) & ~0x1)),
-                "power_limit_w": _try(lambda: nvml.nvmlDeviceGetEnforcedPowerLimit(handle) / 1000),
-                "other_processes": _try(lambda: sum(
-                    p.pid != own for p in nvml.nvmlDeviceGetComputeRunningProcesses(handle))),
-            })
-    finally:
-        _try(nvml.nvmlShutdown)
+        for i in range(lib.nvmlDeviceGetCount()):
+            handle = nvml.handle(i)
+            gpus.append(GPU(text(lib.nvmlDeviceGetName(handle)), lib.nvmlDeviceGetMemoryInfo(handle).total // 2**20))
+            soft_gpus.append(_soft_gpu_facts(nvml, handle, i))
     return tuple(gpus), upgrade, {"gpus": soft_gpus}
 
 
-def _text(value: bytes | str) -> str:
-    return value.decode() if isinstance(value, bytes) else str(value)
-
-
-def _try(fn: Any) -> Any:
-    try:
-        return fn()
-    except Exception:  # a soft fact that NVML cannot give on this device is just absent
-        return None
+def _soft_gpu_facts(nvml: Nvml, handle: Any, index: int) -> dict[str, Any]:
+    """Clocks, throttling, power limit and other processes of one device; a fact NVML cannot give here is None."""
+    lib = nvml.lib
+    throttle = nvml.throttle_mask(handle)
+    limit_mw = nvml.read(lib.nvmlDeviceGetEnforcedPowerLimit, handle)
+    processes = nvml.read(lib.nvmlDeviceGetComputeRunningProcesses, handle)
+    own = os.getpid()
+    return {
+        "index": index,
+        "sm_clock_max_mhz": nvml.read(lib.nvmlDeviceGetMaxClockInfo, handle, lib.NVML_CLOCK_SM),
+        "sm_clock_mhz": nvml.read(lib.nvmlDeviceGetClockInfo, handle, lib.NVML_CLOCK_SM),
+        # why the clocks are below their maximum now (power, thermal, an applied cap); idle is not throttling
+        "throttle_reasons": None if throttle is None else slowdowns(throttle),
+        "power_limit_w": None if limit_mw is None else limit_mw / 1000,
+        "other_processes": None if processes is None else sum(p.pid != own for p in processes),
+    }
 
 
 def package_versions() -> dict[str, str]:
