@@ -14,7 +14,7 @@ from gate_samples import CPU_FP, GPU_FP, cell_info, results_file, scaled
 from refresh_samples import A, B, run  # its fixtures folder and pinned come through conftest.py
 
 from batchperf.regress import store as baseline_store
-from batchperf.regress.store import BASELINE_FILE, HISTORY_FILE, load_baseline, locked, read_history
+from batchperf.regress.store import BASELINE_FILE, HISTORY_FILE, load_baseline, locked, provenance_of, read_history
 from batchperf.results import io as results_io
 from batchperf.results.record import ResultsError
 
@@ -169,7 +169,7 @@ def test_a_killed_refresh_is_cleaned_up_and_its_history_repaired(tmp_path: Path,
         m.setattr(baseline_store, "append_history", crash)
         with pytest.raises(OSError):
             run(tmp_path, results_file(tmp_path / "r.json", [scaled(cell_info(A), 0.5), cell_info(B)]), "--reason", "x")
-    new_id = load_baseline(pinned).provenance["id"]
+    new_id = provenance_of(load_baseline(pinned))["id"]
     assert new_id not in [h["id"] for h in read_history(pinned.parent)]
     assert run(tmp_path, results_file(tmp_path / "r2.json", [scaled(cell_info(A), 0.5), cell_info(B)]),
                "--reason", "y") == 0
@@ -205,7 +205,7 @@ def test_several_runs_are_pooled_so_the_baseline_carries_their_spread(tmp_path: 
     info = next(iter(stored.cells.values()))
     assert info.pooled_runs == 3 and len(info.rounds) == 9
     assert info.metrics["output_throughput"] == pytest.approx(100.0)  # the median of 80, 100, 125 (×3 each)
-    assert [r["sha256"] for r in stored.provenance["results"]] == [
+    assert [r["sha256"] for r in provenance_of(stored)["results"]] == [
         hashlib.sha256(f.read_bytes()).hexdigest() for f in files]
     from batchperf.regress.gate import relative_spread
 

@@ -25,7 +25,8 @@ from batchperf.regress.gate import (
     relative_change,
     table_rows,
 )
-from batchperf.regress.store import Run
+from batchperf.regress.store import fingerprint_of
+from batchperf.results.io import ResultsFile
 
 VERDICT_STYLE = {"REGRESSION": "bold red", "MISSING": "bold red", "improvement": "green", "ok": "",
                  "TOO NOISY": "yellow", "NOT JUDGED": "yellow"}
@@ -60,11 +61,12 @@ def gate_config(k: float | None, tolerances: list[str]) -> GateConfig:
     return config
 
 
-def compare_files(a: Run, b: Run, config: GateConfig) -> list[CellVerdict]:
+def compare_files(a: ResultsFile, b: ResultsFile, config: GateConfig) -> list[CellVerdict]:
     """One verdict per cell of B; cells only in A are reported as missing from B."""
     verdicts = []
+    fp_a, fp_b = fingerprint_of(a), fingerprint_of(b)
     for name, rec in sorted(b.cells.items()):
-        verdicts.append(compare_cell(rec.id, a.find(name, rec.id), rec, config, a.fingerprint, b.fingerprint))
+        verdicts.append(compare_cell(rec.id, a.find(name, rec.id), rec, config, fp_a, fp_b))
     for name in sorted(a.cells.keys() - b.cells.keys()):
         cell_id = a.cell_ids[name]
         if not any(v.name == cell_id for v in verdicts):
@@ -72,7 +74,7 @@ def compare_files(a: Run, b: Run, config: GateConfig) -> list[CellVerdict]:
     return verdicts
 
 
-def extra_rows(a: Run, b: Run, verdict: CellVerdict, config: GateConfig) -> list[tuple[str, ...]]:
+def extra_rows(a: ResultsFile, b: ResultsFile, verdict: CellVerdict, config: GateConfig) -> list[tuple[str, ...]]:
     """Ungated numeric metrics of one cell, as table rows without a verdict."""
     gated = {r.metric for r in config.rules}
     cur = next((rec for rec in b.cells.values() if rec.id == verdict.name), None)

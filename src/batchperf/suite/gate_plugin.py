@@ -25,7 +25,8 @@ import pytest
 from batchperf.regress import fingerprint as fp
 from batchperf.regress.compare import CELL_LABEL, add_gate_args, gate_config
 from batchperf.regress.gate import CellVerdict, GateConfig, Verdict, compare_cell, confirm, fmt_change, render_table
-from batchperf.regress.store import DEFAULT_ROOT, Run, load_baseline, load_reference, pinned_path
+from batchperf.regress.store import DEFAULT_ROOT, fingerprint_of, load_baseline, load_reference, pinned_path
+from batchperf.results.io import ResultsFile
 from batchperf.results.record import CellRecord, ResultsError
 
 
@@ -34,7 +35,7 @@ class GateSession:
     fingerprint: fp.Fingerprint
     config: GateConfig
     require_baseline: bool
-    baseline: Run | None = None
+    baseline: ResultsFile | None = None
     source: str = ""  # what the cells are compared with, for the summary
     active: bool = False  # --benchmark-compare was given
     verdicts: list[CellVerdict] = field(default_factory=list)
@@ -153,7 +154,7 @@ def _compare(gate: GateSession, nodeid: str, record: CellRecord) -> CellVerdict:
     if gate.baseline is None:
         return CellVerdict(record.id, Verdict.NO_BASELINE, identity_diff=(gate.source,))
     base = gate.baseline.find(nodeid, record.id)
-    return compare_cell(record.id, base, record, gate.config, gate.baseline.fingerprint, gate.fingerprint)
+    return compare_cell(record.id, base, record, gate.config, fingerprint_of(gate.baseline), gate.fingerprint)
 
 
 def summary_lines(gate: GateSession) -> list[str]:
