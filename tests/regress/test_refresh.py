@@ -13,7 +13,9 @@ import pytest
 from gate_samples import CPU_FP, GPU_FP, cell_info, results_file, scaled
 from refresh_samples import A, B, run  # its fixtures folder and pinned come through conftest.py
 
+from batchperf.cli import refresh as cli_refresh
 from batchperf.regress import store as baseline_store
+from batchperf.regress.refresh import RefreshRequest
 from batchperf.regress.store import BASELINE_FILE, HISTORY_FILE, load_baseline, locked, provenance_of, read_history
 from batchperf.results import io as results_io
 from batchperf.results.record import ResultsError
@@ -225,3 +227,23 @@ def test_runs_of_other_versions_or_cells_are_not_pooled(tmp_path: Path) -> None:
     c = results_file(tmp_path / "c.json", [other])
     with pytest.raises(SystemExit, match=r"c.json: .*differs from the other runs: seed: 0 → 7"):
         run(tmp_path, [a, c])
+
+
+@pytest.mark.parametrize(("fields", "named"), [
+    ({"accept_regression": True}, "accept_regression needs a reason"),
+    ({"cells": "cpu-*"}, "cells must be a tuple"),  # a bare string would be one glob per character
+    ({"tolerances": ["p99_e2el_ms=0.3"]}, "tolerances must be a tuple"),
+    ({"baselines": "baselines"}, "baselines must be a Path"),
+])
+def test_a_refresh_request_names_its_bad_field(fields: dict, named: str) -> None:
+    with pytest.raises(ValueError, match=named):
+        RefreshRequest(**fields)
+
+
+def test_the_cli_hands_the_logic_a_request_not_its_parsed_args(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    seen: list[object] = []
+    monkeypatch.setattr(cli_refresh, "refresh", lambda request, paths, console: seen.append(request) or 0)
+    assert run(tmp_path, tmp_path / "r.json", "--reason", "why", "--cells", "cpu-*", "--accept-regression",
+               "--partial", "--batchperf-k", "4", "--batchperf-tolerance", "p99_e2el_ms=0.3") == 0
+    assert seen == [RefreshRequest(baselines=tmp_path / "baselines", reason="why", cells=("cpu-*",),
+                                   accept_regression=True, partial=True, k=4.0, tolerances=("p99_e2el_ms=0.3",))]
