@@ -80,7 +80,7 @@ def main() -> int:
         pytest_run(selection, work / f"ref-{i}.json", 0.0)
         ref_runs.append(load_run(work / f"ref-{i}.json"))
     pooled = pool_runs(ref_runs)
-    ref_path = write_results(work / "ref.json", pooled.file.header, pooled.file.entries())
+    ref_path = write_results(work / "ref.json", pooled.header, pooled.entries())
     ref = pooled.cells
     for name, rec in ref.items():
         spread = ", ".join(f"{m} ±{relative_spread(rec, 'metrics.' + m):.1%}" for m in ("output_throughput", "p99_e2el_ms"))

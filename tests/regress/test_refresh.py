@@ -13,8 +13,10 @@ import pytest
 from gate_samples import CPU_FP, GPU_FP, cell_info, results_file, scaled
 from refresh_samples import A, B, run  # its fixtures folder and pinned come through conftest.py
 
+from batchperf.cli import refresh as cli_refresh
 from batchperf.regress import store as baseline_store
-from batchperf.regress.store import BASELINE_FILE, HISTORY_FILE, load_baseline, locked, read_history
+from batchperf.regress.refresh import RefreshRequest
+from batchperf.regress.store import BASELINE_FILE, HISTORY_FILE, load_baseline, locked, provenance_of, read_history
 from batchperf.results import io as results_io
 from batchperf.results.record import ResultsError
 
@@ -169,7 +171,7 @@ def test_a_killed_refresh_is_cleaned_up_and_its_history_repaired(tmp_path: Path,
         m.setattr(baseline_store, "append_history", crash)
         with pytest.raises(OSError):
             run(tmp_path, results_file(tmp_path / "r.json", [scaled(cell_info(A), 0.5), cell_info(B)]), "--reason", "x")
-    new_id = load_baseline(pinned).provenance["id"]
+    new_id = provenance_of(load_baseline(pinned))["id"]
     assert new_id not in [h["id"] for h in read_history(pinned.parent)]
     assert run(tmp_path, results_file(tmp_path / "r2.json", [scaled(cell_info(A), 0.5), cell_info(B)]),
                "--reason", "y") == 0
@@ -205,7 +207,7 @@ def test_several_runs_are_pooled_so_the_baseline_carries_their_spread(tmp_path: 
     info = next(iter(stored.cells.values()))
     assert info.pooled_runs == 3 and len(info.rounds) == 9
     assert info.metrics["output_throughput"] == pytest.approx(100.0)  # the median of 80, 100, 125 (×3 each)
-    assert [r["sha256"] for r in stored.provenance["results"]] == [
+    assert [r["sha256"] for r in provenance_of(stored)["results"]] == [
         hashlib.sha256(f.read_bytes()).hexdigest() for f in files]
     from batchperf.regress.gate import relative_spread
 
@@ -225,3 +227,23 @@ def test_runs_of_other_versions_or_cells_are_not_pooled(tmp_path: Path) -> None:
     c = results_file(tmp_path / "c.json", [other])
     with pytest.raises(SystemExit, match=r"c.json: .*differs from the other runs: seed: 0 → 7"):
         run(tmp_path, [a, c])
+
+
+@pytest.mark.parametrize(("fields", "named"), [
+    ({"accept_regression": True}, "accept_regression needs a reason"),
+    ({"cells": "cpu-*"}, "cells must be a tuple"),  # a bare string would be one glob per character
+    ({"tolerances": ["p99_e2el_ms=0.3"]}, "tolerances must be a tuple"),
+    ({"baselines": "baselines"}, "baselines must be a Path"),
+])
+def test_a_refresh_request_names_its_bad_field(fields: dict, named: str) -> None:
+    with pytest.raises(ValueError, match=named):
+        RefreshRequest(**fields)
+
+
+def test_the_cli_hands_the_logic_a_request_not_its_parsed_args(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    seen: list[object] = []
+    monkeypatch.setattr(cli_refresh, "refresh", lambda request, paths, console: seen.append(request) or 0)
+    assert run(tmp_path, tmp_path / "r.json", "--reason", "why", "--cells", "cpu-*", "--accept-regression",
+               "--partial", "--batchperf-k", "4", "--batchperf-tolerance", "p99_e2el_ms=0.3") == 0
+    assert seen == [RefreshRequest(baselines=tmp_path / "baselines", reason="why", cells=("cpu-*",),
+                                   accept_regression=True, partial=True, k=4.0, tolerances=("p99_e2el_ms=0.3",))]

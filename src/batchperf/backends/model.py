@@ -17,6 +17,7 @@ from typing import Any
 from batchperf.measure import inject
 from batchperf.measure.efficiency import ModelCost
 from batchperf.measure.kv import KVShape
+from batchperf.measure.weights import WEIGHTS
 
 
 @dataclass(frozen=True, slots=True)
@@ -35,9 +36,6 @@ class ModelSpec:
     def __post_init__(self) -> None:
         if self.weights not in WEIGHTS:
             raise ValueError(f"model {self.name!r}: weights must be one of {', '.join(WEIGHTS)}, not {self.weights!r}")
-
-
-WEIGHTS = ("checkpoint", "dummy")
 
 
 class ModelLoadError(RuntimeError):

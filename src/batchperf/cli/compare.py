@@ -19,7 +19,7 @@ from batchperf.regress.compare import (
     render_markdown,
     render_rich,
 )
-from batchperf.regress.store import load_reference, load_run
+from batchperf.regress.store import fingerprint_of, load_reference, load_run
 
 
 def add_cli_args(parser: argparse.ArgumentParser) -> None:
@@ -44,10 +44,10 @@ def main(args: argparse.Namespace) -> int:
         raise SystemExit(f"batchperf compare: {exc}") from None
     verdicts = compare_files(a, b, config)
     extras = {v.name: extra_rows(a, b, v, config) for v in verdicts} if args.all_metrics else None
-    if a.fingerprint is None or b.fingerprint is None:
+    if fingerprint_of(a) is None or fingerprint_of(b) is None:
         print("note: a file has no batchperf fingerprint (machine_info.batchperf): hardware identity not checked")
     for run in (a, b):
-        if why := run.file.incomplete:
+        if why := run.incomplete:
             print(f"note: {run.path} is from an incomplete run ({why})")
     render_rich(verdicts, make_console(), extras, title=f"{args.a} → {args.b}")
     if args.markdown is not None:

@@ -39,7 +39,7 @@ def main(args: argparse.Namespace) -> int:
               f"{2 * MIN_SEGMENT} runs ({MIN_SEGMENT} on each side)")
         return 0
     points = change_points(runs, penalty=args.penalty, min_change=args.min_change)
-    cells = len({c for r in runs for c in r.cells})
+    cells = len({c for r in runs for c in r.cells_by_id})
     print(f"batchperf history: {len(runs)} runs ({runs[0].label} … {runs[-1].label}), {cells} cells, "
           f"{len(METRICS)} metrics: {len(points)} change point(s), {sum(p.worse for p in points)} worse")
     if points:

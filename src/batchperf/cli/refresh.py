@@ -7,7 +7,7 @@ import tempfile
 from pathlib import Path
 
 from batchperf.regress.compare import add_gate_args, make_console
-from batchperf.regress.refresh import RefreshRefused, refresh, run_pytest
+from batchperf.regress.refresh import RefreshRefused, RefreshRequest, refresh, run_pytest
 from batchperf.regress.store import DEFAULT_ROOT
 
 
@@ -31,17 +31,26 @@ def add_cli_args(parser: argparse.ArgumentParser) -> None:
     add_gate_args(parser)
 
 
+def request_from(args: argparse.Namespace) -> RefreshRequest:
+    """The refresh the parsed options ask for (``--run`` and ``--repeat`` stay here: they make the results)."""
+    return RefreshRequest(
+        baselines=args.baselines, reason=args.reason, cells=tuple(args.cells),
+        accept_regression=args.accept_regression, allow_failed=args.allow_failed, allow_dirty=args.allow_dirty,
+        partial=args.partial, dry_run=args.dry_run, k=args.batchperf_k, tolerances=tuple(args.batchperf_tolerance))
+
+
 def main(args: argparse.Namespace) -> int:
     console = make_console()
-    if args.accept_regression and not args.reason:
+    if args.accept_regression and not args.reason:  # RefreshRequest refuses it too; here in the options' names
         raise SystemExit("batchperf refresh: --accept-regression needs --reason \"why the regression is intended\"")
     if bool(args.results) == (args.run is not None):
         raise SystemExit("batchperf refresh: give results JSON file(s) or --run PYTEST_ARGS (one of the two)")
     if args.repeat < 1:
         raise SystemExit(f"batchperf refresh: --repeat must be >= 1, got {args.repeat}")
     try:
+        request = request_from(args)
         if args.run is None:
-            return refresh(args, args.results, console)
+            return refresh(request, args.results, console)
         with tempfile.TemporaryDirectory(prefix="batchperf-refresh-") as tmp:
             outs = []
             for i in range(args.repeat):
@@ -54,6 +63,6 @@ def main(args: argparse.Namespace) -> int:
                     raise SystemExit(f"batchperf refresh: pytest exited {rc} (interrupted or broken): the run is "
                                      "incomplete; nothing was written (--partial stores what it has)")
                 outs.append(out)
-            return refresh(args, outs, console)
+            return refresh(request, outs, console)
     except (RefreshRefused, ValueError) as exc:
         raise SystemExit(f"batchperf refresh: {exc}") from None

@@ -15,8 +15,9 @@ from typing import Any
 
 from batchperf.regress import verdict as table
 from batchperf.regress.gate import GateConfig, compare_cell, relative_change
-from batchperf.regress.store import Run
+from batchperf.regress.store import fingerprint_of
 from batchperf.regress.verdict import CellVerdict, Verdict, count_line, fmt_change, fmt_value
+from batchperf.results.io import ResultsFile
 
 
 def add_gate_args(parser: Any) -> None:
@@ -43,11 +44,12 @@ def gate_config(k: float | None, tolerances: list[str]) -> GateConfig:
     return config
 
 
-def compare_files(a: Run, b: Run, config: GateConfig) -> list[CellVerdict]:
+def compare_files(a: ResultsFile, b: ResultsFile, config: GateConfig) -> list[CellVerdict]:
     """One verdict per cell of B; a cell only in A is *failed*: B lost it."""
     verdicts = []
+    fp_a, fp_b = fingerprint_of(a), fingerprint_of(b)
     for name, rec in sorted(b.cells.items()):
-        verdicts.append(compare_cell(rec.id, a.find(name, rec.id), rec, config, a.fingerprint, b.fingerprint))
+        verdicts.append(compare_cell(rec.id, a.find(name, rec.id), rec, config, fp_a, fp_b))
     for name in sorted(a.cells.keys() - b.cells.keys()):
         cell_id = a.cell_ids[name]
         if not any(v.name == cell_id for v in verdicts):
@@ -55,7 +57,7 @@ def compare_files(a: Run, b: Run, config: GateConfig) -> list[CellVerdict]:
     return verdicts
 
 
-def extra_rows(a: Run, b: Run, verdict: CellVerdict, config: GateConfig) -> list[tuple[str, ...]]:
+def extra_rows(a: ResultsFile, b: ResultsFile, verdict: CellVerdict, config: GateConfig) -> list[tuple[str, ...]]:
     """Ungated numeric metrics of one cell, as table rows without a verdict."""
     gated = {r.path for r in config.rules}
     cur = next((rec for rec in b.cells.values() if rec.id == verdict.name), None)

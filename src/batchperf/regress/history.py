@@ -18,8 +18,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from batchperf.measure.catalogue import TRACKED, Direction
-from batchperf.results.io import read_results
-from batchperf.results.record import CellRecord, ResultsError
+from batchperf.results.io import ResultsFile, read_results
+from batchperf.results.record import ResultsError
 
 # The series: the catalogue's tracked metrics, path -> True when higher is better.
 METRICS: dict[str, bool] = {m.path: m.direction is Direction.HIGHER for m in TRACKED}
@@ -29,23 +29,11 @@ DEFAULT_MIN_CHANGE = 0.01
 
 
 @dataclass(frozen=True, slots=True)
-class Run:
-    path: Path
-    datetime: str
-    commit: str
-    cells: dict[str, CellRecord]
-
-    @property
-    def label(self) -> str:
-        return f"{self.datetime[:16].replace('T', ' ')} {self.commit[:8]}".strip()
-
-
-@dataclass(frozen=True, slots=True)
 class ChangePoint:
     cell: str
     metric: str
     run_index: int  # 0-based index into the ordered history: the first run of the new level
-    run: Run
+    run: ResultsFile
     before: float  # mean of the segment before
     after: float  # mean of the segment from run_index on
     higher_is_better: bool
@@ -59,18 +47,16 @@ class ChangePoint:
         return (self.change < 0) == self.higher_is_better
 
 
-def load_history(folder: Path) -> tuple[list[Run], list[str]]:
+def load_history(folder: Path) -> tuple[list[ResultsFile], list[str]]:
     """The results files in ``folder`` in run order, and a note for each file that is not one."""
     if not folder.is_dir():
         raise ResultsError(folder, "no such history folder", "Point at the folder the nightly job appends to")
     runs, notes = [], []
     for path in sorted(folder.glob("*.json")):
         try:
-            file = read_results(path)
+            runs.append(read_results(path))
         except ResultsError as exc:
             notes.append(f"skipped {path.name}: {exc}")
-            continue
-        runs.append(Run(path, file.datetime, str(file.commit_info.get("id") or ""), {c.id: c for c in file.records}))
     runs.sort(key=lambda r: (r.datetime, r.commit, r.path.name))
     return runs, notes
 
@@ -96,13 +82,15 @@ def breakpoints(series: list[float], penalty: float = DEFAULT_PENALTY) -> list[i
     return [int(b) for b in algo.predict(pen=penalty * sigma**2 * math.log(len(x)))[:-1]]
 
 
-def change_points(runs: list[Run], metrics: dict[str, bool] | None = None, penalty: float = DEFAULT_PENALTY,
+def change_points(runs: list[ResultsFile], metrics: dict[str, bool] | None = None, penalty: float = DEFAULT_PENALTY,
                   min_change: float = DEFAULT_MIN_CHANGE) -> list[ChangePoint]:
     found = []
-    cell_ids = sorted({cid for r in runs for cid in r.cells})
+    by_id = [r.cells_by_id for r in runs]  # by id, not test name: a cell whose test moved keeps its series
+    cell_ids = sorted({cid for cells in by_id for cid in cells})
     for cid in cell_ids:
         for metric, higher in (metrics or METRICS).items():
-            points = [(i, v) for i, r in enumerate(runs) if cid in r.cells and (v := r.cells[cid].value(metric)) is not None]
+            points = [(i, v) for i, cells in enumerate(by_id)
+                      if cid in cells and (v := cells[cid].value(metric)) is not None]
             series = [v for _, v in points]
             bounds = [0, *breakpoints(series, penalty), len(series)]
             for k in range(1, len(bounds) - 1):

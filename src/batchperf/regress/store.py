@@ -21,7 +21,7 @@ import hashlib
 import json
 import os
 from collections.abc import Iterator
-from dataclasses import dataclass, field, replace
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -37,30 +37,6 @@ HISTORY_FILE = "history.jsonl"
 LOCK_FILE = ".refresh.lock"
 DEFAULT_ROOT = Path("baselines")
 BLOCK = "batchperf_baseline"
-
-
-@dataclass(frozen=True, slots=True)
-class Run:
-    """One side of a comparison: a results file or a pinned baseline, with its fingerprint."""
-
-    file: ResultsFile
-    fingerprint: Fingerprint | None
-    provenance: dict[str, Any] = field(default_factory=dict)  # a baseline's: who pinned it, when, why
-
-    @property
-    def path(self) -> Path:
-        return self.file.path
-
-    @property
-    def cells(self) -> dict[str, CellRecord]:
-        return self.file.cells
-
-    @property
-    def cell_ids(self) -> dict[str, str]:
-        return self.file.cell_ids
-
-    def find(self, fullname: str, cell_id: str | None = None) -> CellRecord | None:
-        return self.file.find(fullname, cell_id)
 
 
 def folder_for(root: Path, fingerprint: Fingerprint) -> Path:
@@ -79,14 +55,37 @@ def _fingerprint(path: Path, raw: Any, where: str) -> Fingerprint:
                            "Re-run the cells with this batchperf, or restore the file from git") from None
 
 
-def load_run(path: Path) -> Run:
+def fingerprint_of(run: ResultsFile) -> Fingerprint | None:
+    """The hardware and versions ``run`` was measured with: a baseline's pinned fingerprint (its block), else the
+    one the gate plugin recorded (``machine_info.batchperf``); None when neither is there.
+
+    Parsed on every call (a few small dicts): :class:`ResultsFile` is the results stage's and cannot hold a
+    regress type. The loaders below call it once, so a file they return always parses."""
+    block = run.header.get(BLOCK)
+    if isinstance(block, dict):
+        return _pinned_fingerprint(run.path, block)
+    raw = run.fingerprint
+    return None if raw is None else _fingerprint(run.path, raw, "machine_info.batchperf")
+
+
+def _pinned_fingerprint(path: Path, block: dict[str, Any]) -> Fingerprint:
+    return _fingerprint(path, block.get("fingerprint"), "its fingerprint")
+
+
+def provenance_of(run: ResultsFile) -> dict[str, Any]:
+    """A baseline's provenance (who pinned it, when, why); empty for a results file."""
+    block = run.header.get(BLOCK)
+    return dict(block.get("provenance") or {}) if isinstance(block, dict) else {}
+
+
+def load_run(path: Path) -> ResultsFile:
     """A results file written by ``pytest --benchmark-json`` with batchperf cells."""
     file = read_results(path)
-    raw = file.fingerprint
-    return Run(file, None if raw is None else _fingerprint(path, raw, "machine_info.batchperf"))
+    fingerprint_of(file)  # a bad fingerprint is refused here, naming the file, not later in a comparison
+    return file
 
 
-def load_baseline(path: Path, expected: Fingerprint | None = None) -> Run:
+def load_baseline(path: Path, expected: Fingerprint | None = None) -> ResultsFile:
     """A pinned baseline; ``expected`` (this machine) must have the same hardware identity."""
     file = read_results(path, "baseline")
     block = file.header.get(BLOCK)
@@ -96,23 +95,23 @@ def load_baseline(path: Path, expected: Fingerprint | None = None) -> Run:
     if block.get("schema") != SCHEMA:
         raise ResultsError(path, f"has baseline schema {block.get('schema')!r}; this batchperf reads schema {SCHEMA}",
                            "Use the batchperf version that wrote it, or make a new baseline with `batchperf refresh`")
-    fingerprint = _fingerprint(path, block.get("fingerprint"), "its fingerprint")
+    fingerprint = _pinned_fingerprint(path, block)
     if expected is not None and fingerprint.key != expected.key:
         raise ResultsError(
             path, f"was made on other hardware ({fingerprint.identity.describe()}, fingerprint {fingerprint.key}); "
             f"this machine is {expected.identity.describe()} ({expected.key})",
             f"Compare against the right file with --benchmark-compare=PATH, or make this machine's baseline with "
             f"`batchperf refresh` (it goes to {path.parent.parent / expected.key})")
-    return Run(file, fingerprint, dict(block.get("provenance") or {}))
+    return file
 
 
-def load_reference(path: Path) -> Run:
+def load_reference(path: Path) -> ResultsFile:
     """A baseline, or failing that a results file (comparing two runs is legitimate too)."""
     file = read_results(path)
     return load_baseline(path) if BLOCK in file.header else load_run(path)
 
 
-def pool_runs(runs: list[Run]) -> Run:
+def pool_runs(runs: list[ResultsFile]) -> ResultsFile:
     """Several runs of the same cells as one: every cell's rounds concatenated, its metrics the median over all.
 
     A baseline pooled from separate runs carries their run-to-run spread in ``rounds``,
@@ -133,7 +132,7 @@ def pool_runs(runs: list[Run]) -> Run:
             if pooled is None:
                 cells[name] = replace(rec, rounds=list(rec.rounds), token_count_errors=list(rec.token_count_errors),
                                       pooled_runs=1)
-                benches[name] = run.file.benches[name]
+                benches[name] = run.benches[name]
                 continue
             if diff := identity_diff(cell_identity(pooled), cell_identity(rec)):
                 raise ResultsError(run.path, f"{name} differs from the other runs: {'; '.join(diff)}",
@@ -144,22 +143,23 @@ def pool_runs(runs: list[Run]) -> Run:
     for rec in cells.values():
         if (rec.pooled_runs or 1) > 1 and rec.rounds:
             rec.metrics = summarise(rec.rounds)
-    dirty = any(r.file.commit_info.get("dirty") for r in runs)
-    header = {**first.file.header, "commit_info": {**first.file.commit_info, "dirty": dirty}}
-    if incomplete := [f"{r.path}: {why}" for r in runs if (why := r.file.incomplete)]:  # one cut run: all cut
+    dirty = any(r.commit_info.get("dirty") for r in runs)
+    header = {**first.header, "commit_info": {**first.commit_info, "dirty": dirty}}
+    if incomplete := [f"{r.path}: {why}" for r in runs if (why := r.incomplete)]:  # one cut run: all cut
         header[INCOMPLETE_KEY] = {"reason": "; ".join(incomplete)}
-    sources = tuple(src for r in runs for src in r.file.sources)
+    sources = tuple(src for r in runs for src in r.sources)
     digest = hashlib.sha256("".join(sha for _, sha in sources).encode()).hexdigest()
-    return Run(ResultsFile(first.path, header, cells, benches, (), digest, sources), first.fingerprint)
+    # the first run's header, hence its fingerprint: _pooling_diffs made sure the others' identity and versions match
+    return ResultsFile(first.path, header, cells, benches, (), digest, sources)
 
 
-def _pooling_diffs(first: Run, run: Run) -> list[str]:
+def _pooling_diffs(first: ResultsFile, run: ResultsFile) -> list[str]:
     diffs: list[str] = []
-    if first.fingerprint is not None and run.fingerprint is not None:
-        diffs += identity_diff(first.fingerprint.identity.to_dict(), run.fingerprint.identity.to_dict())
-        versions = version_diff(first.fingerprint.upgrade, run.fingerprint.upgrade)
+    if (fp_first := fingerprint_of(first)) is not None and (fp_run := fingerprint_of(run)) is not None:
+        diffs += identity_diff(fp_first.identity.to_dict(), fp_run.identity.to_dict())
+        versions = version_diff(fp_first.upgrade, fp_run.upgrade)
         diffs += [f"{k}: {a} → {b}" for k, (a, b) in versions.items()]
-    commits = [r.file.commit_info.get("id") for r in (first, run)]
+    commits = [r.commit_info.get("id") for r in (first, run)]
     if commits[0] != commits[1]:
         diffs.append(f"commit: {commits[0]} → {commits[1]}")
     return diffs

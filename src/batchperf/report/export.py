@@ -131,7 +131,7 @@ class ResultsCollector:
         size = GaugeMetricFamily(CHANGE_POINT_RATIO, "size of a change point: mean after / mean before - 1",
                                  labels=[*names, *extra], unit="ratio")
         for point in self.change_points:
-            record = point.run.cells[point.cell]
+            record = point.run.cells_by_id[point.cell]
             values = [*self.labels(record).values(), point.metric.split(".", 1)[1], "worse" if point.worse else "better"]
             timestamp = _epoch(point.run.datetime)
             if timestamp is not None:

@@ -60,6 +60,15 @@ class ResultsFile:
         return str(self.header.get("datetime") or "")
 
     @property
+    def commit(self) -> str:
+        return str(self.commit_info.get("id") or "")
+
+    @property
+    def label(self) -> str:
+        """When and at which commit the run was made, as a history table names it: ``2026-01-01 02:00 6de10eb0``."""
+        return f"{self.datetime[:16].replace('T', ' ')} {self.commit[:8]}".strip()
+
+    @property
     def incomplete(self) -> str | None:
         """Why the run behind this file stopped before its last cell (e.g. "interrupted by SIGTERM"), or None."""
         mark = self.header.get(INCOMPLETE_KEY)
@@ -78,6 +87,11 @@ class ResultsFile:
     @property
     def cell_ids(self) -> dict[str, str]:
         return {name: rec.id for name, rec in self.cells.items()}
+
+    @property
+    def cells_by_id(self) -> dict[str, CellRecord]:
+        """cell id -> record: a cell keeps its id when its test moves (read_results refuses a repeated id)."""
+        return {rec.id: rec for rec in self.cells.values()}
 
     def find(self, fullname: str, cell_id: str | None = None) -> CellRecord | None:
         """The cell named ``fullname``, else the single cell whose id is ``cell_id`` (tests that moved)."""

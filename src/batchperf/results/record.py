@@ -20,6 +20,7 @@ from typing import Any
 from batchperf.measure import counters as engine_counters
 from batchperf.measure.kv_growth import KVPoint
 from batchperf.measure.trace import RunTrace
+from batchperf.measure.weights import WEIGHTS
 
 SCHEMA_VERSION = 2
 SCHEMA_KEY = "batchperf_schema"
@@ -28,9 +29,6 @@ REQUIRED = ("cell", "metrics", "rounds", "kv")
 # the sections a dotted path may start with (CellRecord.raw); any other is looked up in ``other``
 SECTIONS = ("cell", "model", "metrics", "kv", "telemetry", "counters", "efficiency")
 CELL_FIELDS = ("id", "tier", "model", "backend", "batch_size", "prompt_len", "concurrency")
-# model.weights: loaded from a checkpoint, or seeded random weights built from a config (batchperf.backends.dummy).
-# A record without it predates dummy weights: every model then came from a checkpoint.
-WEIGHTS = ("checkpoint", "dummy")
 
 
 class ResultsError(ValueError):

@@ -25,8 +25,9 @@ import pytest
 from batchperf.regress import fingerprint as fp
 from batchperf.regress.compare import add_gate_args, gate_config
 from batchperf.regress.gate import GateConfig, compare_cell, confirm, render_table
-from batchperf.regress.store import DEFAULT_ROOT, Run, load_baseline, load_reference, pinned_path
+from batchperf.regress.store import DEFAULT_ROOT, fingerprint_of, load_baseline, load_reference, pinned_path
 from batchperf.regress.verdict import CellVerdict, Verdict, count_line, fmt_change
+from batchperf.results.io import ResultsFile
 from batchperf.results.record import CellRecord, ResultsError
 
 
@@ -35,7 +36,7 @@ class GateSession:
     fingerprint: fp.Fingerprint
     config: GateConfig
     require_baseline: bool
-    baseline: Run | None = None
+    baseline: ResultsFile | None = None
     source: str = ""  # what the cells are compared with, for the summary
     active: bool = False  # --benchmark-compare was given
     verdicts: list[CellVerdict] = field(default_factory=list)
@@ -154,7 +155,7 @@ def _compare(gate: GateSession, nodeid: str, record: CellRecord) -> CellVerdict:
     if gate.baseline is None:
         return CellVerdict(record.id, Verdict.NO_BASELINE, notes=(gate.source,))
     base = gate.baseline.find(nodeid, record.id)
-    return compare_cell(record.id, base, record, gate.config, gate.baseline.fingerprint, gate.fingerprint)
+    return compare_cell(record.id, base, record, gate.config, fingerprint_of(gate.baseline), gate.fingerprint)
 
 
 def summary_lines(gate: GateSession) -> list[str]:
