@@ -23,13 +23,13 @@ NUMBER = r"\d+\.\d"
 def test_two_backends_on_one_cell_interleaved(tiny_model: object, tmp_path: Path, capsys: pytest.CaptureFixture[str],
                                               monkeypatch: pytest.MonkeyPatch) -> None:
     order: list[str] = []
-    real_run_cell = versus.run_cell
+    real_one_round = versus.one_round
 
     def recorded(backend, *args):
         order.append(backend.name)
-        return real_run_cell(backend, *args)
+        return real_one_round(backend, *args)
 
-    monkeypatch.setattr(versus, "run_cell", recorded)
+    monkeypatch.setattr(versus, "one_round", recorded)
     out = tmp_path / "versus.json"
     code = main(["versus", "--batchperf-backends", "hf-static,continuous", *SMALL, "--repeats", "2", "--threads", "1",
                  "--json", str(out)])

@@ -1,10 +1,16 @@
-"""Measure one cell under pytest-benchmark and build its :class:`~batchperf.results.record.CellRecord`."""
+"""Measure one cell under pytest-benchmark and build its :class:`~batchperf.results.record.CellRecord`.
+
+:func:`measure_cell` is the whole body of a cell's test; :func:`one_round` is the one way a cell is run, shared
+with ``batchperf versus`` (:mod:`batchperf.suite.versus`).
+"""
 
 from __future__ import annotations
 
 from typing import Any
 
-from batchperf.backends import Backend
+import pytest
+
+from batchperf.backends import Backend, CellUnsupported
 from batchperf.backends.runner import run_cell
 from batchperf.measure.counters import summarise as summarise_counters
 from batchperf.measure.devices import device_name
@@ -15,8 +21,35 @@ from batchperf.measure.telemetry import Sampler
 from batchperf.measure.trace import RunTrace
 from batchperf.measure.workload import Workload
 from batchperf.results.record import CellRecord
+from batchperf.suite.gate_plugin import gate_cell, gate_outcome
 from batchperf.suite.matrix import Cell
 from batchperf.suite.models import LoadedModel, config_hash
+from batchperf.suite.plugin import keep_record
+
+
+def measure_cell(benchmark: Any, request: pytest.FixtureRequest, cell: Cell, model: LoadedModel, backend: Backend,
+                 workload: Workload) -> CellRecord:
+    """Time the cell, build its record, keep it for the summary, check its token counts, gate it (re-measured
+    before it fails) and store the final record, gate verdict included, as the benchmark's ``extra_info``."""
+    __tracebackhide__ = True  # a failure points at the cell's test, not at this helper
+    try:
+        traces = run_rounds(benchmark, backend, cell, workload)
+    except CellUnsupported as exc:  # raised before anything is measured (a given server runs another cell)
+        pytest.skip(f"cell {cell.id}: backend {cell.params.backend!r} cannot run it: {exc}")
+    record = cell_record(cell, model, traces)
+    keep_record(request.config, record)
+    errors = record.token_count_errors
+    verdict = None
+    try:
+        if not errors:  # a cell that miscounts tokens is failed as such, never compared with its baseline
+            verdict = gate_cell(request, record, lambda: remeasure(backend, cell, workload, model))
+    finally:  # the results JSON keeps what was measured even when the re-measurement breaks or is interrupted
+        benchmark.extra_info.update(record.to_dict())
+    # pytest rewrites the asserts of its plugins' packages (batchperf's, by its pytest11 entry point), so this
+    # failure reads as it did in the test body: the message, then the list
+    assert not errors, f"{len(errors)} request(s) did not produce their target token count:\n" + "\n".join(errors)
+    gate_outcome(request, verdict)
+    return record
 
 
 def build_workload(cell: Cell, model: LoadedModel) -> Workload:

@@ -20,9 +20,8 @@ from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
 from batchperf.backends import BackendUnavailable
-from batchperf.backends.runner import run_cell
 from batchperf.measure.metrics import compute_metrics, token_count_errors
-from batchperf.suite.cell import build_workload
+from batchperf.suite.cell import build_workload, one_round
 from batchperf.suite.matrix import CellParams, Tier
 from batchperf.suite.parallel import tp_skip_reason
 from batchperf.suite.pool import BackendPool, ModelPool
@@ -127,7 +126,8 @@ def run_versus_cell(params: CellParams, names: Sequence[str], models: ModelPool,
         got: dict[str, float] = {}
         for name in (names if rep % 2 == 0 else names[::-1]):
             try:
-                trace = run_cell(backends.get(name, model, tp=cell.tp), workload, cell.batch_size, cell.concurrency)
+                # a round as a cell's test measures it (telemetry sampled alike), so the numbers compare
+                trace = one_round(backends.get(name, model, tp=cell.tp), cell, workload)
             except Exception as exc:  # noqa: BLE001 - one broken run must not take the table down
                 result.errors.append(f"{name}: {type(exc).__name__}: {exc}")
                 continue
