@@ -1,4 +1,4 @@
-"""The stage packages (DESIGN.md): no module imports a higher or a sibling stage, and no module imports cycle.
+"""The stage packages (docs/design.md): no module imports a higher or a sibling stage, and no module imports cycle.
 
 Read from the source with ``ast``, so every ``batchperf`` import counts: at module level, inside
 functions, and under ``if TYPE_CHECKING:`` (a type-only import still ties the stages together).
@@ -137,7 +137,7 @@ def test_the_source_tree_is_read() -> None:
 
 def test_no_module_imports_a_higher_or_a_sibling_stage() -> None:
     bad = [f"{imp}: {why}" for imp in ALL_IMPORTS if (why := violation(imp))]
-    assert not bad, f"{len(bad)} import(s) break the stage order (DESIGN.md):\n" + "\n".join(bad)
+    assert not bad, f"{len(bad)} import(s) break the stage order (docs/design.md):\n" + "\n".join(bad)
 
 
 def test_no_import_cycle_between_modules() -> None:

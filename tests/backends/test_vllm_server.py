@@ -6,7 +6,7 @@ import importlib.util
 
 import pytest
 from fake_openai_server import fake_server
-from rule_producers import rule_gaps
+from rule_producers import rule_gaps, uncatalogued
 
 from batchperf.backends import BackendUnavailable, create_backend
 from batchperf.backends.external_server import ServerEntry
@@ -95,4 +95,5 @@ def test_real_server_on_a_config_folder_reports_its_counters(stream4_server_run)
     assert counters["num_requests_running"] <= 2, "--max-num-seqs is the batch size"
     cell = CellParams("cpu", "cpu", "tiny-qwen2", "vllm-server", batch_size="2", prompt_len="24,40",
                       concurrency="3", num_prompts="6", rounds=1, warmup_rounds=0, arrival="closed").resolve()
-    assert rule_gaps(cell_record(cell, model, [trace])) == ([], [])
+    record = cell_record(cell, model, [trace])
+    assert rule_gaps(record) == ([], []) and uncatalogued(record) == []

@@ -11,12 +11,10 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from rule_producers import rule_gaps
+from rule_producers import rule_gaps, uncatalogued
+from small_runs import measured_cell
 
-from batchperf.backends import create_backend
 from batchperf.results.record import CellRecord
-from batchperf.suite.cell import build_workload, cell_record, one_round
-from batchperf.suite.matrix import CellParams
 
 TIGHT: dict[str, dict[str, Any]] = {
     "continuous": {"block_size": 16, "num_blocks": 14},
@@ -25,13 +23,8 @@ TIGHT: dict[str, dict[str, Any]] = {
 
 
 def measured(model: Any, backend: str, **options: Any) -> CellRecord:
-    cell = CellParams("cpu", "cpu", "tiny-qwen2", backend, batch_size="4", prompt_len="100", concurrency="4",
-                      num_prompts="4", rounds=1, warmup_rounds=0, arrival="closed", output_lens="40").resolve()
-    runner = create_backend(backend, model, **options)
-    try:
-        return cell_record(cell, model, [one_round(runner, cell, build_workload(cell, model))])
-    finally:
-        runner.close()
+    return measured_cell(model, backend, batch_size="4", prompt_len="100", concurrency="4", num_prompts="4",
+                         output_lens="40", **options)
 
 
 @pytest.mark.parametrize("backend", [
@@ -48,7 +41,7 @@ def test_a_kv_budget_too_small_for_the_batch_is_reported_as_preemptions(tiny_mod
     assert counters["kv_cache_usage_perc"] == 1.0  # the pool ran full
     assert counters["num_requests_running"] == 2 and counters["num_requests_waiting"] >= 2
     assert counters["num_requests_running_mean"] < 4  # the batch formed is smaller than the batch size
-    assert rule_gaps(record) == ([], [])
+    assert rule_gaps(record) == ([], []) and uncatalogued(record) == []
 
 
 def test_the_default_pool_never_preempts(tiny_model) -> None:

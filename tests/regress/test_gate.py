@@ -8,7 +8,8 @@ import pytest
 from gate_samples import CPU_FP, GPU_FP, cell_info, copied, scaled
 from hypothesis import assume, given, settings
 from hypothesis import strategies as st
-from rule_producers import CHECKED_BACKENDS, rule_gaps
+from rule_producers import CHECKED_BACKENDS, rule_gaps, uncatalogued
+from small_runs import measured_cell
 
 from batchperf.measure.catalogue import Direction, Metric, Tolerance
 from batchperf.regress.fingerprint import NON_IDENTITY_CELL_FIELDS, Fingerprint
@@ -136,20 +137,11 @@ def test_a_rule_says_where_its_metric_is_produced() -> None:
 def test_every_rule_has_a_producer_in_a_real_cell_record(tiny_model, backend: str) -> None:
     """A rule nothing writes can never fire: each rule's path resolves in a cell measured here, on the CPU,
     unless the rule says its metric is produced only on CUDA (then the CPU cell must not have it)."""
-    from batchperf.backends import create_backend
-    from batchperf.suite.cell import build_workload, cell_record, one_round
-    from batchperf.suite.matrix import CellParams
-
-    cell = CellParams("cpu", "cpu", "tiny-qwen2", backend, batch_size="2", prompt_len="16", concurrency="2",
-                      num_prompts="4", rounds=1, warmup_rounds=0, arrival="closed", output_lens="3,5").resolve()
-    runner = create_backend(backend, tiny_model)
-    try:
-        record = cell_record(cell, tiny_model, [one_round(runner, cell, build_workload(cell, tiny_model))])
-    finally:
-        runner.close()
+    record = measured_cell(tiny_model, backend)
     missing, unexpected = rule_gaps(record)
     assert missing == [], "rules whose metric this backend's cells should write but do not"
     assert unexpected == [], "rules said not to be produced here, whose metric the cell writes anyway"
+    assert uncatalogued(record) == [], "numbers the cell stores without a catalogue entry"
 
 
 def test_every_rule_is_produced_by_a_backend_whose_cells_are_checked() -> None:

@@ -158,10 +158,10 @@ class VLLMEngineBackend:
         clock = RunClock(self.model.device)
         with torch_threads(self._serving_threads):
             return drive(self.name, workload, batch_size, concurrency, clock,
-                         _EngineRun(self, engine, clock, self._sinks[batch_size]))
+                         _VllmRun(self, engine, clock, self._sinks[batch_size]))
 
 
-class _EngineRun:
+class _VllmRun:
     """One run: a request enters the engine when sent; each step is one ``engine.step()``."""
 
     def __init__(self, backend: VLLMEngineBackend, engine: Any, clock: RunClock, sink: StepSink) -> None:

@@ -162,7 +162,8 @@ def _latency(stat: str, family: str) -> Metric:
     return Metric(
         f"metrics.{key}", "ms", Direction.LOWER, f"{stat} {LATENCIES[family]}",
         vllm=key if family in VLLM_LATENCIES else "",
-        export=f"{family}_seconds" if exported else "", labels={"stat": stat} if exported else {}, scale=1e-3,
+        export=f"{family}_seconds" if exported else "", labels={"stat": stat} if exported else {},
+        scale=1e-3 if exported else 1.0,
         family_help=f"{LATENCIES[family]} (stat: {', '.join(EXPORTED_STATS)})" if exported else "",
         tolerance=GATED_TAILS.get(family) if stat == "p99" else None, tracked=key in TRACKED_LATENCIES,
         column={"p99_e2el_ms": "P99 E2EL ms", "mean_ttft_ms": "mean TTFT ms"}.get(key, ""), fmt=".1f")
@@ -177,8 +178,6 @@ RUN_METRICS: tuple[Metric, ...] = (
            tracked=True),
     Metric("metrics.total_token_throughput", "tokens/s", Direction.HIGHER, "input and output tokens per second",
            vllm="total_token_throughput", export="total_token_throughput_tokens_per_second"),
-    Metric("metrics.request_goodput", "requests/s", Direction.HIGHER, "requests per second meeting the SLOs",
-           vllm="request_goodput", export="request_goodput_requests_per_second"),
     Metric("metrics.duration", "s", Direction.NONE, "wall time of a measured round", vllm="duration",
            export="duration_seconds"),
     Metric("metrics.completed", "requests", Direction.NONE, "requests completed in a round", vllm="completed",
@@ -285,12 +284,12 @@ COUNTER_METRICS: tuple[Metric, ...] = (
 # --- efficiency (batchperf.measure.efficiency) ------------------------------------------------------------------
 
 EFFICIENCY_METRICS: tuple[Metric, ...] = (
-    Metric("efficiency.decode_mbu", "ratio", Direction.HIGHER, "decode memory-bandwidth utilisation"),
-    Metric("efficiency.prefill_mfu", "ratio", Direction.HIGHER, "prefill model-FLOPs utilisation"),
+    Metric("efficiency.decode_mbu", "ratio", Direction.HIGHER, "decode memory-bandwidth utilisation", devices=CUDA),
+    Metric("efficiency.prefill_mfu", "ratio", Direction.HIGHER, "prefill model-FLOPs utilisation", devices=CUDA),
     Metric("efficiency.decode_bandwidth_bytes_per_s", "bytes/s", Direction.HIGHER, "decode bytes moved per second"),
     Metric("efficiency.prefill_flops_per_s", "FLOP/s", Direction.HIGHER, "prefill FLOPs per second"),
-    Metric("efficiency.peak_bandwidth_bytes_per_s", "bytes/s", Direction.NONE, "the device's peak bandwidth"),
-    Metric("efficiency.peak_flops_per_s", "FLOP/s", Direction.NONE, "the device's peak FLOPs at the dtype"),
+    Metric("efficiency.peak_bandwidth_bytes_per_s", "bytes/s", Direction.NONE, "the device's peak bandwidth", devices=CUDA),
+    Metric("efficiency.peak_flops_per_s", "FLOP/s", Direction.NONE, "the device's peak FLOPs at the dtype", devices=CUDA),
     Metric("efficiency.decode_steps", "steps", Direction.NONE, "decode steps behind decode_mbu"),
     Metric("efficiency.prefill_steps", "steps", Direction.NONE, "prefill steps behind prefill_mfu"),
 )
