@@ -233,6 +233,14 @@ TELEMETRY_METRICS: tuple[Metric, ...] = (
     Metric("telemetry.interval_s", "s", Direction.NONE, "the sampling interval"),
     Metric("telemetry.duration_s", "s", Direction.NONE, "the sampled span of the round"),
     Metric("telemetry.sampler_cpu_s", "s", Direction.LOWER, "CPU time the sampler thread itself used"),
+    Metric("telemetry.cpu_s", "s", Direction.LOWER, "CPU time of the process tree in the round (user + system; "
+           "the sampler's own excluded)"),
+    # CPU time cannot see waits: beside wall-clock throughput it tells hidden work (CPU worse, wall the same) from
+    # a wait or lost overlap (wall worse, CPU the same). One round per cell: its floor is the whole tolerance.
+    Metric("telemetry.cpu_seconds_per_output_token", "s/token", Direction.LOWER,
+           "CPU seconds of the process tree (a vLLM engine or server it started included) per output token",
+           export="cpu_per_output_token_seconds", tolerance=Tolerance({"cpu": 0.15, "gpu": 0.10, "*": 0.10}),
+           tracked=True),
     Metric("telemetry.torch_peak_allocated_bytes", "bytes", Direction.LOWER, "torch's CUDA peak allocated",
            export="torch_peak_allocated_bytes", tolerance=Tolerance({"*": 0.05}), devices=CUDA),
     Metric("telemetry.torch_peak_reserved_bytes", "bytes", Direction.LOWER, "torch's CUDA peak reserved",

@@ -120,6 +120,7 @@ class Sampler:
         self._torch_peaks: dict[str, float] = {}
         self._process_peak_rss = 0.0
         self._thread_cpu_s = 0.0
+        self._tree_cpu_s = 0.0  # CPU seconds of this process and its descendants during the cell
 
     def __enter__(self) -> Sampler:
         import psutil
@@ -131,6 +132,7 @@ class Sampler:
             torch.cuda.reset_peak_memory_stats(self.device)
         if _is_cuda(self.device) or self._nvml_module is not None:
             self._nvml, self.nvml_status = _Device.open(self.device, self._nvml_module)
+        self._tree_cpu_s = -_tree_cpu_s(self._process)
         self._t0 = time.perf_counter()
         self._sample()  # one sample at each end, so even a short cell has two
         self._thread = threading.Thread(target=self._loop, name="batchperf-telemetry", daemon=True)
@@ -144,6 +146,7 @@ class Sampler:
             self._thread.join()
         self._sample()
         self._t1 = time.perf_counter()
+        self._tree_cpu_s += _tree_cpu_s(self._process) - self._thread_cpu_s  # the cell's work, not the sampling
         self._process_peak_rss = _process_peak_rss_bytes()
         if self._nvml is not None:
             self._energy_j = self._nvml.energy_j()
@@ -192,7 +195,10 @@ class Sampler:
             "cell_peak_rss_bytes": max(self._rss),
             "process_peak_rss_bytes": self._process_peak_rss,
             "sampler_cpu_s": self._thread_cpu_s,
+            "cpu_s": self._tree_cpu_s,
         }
+        if output_tokens:
+            out["cpu_seconds_per_output_token"] = self._tree_cpu_s / output_tokens
         out |= self._torch_peaks
         if self._gpu:
             times, mem, util, power = zip(*self._gpu)
@@ -215,6 +221,22 @@ class Sampler:
                         "sm_clock_min_mhz": min(self._sm_clocks)}
             out["throttle_reasons"] = slowdowns(self._throttle)
         return out
+
+
+def _tree_cpu_s(process: Any) -> float:
+    """User + system CPU seconds of ``process``, its reaped children and every live descendant (a vLLM engine
+    core or server the cell started counts; one that exits unreaped by us during the cell is lost)."""
+    import psutil
+
+    t = process.cpu_times()
+    total = t.user + t.system + t.children_user + t.children_system
+    for child in process.children(recursive=True):
+        try:
+            c = child.cpu_times()
+        except psutil.Error:  # it exited between the listing and the read
+            continue
+        total += c.user + c.system
+    return total
 
 
 def _process_peak_rss_bytes() -> float:
