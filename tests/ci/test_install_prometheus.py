@@ -93,7 +93,7 @@ def test_already_installed_is_a_no_op(tmp_path: Path) -> None:
 def test_where_it_cannot_install_it_says_why_and_ci_goes_on(tmp_path: Path, options: dict, why: str) -> None:
     done, calls = run(tmp_path, **options)
     assert done.returncode == 0, done.stderr
-    assert f"install_prometheus: {why}" in done.stdout and "test_prometheus_export.py will skip" in done.stdout
+    assert f"install_prometheus: {why}" in done.stdout and "tests/report/test_export_prometheus.py will skip" in done.stdout
     if "APT_FAILS" in options:
         assert "E: Unable to locate package prometheus" in done.stdout  # apt's own words, from its log
     else:

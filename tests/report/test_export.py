@@ -1,5 +1,5 @@
 """``batchperf export``: OpenMetrics text by prometheus_client, the names and labels, and bad input.
-(The real Pushgateway and Prometheus are in test_prometheus_export.py.)"""
+(The real Pushgateway and Prometheus are in test_export_prometheus.py.)"""
 
 from __future__ import annotations
 

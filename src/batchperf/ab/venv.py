@@ -82,7 +82,7 @@ def cached(folder: Path, recipe: Recipe) -> dict[str, object] | None:
     return None
 
 
-Run = Callable[[Sequence[str]], None]
+CommandRunner = Callable[[Sequence[str]], None]  # runs one subprocess command (tests pass a recorder)
 
 
 def _run(cmd: Sequence[str]) -> None:
@@ -92,7 +92,7 @@ def _run(cmd: Sequence[str]) -> None:
         raise EnvMakeError(f"`{' '.join(cmd)}` exited {done.returncode}")
 
 
-def make(folder: Path, recipe: Recipe, base_python: str = sys.executable, run: Run = _run) -> dict[str, object]:
+def make(folder: Path, recipe: Recipe, base_python: str = sys.executable, run: CommandRunner = _run) -> dict[str, object]:
     """Build (or find) the environment; returns its marker (recipe, versions, python)."""
     folder = folder.resolve()
     if (found := cached(folder, recipe)) is not None:
