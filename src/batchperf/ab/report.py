@@ -13,7 +13,7 @@ from batchperf.ab.run import AbResult
 from batchperf.regress import verdict as table
 
 EXIT_MEANING = {0: "no regression", 1: "regression", 2: "inconclusive at the budget",
-                4: "a cell or an environment failed to run", 130: "interrupted"}
+                4: "a cell failed to run or was not judged, or an environment failed", 130: "interrupted"}
 
 
 def headline(result: AbResult) -> list[str]:

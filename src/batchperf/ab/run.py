@@ -241,8 +241,9 @@ class AbResult:
 
 
 def exit_code(result: AbResult) -> int:
-    """0 no regression, 1 regression, 2 inconclusive at the budget, 4 a cell or an environment failed to run,
-    130 interrupted (3, usage, is raised before anything runs)."""
+    """0 no regression, 1 regression, 2 inconclusive at the budget, 4 a cell failed to run or was not judged (its
+    environments ran different cells), or an environment failed; 130 interrupted (3, usage, is raised before
+    anything runs)."""
     verdicts = {c.verdict for c in result.cells.values()}
     if result.status == "interrupted":
         return 130

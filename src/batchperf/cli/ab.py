@@ -5,7 +5,7 @@
         -- -m cpu -k "hf-static and bs8 and p512 and c16"
 
 Exit codes: 0 no regression, 1 regression, 2 inconclusive at the budget, 3 usage error (nothing
-measured), 4 a cell or an environment failed to run, 130 interrupted (what ran is reported).
+measured), 4 a cell failed to run or was not judged, or an environment failed, 130 interrupted (what ran is reported).
 Logic in :mod:`batchperf.ab.run`; docs/ab.md explains the statistics.
 """
 
