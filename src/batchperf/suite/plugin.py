@@ -15,7 +15,7 @@ from typing import Any
 
 import pytest
 
-from batchperf.measure.catalogue import SUMMARY
+from batchperf.measure.catalogue import SUMMARY, Metric
 from batchperf.results.record import CellRecord
 from batchperf.suite.matrix import AXES, TIERS, Tier, narrowed
 from batchperf.suite.models import MODELS
@@ -141,15 +141,14 @@ def pytest_sessionfinish(session: pytest.Session) -> None:
 
 def summary_rows(records: list[CellRecord]) -> list[str]:
     """One row per cell: the catalogue's summary columns ("-": the cell has no such number, e.g. preemptions of
-    a backend without that counter)."""
-    widths = [max(len(m.column), 7) for m in SUMMARY]
-    rows = [f"{'cell':<48} " + " ".join(f"{m.column:>{w}}" for m, w in zip(SUMMARY, widths))]
-    for rec in records:
-        values = [rec.value(m.path) for m in SUMMARY]
-        rows.append(f"{rec.id:<48} " + " ".join(
-            f"{'-' if v is None else format(int(v) if m.fmt == 'd' else v, m.fmt):>{w}}"
-            for m, v, w in zip(SUMMARY, values, widths)))
-    return rows
+    a backend without that counter), each as wide as its widest entry."""
+    def text(m: Metric, value: float | None) -> str:
+        return "-" if value is None else format(int(value) if m.fmt == "d" else value, m.fmt)
+
+    table = [[m.column for m in SUMMARY], *([text(m, rec.value(m.path)) for m in SUMMARY] for rec in records)]
+    widths = [max(len(row[i]) for row in table) for i in range(len(SUMMARY))]
+    names = ["cell", *(rec.id for rec in records)]
+    return [f"{name:<48} " + " ".join(f"{v:>{w}}" for v, w in zip(row, widths)) for name, row in zip(names, table)]
 
 
 def pytest_terminal_summary(terminalreporter: Any, config: pytest.Config) -> None:
