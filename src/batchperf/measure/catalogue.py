@@ -236,10 +236,12 @@ TELEMETRY_METRICS: tuple[Metric, ...] = (
     Metric("telemetry.cpu_s", "s", Direction.LOWER, "CPU time of the process tree in the round (user + system; "
            "the sampler's own excluded)"),
     # CPU time cannot see waits: beside wall-clock throughput it tells hidden work (CPU worse, wall the same) from
-    # a wait or lost overlap (wall worse, CPU the same). One round per cell: its floor is the whole tolerance.
+    # a wait or lost overlap (wall worse, CPU the same). Telemetry keeps the last round only, so there is no spread:
+    # the floor is the whole tolerance. Between processes CPU time moves as wall time does (a dispatch-bound CPU
+    # cell spans 18-29%), so on the CPU tier it only catches gross hidden work (40%, the tails' floor); GPU: 10%.
     Metric("telemetry.cpu_seconds_per_output_token", "s/token", Direction.LOWER,
            "CPU seconds of the process tree (a vLLM engine or server it started included) per output token",
-           export="cpu_per_output_token_seconds", tolerance=Tolerance({"cpu": 0.15, "gpu": 0.10, "*": 0.10}),
+           export="cpu_per_output_token_seconds", tolerance=Tolerance({"cpu": 0.40, "gpu": 0.10, "*": 0.15}),
            tracked=True),
     Metric("telemetry.torch_peak_allocated_bytes", "bytes", Direction.LOWER, "torch's CUDA peak allocated",
            export="torch_peak_allocated_bytes", tolerance=Tolerance({"*": 0.05}), devices=CUDA),
