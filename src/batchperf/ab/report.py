@@ -48,12 +48,12 @@ def summary(result: AbResult) -> str:
 def render_rich(result: AbResult, console: Any) -> None:
     for line in headline(result):
         console.print(line, highlight=False)
-    table.render_rich([c.cell_verdict() for c in result.cells.values()], console, header=table.AB_HEADER)
+    table.render_rich([c.cell_verdict() for c in result.cells.values()], console, ab=True)
     console.print(f"batchperf ab: {summary(result)}", highlight=False)
 
 
 def render_markdown(result: AbResult) -> str:
     lines = ["## batchperf ab", "", f"**{summary(result)}**", ""]
     lines += [f"- {line}" for line in headline(result)] + [""]
-    lines += table.render_markdown([c.cell_verdict() for c in result.cells.values()], header=table.AB_HEADER)
+    lines += table.render_markdown([c.cell_verdict() for c in result.cells.values()], ab=True)
     return "\n".join(lines)

@@ -154,8 +154,6 @@ def fmt_tolerance(m: MetricVerdict) -> str:
         return "exact"
     if math.isnan(m.tolerance):
         return "-"
-    if m.interval is not None or m.pairs is not None:  # ab's margin: a band around no change
-        return f"±{m.tolerance:.0%}"
     return f"{'-' if m.direction is Direction.HIGHER else '+'}{m.tolerance * 100:.1f}%"
 
 
@@ -171,10 +169,11 @@ def row(m: MetricVerdict, ab: bool = False) -> tuple[str, ...]:
     label = m.verdict.label if m.deciding else f"({m.verdict.value}; reported)"
     if not ab:
         return (m.name, fmt_value(m.reference), measured, fmt_change(m.change), fmt_tolerance(m), label)
-    interval = ("exact" if m.direction is Direction.EXACT else "-" if m.interval is None
+    exact = m.direction is Direction.EXACT
+    interval = ("exact" if exact else "-" if m.interval is None
                 else f"[{fmt_change(m.interval[0])}, {fmt_change(m.interval[1])}]")
-    return (m.name, fmt_value(m.reference), measured, fmt_change(m.change), interval, fmt_tolerance(m),
-            str(m.pairs or 0), label)
+    margin = "exact" if exact else f"±{m.tolerance:.0%}"  # ab's margin: a band around no change
+    return (m.name, fmt_value(m.reference), measured, fmt_change(m.change), interval, margin, str(m.pairs or 0), label)
 
 
 def rows(cell: CellVerdict, ab: bool = False) -> list[tuple[str, ...]]:
@@ -199,11 +198,14 @@ def _style(label: str) -> str:
     return ""
 
 
-def render_text(cell: CellVerdict, header: Sequence[str] = GATE_HEADER,
-                extra: Sequence[tuple[str, ...]] = ()) -> str:
+def header(ab: bool = False) -> tuple[str, ...]:
+    return AB_HEADER if ab else GATE_HEADER
+
+
+def render_text(cell: CellVerdict, ab: bool = False) -> str:
     """A cell as plain aligned text (a failed test's message)."""
-    table = [tuple(header), *rows(cell, ab=header is AB_HEADER), *extra]
-    widths = [max(len(r[i]) for r in table) for i in range(len(header))]
+    table = [header(ab), *rows(cell, ab)]
+    widths = [max(len(r[i]) for r in table) for i in range(len(table[0]))]
     lines = [f"batchperf: {cell.title}"]
     for i, r in enumerate(table):
         lines.append("  ".join(c.ljust(w) if j == 0 else c.rjust(w) for j, (c, w) in enumerate(zip(r, widths))))
@@ -212,7 +214,7 @@ def render_text(cell: CellVerdict, header: Sequence[str] = GATE_HEADER,
     return "\n".join(lines + notes(cell))
 
 
-def render_rich(cells: Sequence[CellVerdict], console: Any, header: Sequence[str] = GATE_HEADER,
+def render_rich(cells: Sequence[CellVerdict], console: Any, ab: bool = False,
                 extras: Mapping[str, Sequence[tuple[str, ...]]] | None = None) -> None:
     """Each cell as a rich table (a cell without metrics as its title and notes)."""
     from rich.table import Table
@@ -222,16 +224,16 @@ def render_rich(cells: Sequence[CellVerdict], console: Any, header: Sequence[str
             console.print(f"[bold]{cell.title}[/bold]", highlight=False)
         else:
             table = Table(title=cell.title, title_justify="left", show_edge=False, pad_edge=False)
-            for i, col in enumerate(header):
+            for i, col in enumerate(header(ab)):
                 table.add_column(col, justify="left" if i == 0 else "right")
-            for r in [*rows(cell, ab=header is AB_HEADER), *(extras or {}).get(cell.name, [])]:
+            for r in [*rows(cell, ab), *(extras or {}).get(cell.name, [])]:
                 table.add_row(*r, style=_style(r[-1]))
             console.print(table)
         for line in notes(cell):
             console.print(f"  {line}", highlight=False)
 
 
-def render_markdown(cells: Sequence[CellVerdict], header: Sequence[str] = GATE_HEADER,
+def render_markdown(cells: Sequence[CellVerdict], ab: bool = False,
                     extras: Mapping[str, Sequence[tuple[str, ...]]] | None = None, sort: bool = False) -> list[str]:
     """Each cell as a Markdown section with its table (worst first when ``sort``)."""
     lines: list[str] = []
@@ -239,9 +241,9 @@ def render_markdown(cells: Sequence[CellVerdict], header: Sequence[str] = GATE_H
     for cell in ordered:
         lines += [f"### {ICON[cell.verdict]} `{cell.name}`: {cell.status}", ""]
         if cell.metrics:
-            lines.append("| " + " | ".join(header) + " |")
-            lines.append("|---|" + "---:|" * (len(header) - 1))
-            for r in [*rows(cell, ab=header is AB_HEADER), *(extras or {}).get(cell.name, [])]:
+            lines.append("| " + " | ".join(header(ab)) + " |")
+            lines.append("|---|" + "---:|" * (len(header(ab)) - 1))
+            for r in [*rows(cell, ab), *(extras or {}).get(cell.name, [])]:
                 bold = r[-1] in (Verdict.REGRESSION.label, Verdict.FAILED.label)
                 lines.append("| " + " | ".join(f"**{c}**" if bold and c else c for c in r) + " |")
             lines.append("")
