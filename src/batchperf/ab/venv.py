@@ -92,7 +92,8 @@ def _run(cmd: Sequence[str]) -> None:
         raise EnvMakeError(f"`{' '.join(cmd)}` exited {done.returncode}")
 
 
-def make(folder: Path, recipe: Recipe, base_python: str = sys.executable, run: CommandRunner = _run) -> dict[str, object]:
+def make(folder: Path, recipe: Recipe, base_python: str = sys.executable,
+         run: CommandRunner = _run) -> dict[str, object]:
     """Build (or find) the environment; returns its marker (recipe, versions, python)."""
     folder = folder.resolve()
     if (found := cached(folder, recipe)) is not None:

@@ -72,7 +72,8 @@ class Metric:
         if section not in SECTIONS or not key or "." in key:
             raise ValueError(f"metric path {self.path!r} must be SECTION.KEY with SECTION one of {', '.join(SECTIONS)}")
         if not self.devices or not set(self.devices) <= set(DEVICE_TYPES):
-            raise ValueError(f"metric {self.path}: devices must be some of {', '.join(DEVICE_TYPES)}, got {self.devices}")
+            raise ValueError(f"metric {self.path}: devices must be some of {', '.join(DEVICE_TYPES)}, "
+                             f"got {self.devices}")
         if self.backends is not None and not self.backends:
             raise ValueError(f"metric {self.path}: backends must name at least one backend, or be None for all")
         if self.tolerance is not None and self.direction is Direction.NONE:
@@ -298,8 +299,10 @@ EFFICIENCY_METRICS: tuple[Metric, ...] = (
     Metric("efficiency.prefill_mfu", "ratio", Direction.HIGHER, "prefill model-FLOPs utilisation", devices=CUDA),
     Metric("efficiency.decode_bandwidth_bytes_per_s", "bytes/s", Direction.HIGHER, "decode bytes moved per second"),
     Metric("efficiency.prefill_flops_per_s", "FLOP/s", Direction.HIGHER, "prefill FLOPs per second"),
-    Metric("efficiency.peak_bandwidth_bytes_per_s", "bytes/s", Direction.NONE, "the device's peak bandwidth", devices=CUDA),
-    Metric("efficiency.peak_flops_per_s", "FLOP/s", Direction.NONE, "the device's peak FLOPs at the dtype", devices=CUDA),
+    Metric("efficiency.peak_bandwidth_bytes_per_s", "bytes/s", Direction.NONE, "the device's peak bandwidth",
+           devices=CUDA),
+    Metric("efficiency.peak_flops_per_s", "FLOP/s", Direction.NONE, "the device's peak FLOPs at the dtype",
+           devices=CUDA),
     Metric("efficiency.decode_steps", "steps", Direction.NONE, "decode steps behind decode_mbu"),
     Metric("efficiency.prefill_steps", "steps", Direction.NONE, "prefill steps behind prefill_mfu"),
 )

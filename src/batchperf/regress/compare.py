@@ -53,7 +53,8 @@ def compare_files(a: ResultsFile, b: ResultsFile, config: GateConfig) -> list[Ce
     for name in sorted(a.cells.keys() - b.cells.keys()):
         cell_id = a.cell_ids[name]
         if not any(v.name == cell_id for v in verdicts):
-            verdicts.append(CellVerdict(cell_id, Verdict.FAILED, notes=(f"missing: in {a.path.name}, not in {b.path.name}",)))
+            why = f"missing: in {a.path.name}, not in {b.path.name}"
+            verdicts.append(CellVerdict(cell_id, Verdict.FAILED, notes=(why,)))
     return verdicts
 
 

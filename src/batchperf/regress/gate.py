@@ -173,8 +173,9 @@ def compare_cell(
         versions = version_diff(baseline_fp.upgrade, current_fp.upgrade)
         warnings = tuple(soft_warnings(baseline_fp.soft, current_fp.soft))
     verdict = combine((r.verdict for r in results), empty=Verdict.NOT_JUDGED)
-    why = (() if results else ("the baseline has none of the gated metrics",)) + (
-        ("better beyond its tolerance: refresh suggested (batchperf refresh)",) if verdict is Verdict.IMPROVEMENT else ())
+    why = () if results else ("the baseline has none of the gated metrics",)
+    if verdict is Verdict.IMPROVEMENT:
+        why += ("better beyond its tolerance: refresh suggested (batchperf refresh)",)
     return CellVerdict(name, verdict, tuple(results), why, versions, warnings)
 
 

@@ -37,6 +37,7 @@ class GateSession:
     config: GateConfig
     require_baseline: bool
     baseline: ResultsFile | None = None
+    baseline_fingerprint: fp.Fingerprint | None = None  # the baseline's, parsed once when it is loaded
     source: str = ""  # what the cells are compared with, for the summary
     active: bool = False  # --benchmark-compare was given
     verdicts: list[CellVerdict] = field(default_factory=list)
@@ -77,6 +78,7 @@ def pytest_configure(config: pytest.Config) -> None:
             return
         try:
             gate.baseline = load_baseline(path, gate.fingerprint)
+            gate.baseline_fingerprint = fingerprint_of(gate.baseline)
         except ResultsError as exc:
             raise pytest.UsageError(f"batchperf gate: {exc}") from None
         config.option.benchmark_compare = str(path)  # pytest-benchmark's table and --benchmark-compare-fail
@@ -93,6 +95,7 @@ def pytest_configure(config: pytest.Config) -> None:
             "for this machine's pinned baseline")
     try:
         gate.baseline = load_reference(path)
+        gate.baseline_fingerprint = fingerprint_of(gate.baseline)
     except ResultsError as exc:
         raise pytest.UsageError(f"batchperf gate: {exc}") from None
     gate.source = str(path)
@@ -155,7 +158,7 @@ def _compare(gate: GateSession, nodeid: str, record: CellRecord) -> CellVerdict:
     if gate.baseline is None:
         return CellVerdict(record.id, Verdict.NO_BASELINE, notes=(gate.source,))
     base = gate.baseline.find(nodeid, record.id)
-    return compare_cell(record.id, base, record, gate.config, fingerprint_of(gate.baseline), gate.fingerprint)
+    return compare_cell(record.id, base, record, gate.config, gate.baseline_fingerprint, gate.fingerprint)
 
 
 def summary_lines(gate: GateSession) -> list[str]:
