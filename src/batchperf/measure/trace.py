@@ -34,6 +34,9 @@ class RequestTrace:
     error: str | None = None
     sent: float | None = None  # s: when it was actually sent (vLLM's start_time); None in older traces
     chunk_sizes: tuple[int, ...] | None = None  # tokens per chunk, summing to output_len
+    tenant: str | None = None  # the workload's tenant of this request (None: no tenants)
+    priority: int = 0  # the workload's priority (lower is served first, as vLLM's)
+    due: float | None = None  # s: when the workload scheduled its send (open loop); None: closed loop
 
     def __post_init__(self) -> None:
         if self.chunk_sizes is not None and (

@@ -123,6 +123,8 @@ class RequestSpec:
     prompt_ids: tuple[int, ...]
     target_len: int  # output tokens to generate, exactly
     offset: float = 0.0  # s after t0 at which the client wants to send it
+    tenant: str | None = None  # who sent it (tenant workloads and traces); None: no tenants
+    priority: int = 0  # lower is served first, as vLLM's per-request priority
 
     @property
     def prompt_len(self) -> int:
