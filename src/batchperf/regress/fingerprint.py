@@ -27,6 +27,7 @@ from importlib import metadata
 from typing import Any
 
 from batchperf.measure.nvml import Nvml, Unavailable, open_nvml, slowdowns, text
+from batchperf.regress import lock
 from batchperf.results.record import CellRecord
 
 UPGRADE_PACKAGES = ("vllm", "torch", "transformers", "pytest-benchmark", "batchperf")
@@ -218,6 +219,8 @@ def current(cpu_only: bool = False) -> Fingerprint:
     cores = cpu_cores()
     identity = HardwareIdentity(platform.machine() or "unknown", cpu_model(), cores, gpus, cpu_threads(cores))
     soft: dict[str, Any] = {"hostname": socket.gethostname(), **gpu_soft}
+    if (locked := lock.installed_digest()) is not None:  # the lock the environment was built from (make setup)
+        soft["env_lock"] = locked
     injected = {k: v for k, v in os.environ.items() if k.startswith("BATCHPERF_INJECT_") and v.strip()}
     if injected:  # an artificial slowdown (batchperf.measure.inject): whoever reads these results must know
         soft["injected"] = injected
@@ -280,6 +283,9 @@ def soft_warnings(baseline: dict[str, Any], current: dict[str, Any]) -> list[str
     lines = []
     if baseline.get("hostname") and baseline.get("hostname") != current.get("hostname"):
         lines.append(f"hostname differs: baseline {baseline['hostname']}, now {current.get('hostname')}")
+    if baseline.get("env_lock") and current.get("env_lock") and baseline["env_lock"] != current["env_lock"]:
+        lines.append(f"environment lock differs: baseline {baseline['env_lock'][:12]}, now "
+                     f"{current['env_lock'][:12]} (the versions say which packages)")
     for gpu_a, gpu_b in zip(baseline.get("gpus", []), current.get("gpus", [])):
         for key in ("power_limit_w", "sm_clock_max_mhz"):
             if gpu_a.get(key) is not None and gpu_a.get(key) != gpu_b.get(key):
