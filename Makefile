@@ -46,12 +46,14 @@ bench: setup
 compare: setup
 	$(BIN)/batchperf run --tier cpu -- --benchmark-compare
 
-# Unit, property and plugin tests, then every cell of the CPU tier (the suite itself, for real).
-# No --benchmark-compare here: wall-clock numbers on a shared CI machine swing more than the gate's
-# CPU floors (docs/baselines.md); the gate itself is tested in tests/regress/test_gate*.py and tests/suite/test_gate_plugin*.py.
+# Unit, property and plugin tests, then CI's slice of the CPU tier (every backend, the KV-growth check; the
+# README says which cells and why), then the gate on a real cell (ci/gate_check.sh: a cell slowed ~2x
+# must fail as a confirmed regression). No --benchmark-compare on the slice: wall-clock numbers on a shared CI
+# machine swing more than the gate's CPU floors (docs/baselines.md). `make bench` runs the whole tier.
 test: setup
 	$(BIN)/pytest tests -n $(TEST_JOBS)
-	$(BIN)/batchperf run --tier cpu --out results/ci-cpu.json
+	$(BIN)/batchperf run --tier cpu --batchperf-slice ci --out results/ci-cpu.json
+	BIN=$(BIN) bash ci/gate_check.sh results/ci-cpu.json
 
 # The prepared device check (docs/gpu.md): a GPU-tier slice on dummy weights, an A/A repeat, report and summary.
 # Installs nothing and needs no network: run it with a stock CUDA + PyTorch image's python.

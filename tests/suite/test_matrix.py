@@ -91,3 +91,24 @@ def test_bad_tp_fails_its_cell() -> None:
                        concurrency="16", tp="two").cells()
     with pytest.raises(ValueError, match="invalid tensor-parallel size 'two'"):
         cell.resolve()
+
+
+def test_the_ci_slice_keeps_every_backend_the_kv_fit_and_the_cell_ids() -> None:
+    whole = {c.id for c in TIERS["cpu"].cells()}
+    cells = narrowed(TIERS["cpu"], slice="ci").cells()
+    ids = {c.id for c in cells}
+    assert ids < whole  # a subset, same ids: the same baselines
+    assert {c.backend for c in cells} == set(TIERS["cpu"].backends)
+    for backend in ("hf-static", "continuous"):  # two prompt lengths each: the KV-growth check can fit a slope
+        assert {c.prompt_len for c in cells if c.backend == backend} == {"64", "512"}
+    assert "cpu-tiny-qwen2-vllm-server-bs4-p64-c16" in ids
+
+
+def test_an_axis_given_beside_the_slice_replaces_its_limit() -> None:
+    tier = narrowed(TIERS["cpu"], slice="ci", backends="continuous", batch_sizes="4")
+    assert {c.id for c in tier.cells()} == {f"cpu-tiny-qwen2-continuous-bs4-p{p}-c{c}" for p in (64, 512) for c in (4, 16)}
+
+
+def test_an_unknown_slice_names_the_known_ones() -> None:
+    with pytest.raises(ValueError, match="unknown slice 'nightly': the tiers define ci"):
+        narrowed(TIERS["cpu"], slice="nightly")

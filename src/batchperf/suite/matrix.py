@@ -34,6 +34,9 @@ class Tier:
     # backend -> axis -> values: a smaller sub-matrix for that backend (an axis given on the
     # command line replaces the limit too)
     limits: dict[str, dict[str, tuple[str, ...]]] = field(default_factory=dict, hash=False)
+    # slice name -> backend ("*": every backend) -> axis -> values: a named subset of the tier's cells, with the
+    # same ids (and so the same baselines); ``--batchperf-slice NAME`` selects it
+    slices: dict[str, dict[str, dict[str, tuple[str, ...]]]] = field(default_factory=dict, hash=False)
 
     def _axis(self, backend: str, axis: str) -> tuple[str, ...]:
         return self.limits.get(backend, {}).get(axis, getattr(self, axis))
@@ -56,6 +59,14 @@ def takes_tp(backend: str) -> bool:
 # The peer backends are measured on a few cells of the CPU tier: enough to exercise them for
 # real on every change, while the two first-principles backends cover the whole matrix.
 _CPU_PEER_CELLS = {"batch_sizes": ("4",), "prompt_lens": ("64",), "concurrency": ("4", "16")}
+_CPU_PEERS = ("hf-continuous", "vllm", "vllm-server")
+# CI's slice of the CPU tier (`make test`; `make bench` runs it all): every backend, the extremes of each axis
+# of the two first-principles backends (bs 1 and 8: unbatched and batched; p64 and p512: two prompt lengths for
+# the KV-growth fit; c4 and c16: concurrency below and above the batch), each peer on one cell.
+_CPU_CI_SLICE = {
+    "*": {"batch_sizes": ("1", "8"), "prompt_lens": ("64", "512"), "concurrency": ("4", "16")},
+    **{name: {**_CPU_PEER_CELLS, "concurrency": ("16",)} for name in _CPU_PEERS},
+}
 
 TIERS: dict[str, Tier] = {
     # The CPU tier: every code path on a tiny random-weight model, small enough for CI on 2 cores.
@@ -64,7 +75,8 @@ TIERS: dict[str, Tier] = {
         backends=("hf-static", "continuous", "hf-continuous", "vllm", "vllm-server"),
         batch_sizes=("1", "4", "8"), prompt_lens=("64", "256", "512"), concurrency=("4", "8", "16"),
         num_prompts=16, rounds=2,
-        limits={name: _CPU_PEER_CELLS for name in ("hf-continuous", "vllm", "vllm-server")},
+        limits={name: _CPU_PEER_CELLS for name in _CPU_PEERS},
+        slices={"ci": _CPU_CI_SLICE},
     ),
     # The GPU tier: real checkpoints, hundreds of requests per cell so P99 means something.
     "gpu": Tier(
@@ -195,10 +207,28 @@ def split_list(text: str) -> tuple[str, ...]:
     return tuple(i.strip().strip("[]") for i in items if i.strip())
 
 
+def sliced(tier: Tier, name: str) -> Tier:
+    """``tier`` narrowed to its slice ``name`` (same cell ids); a tier without that slice is returned whole."""
+    if name not in tier.slices:
+        return tier
+    cut = tier.slices[name]
+    limits = {b: {**tier.limits.get(b, {}), **cut.get("*", {}), **cut.get(b, {})} for b in tier.backends}
+    return replace(tier, limits=limits)
+
+
+def slice_names() -> set[str]:
+    return {name for tier in TIERS.values() for name in tier.slices}
+
+
 def narrowed(tier: Tier, **overrides: str | None) -> Tier:
-    """``tier`` with any axis (``models``, ``batch_sizes`` …) or ``num_prompts``/``rounds``/``arrival`` replaced."""
+    """``tier`` with any axis (``models``, ``batch_sizes`` …) or ``num_prompts``/``rounds``/``arrival`` replaced,
+    or cut to a named ``slice`` first (an axis given too replaces the slice's limit)."""
     changes: dict[str, object] = {}
-    names = {f.name for f in fields(Tier)}
+    names = {f.name for f in fields(Tier)} - {"slices", "limits"}
+    if (name := overrides.pop("slice", None)) is not None:
+        if name.strip() not in slice_names():
+            raise ValueError(f"unknown slice {name!r}: the tiers define {', '.join(sorted(slice_names())) or 'none'}")
+        tier = sliced(tier, name.strip())
     for key, value in overrides.items():
         if value is None:
             continue

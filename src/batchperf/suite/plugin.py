@@ -50,12 +50,14 @@ def add_matrix_options(add: Any) -> None:
         help="output tokens per request, cycled over the requests (default: 16,32)")
     add("--batchperf-arrival", dest="batchperf_arrival", default=None, metavar="SPEC",
         help="closed (default: N in flight, a new one as each finishes), burst, or rate:REQ_PER_S[:BURSTINESS]")
+    add("--batchperf-slice", dest="batchperf_slice", default=None, metavar="NAME",
+        help="only the tier's named slice of cells, ids unchanged: ci (CI's slice of the CPU tier, README)")
     add("--batchperf-device", dest="batchperf_device", default=None, metavar="DEVICE",
         help="run every tier's cells on this device: cpu (slow: for debugging and tests) or cuda "
              "(default: the tier's own)")
 
 
-MATRIX_SETTINGS = (*AXES, "num_prompts", "rounds", "arrival", "output_lens", "device")
+MATRIX_SETTINGS = (*AXES, "num_prompts", "rounds", "arrival", "output_lens", "device", "slice")
 
 
 def matrix_settings(get: Callable[[str], str | None]) -> dict[str, str | None]:
