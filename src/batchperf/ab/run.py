@@ -80,6 +80,9 @@ class Settings:
         if self.max_pairs < 1:
             problems.append(f"--max-pairs {self.max_pairs}: a budget of zero pairs measures nothing; give 1 or more "
                             "(a verdict needs about 10 at the default alpha)")
+        elif self.max_pairs > ab_stats.MAX_PAIRS:
+            problems.append(f"--max-pairs {self.max_pairs}: at most {ab_stats.MAX_PAIRS} (a run that needs more pairs "
+                            "has an effect smaller than this machine can show; widen --margin or use fewer cells)")
         if self.max_minutes is not None and not self.max_minutes > 0:
             problems.append(f"--max-minutes {self.max_minutes}: a budget of zero minutes measures nothing")
         if not 0 < self.alpha < 1:
@@ -401,6 +404,13 @@ def prepare(settings: Settings, prober: Prober = probe, collector: Collector = c
                            "-- -m cpu -k 'hf-static and bs8 and p512 and c16'")
     deciding = len(settings.metrics)  # the exact metrics decide too, but by equality: no error to share
     family = settings.alpha / (len(shared) * deciding)
+    needed = ab_stats.fewest_max_pairs(family)
+    if settings.max_pairs < needed:
+        fix = (f"give --max-pairs {needed} or more" if needed <= ab_stats.MAX_PAIRS
+               else "no --max-pairs allowed is enough")
+        raise UsageProblem(f"--max-pairs {settings.max_pairs}: a verdict on {len(shared)} cell(s) x {deciding} deciding "
+                           f"metric(s) at --alpha {settings.alpha} needs at least {needed} pairs ({fix}; or fewer "
+                           "cells, fewer --metrics, or a larger --alpha)")
     level, method = ab_stats.per_look_level(settings.max_pairs, family)
     cells = {cid: CellState(cid, found["A"][cid]) for cid in shared}
     only = {label: sorted(set(found[label]) - set(found[other]))

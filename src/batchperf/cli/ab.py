@@ -20,6 +20,7 @@ from typing import Any, NoReturn
 
 from batchperf.ab.env import Environment, EnvironmentProblem, default_checkout, interpreter, parse_vars
 from batchperf.ab.run import DEFAULT_METRICS, DEFAULT_ROUNDS, Settings, UsageProblem
+from batchperf.ab.stats import MAX_PAIRS
 
 USAGE_ERROR = 3
 
@@ -46,7 +47,9 @@ def add_verdict_args(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--alpha", type=float, default=0.05,
                         help="false-alarm rate of the whole run, over every cell and deciding metric, however "
                              "often it looks (default 0.05)")
-    parser.add_argument("--max-pairs", type=int, default=30, metavar="N", help="pairs of processes at most (default 30)")
+    parser.add_argument("--max-pairs", type=int, default=30, metavar="N",
+                        help=f"pairs of processes at most (default 30, at most {MAX_PAIRS}); a budget too small for "
+                             "any verdict is refused, naming the fewest that can give one")
     parser.add_argument("--max-minutes", type=float, default=60.0, metavar="M",
                         help="stop before a pair that would end after M minutes (default 60)")
     parser.add_argument("--rounds", type=int, default=DEFAULT_ROUNDS, metavar="R",
