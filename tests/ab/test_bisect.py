@@ -74,7 +74,7 @@ def test_an_environment_that_cannot_run_is_skipped(tmp_path: Path) -> None:
 
 def test_an_inconclusive_step_stops_with_the_range(tmp_path: Path) -> None:
     speeds = [1.0, 1.0, 1.0, 0.85]
-    result = run_bisect(envs(4), base(tmp_path, envs(4), max_pairs=3), fake_ab(speeds, noise=0.2), check=ok)
+    result = run_bisect(envs(4), base(tmp_path, envs(4), max_pairs=7), fake_ab(speeds, noise=0.2), check=ok)
     assert result.steps[0].outcome == INCONCLUSIVE and len(result.steps) == 1
     assert result.status == "narrowed" and result.exit_code == 2 and "among #1, #2, #3" in result.summary()
 
