@@ -212,3 +212,22 @@ def test_a_budget_of_pairs_that_cannot_conclude_is_refused_with_the_right_minimu
     assert fakes.runs == []
     done = run(fakes, settings(tmp_path / "seven", max_pairs=7, margin=0.2))
     assert done.exit_code == 0 and len(done.pairs) == 7  # the first look that can conclude is the seventh
+
+
+@pytest.mark.parametrize("fingerprint", ["not an object", ["a", "list"], {"identity": "not an object"}])
+def test_a_malformed_fingerprint_in_a_pair_s_results_fails_the_run_with_exit_4(tmp_path: Path, fingerprint) -> None:
+    """It was a traceback (AttributeError) and exit 1, which means a regression; ab.json was left "running"."""
+    fakes = FakeEnvs(cells=CELLS[:1])
+
+    def runner(env: Environment, args: list[str], stem: Path, timeout_s: float | None = None):  # noqa: ANN202
+        done = fakes.run(env, args, stem, timeout_s)
+        if env.label == "B" and done.results is not None:
+            data = json.loads(done.results.read_text())
+            data["machine_info"]["batchperf"] = fingerprint
+            done.results.write_text(json.dumps(data))
+        return done
+
+    result = run_ab(settings(tmp_path), runner=runner, prober=fakes.probe, collector=fakes.collect)
+    assert result.status == "failed" and result.exit_code == 4 and result.reason
+    saved = json.loads((tmp_path / "ab" / "ab.json").read_text())
+    assert saved["status"] == "failed" and saved["exit_code"] == 4

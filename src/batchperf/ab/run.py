@@ -45,7 +45,7 @@ from batchperf.ab.env import (
     probe,
     run_cells,
 )
-from batchperf.ab.settings import Settings, UsageProblem
+from batchperf.ab.settings import BudgetTooSmall, Settings, UsageProblem
 from batchperf.ab.stats import Interval
 from batchperf.measure.catalogue import GATED, Direction, Metric
 from batchperf.measure.child import exit_code_of, stop_signals
@@ -358,7 +358,7 @@ def prepare(settings: Settings, prober: Prober = probe, collector: Collector = c
     if settings.max_pairs < needed:
         fix = (f"give --max-pairs {needed} or more" if needed <= ab_stats.MAX_PAIRS
                else "no --max-pairs allowed is enough")
-        raise UsageProblem(f"--max-pairs {settings.max_pairs}: a verdict on {len(shared)} cell(s) x {deciding} deciding "
+        raise BudgetTooSmall(f"--max-pairs {settings.max_pairs}: a verdict on {len(shared)} cell(s) x {deciding} deciding "
                            f"metric(s) at --alpha {settings.alpha} needs at least {needed} pairs ({fix}; or fewer "
                            "cells, fewer --metrics, or a larger --alpha)")
     level, method = ab_stats.per_look_level(settings.max_pairs, family)

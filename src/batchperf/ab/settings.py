@@ -18,6 +18,10 @@ class UsageProblem(ValueError):
     """Settings or environments that cannot give an answer; nothing was measured (exit 3)."""
 
 
+class BudgetTooSmall(UsageProblem):
+    """``--max-pairs`` below what a verdict on these cells needs (the same for every environment: bisect stops)."""
+
+
 @dataclass(frozen=True, slots=True)
 class Settings:
     a: Environment

@@ -140,7 +140,8 @@ def main(args: argparse.Namespace) -> int:
         print("batchperf ab: interrupted before the first pair; nothing was measured", file=sys.stderr)
         return exit_code_of(exc)
     except Exception as exc:  # noqa: BLE001 - one line, never a traceback, never exit 1 (a regression)
-        print(f"batchperf ab: failed before the first pair: {type(exc).__name__}: {exc}", file=sys.stderr)
+        print(f"batchperf ab: failed: {type(exc).__name__}: {exc} (what was measured is in {out}, if anything)",
+              file=sys.stderr)
         return RUN_FAILED
     if result.status == "failed":
         print(f"batchperf ab: the run failed: {result.reason}", file=sys.stderr)
