@@ -136,8 +136,10 @@ def main(args: argparse.Namespace) -> int:
     except (UsageProblem, EnvironmentProblem) as exc:
         print(f"batchperf ab: {exc}", file=sys.stderr)
         return USAGE_ERROR
-    except KeyboardInterrupt as exc:  # before the first pair (after it, run_ab reports what ran)
-        print("batchperf ab: interrupted before the first pair; nothing was measured", file=sys.stderr)
+    except KeyboardInterrupt as exc:  # before the first pair (after it, run_ab reports what ran), or at the very end
+        kept = (out / "ab.json").exists()
+        print("batchperf ab: interrupted " + (f"at the end; the finished pairs are in {out / 'ab.json'}" if kept else
+                                               "before the first pair; nothing was measured"), file=sys.stderr)
         return exit_code_of(exc)
     except Exception as exc:  # noqa: BLE001 - one line, never a traceback, never exit 1 (a regression)
         print(f"batchperf ab: failed: {type(exc).__name__}: {exc} (what was measured is in {out}, if anything)",
