@@ -358,9 +358,9 @@ def prepare(settings: Settings, prober: Prober = probe, collector: Collector = c
     if settings.max_pairs < needed:
         fix = (f"give --max-pairs {needed} or more" if needed <= ab_stats.MAX_PAIRS
                else "no --max-pairs allowed is enough")
-        raise BudgetTooSmall(f"--max-pairs {settings.max_pairs}: a verdict on {len(shared)} cell(s) x {deciding} deciding "
-                           f"metric(s) at --alpha {settings.alpha} needs at least {needed} pairs ({fix}; or fewer "
-                           "cells, fewer --metrics, or a larger --alpha)")
+        raise BudgetTooSmall(f"--max-pairs {settings.max_pairs}: a verdict on {len(shared)} cell(s) x {deciding} "
+                             f"deciding metric(s) at --alpha {settings.alpha} needs at least {needed} pairs ({fix}; "
+                             "or fewer cells, fewer --metrics, or a larger --alpha)")
     level, method = ab_stats.per_look_level(settings.max_pairs, family)
     cells = {cid: CellState(cid, found["A"][cid]) for cid in shared}
     only = {label: sorted(set(found[label]) - set(found[other]))
@@ -391,7 +391,8 @@ def run_ab(settings: Settings, runner: Runner = run_cells, prober: Prober = prob
             measure_pairs(result, runner, progress, clock, start)
         except KeyboardInterrupt as exc:
             result.status, result.stop_signal = "interrupted", exit_code_of(exc) - 128
-            result.reason = (f"interrupted ({signal.Signals(result.stop_signal).name}) during pair {len(result.pairs) + 1}; "
+            name = signal.Signals(result.stop_signal).name
+            result.reason = (f"interrupted ({name}) during pair {len(result.pairs) + 1}; "
                              f"that pair is discarded, the {len(result.pairs)} finished pair(s) are reported")
         except ResultsError as exc:
             result.status, result.reason = "failed", f"a results file could not be read: {exc}"
@@ -444,7 +445,8 @@ def crash_reason(run: SideRun, index: int, settings: Settings) -> str:
         return (f"environment {run.label}'s process in pair {index} ran past {settings.process_timeout_s / 60:g} min "
                 f"(--process-minutes, default --max-minutes) and was stopped with its process group: "
                 f"{run.log_tail()[-1500:]}")
-    return f"environment {run.label} failed to run in pair {index} (pytest exit {run.returncode}): {run.log_tail()[-1500:]}"
+    return (f"environment {run.label} failed to run in pair {index} (pytest exit {run.returncode}): "
+            f"{run.log_tail()[-1500:]}")
 
 
 def budget_spent(result: AbResult, index: int, elapsed_s: float) -> str:

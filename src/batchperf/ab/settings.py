@@ -34,7 +34,7 @@ class Settings:
     alpha: float = 0.05  # two-sided, family-wise over the run's cells × deciding metrics
     max_pairs: int = 30
     max_minutes: float | None = 60.0
-    process_minutes: float | None = None  # one process longer than this hangs: stopped, the run fails (None: max_minutes)
+    process_minutes: float | None = None  # a process longer than this hangs: stopped, the run fails (None: max_minutes)
     rounds: int | None = DEFAULT_ROUNDS  # None: the tier's (or what the pytest arguments say)
     command: str = ""  # the command line, recorded so the run can be repeated
 

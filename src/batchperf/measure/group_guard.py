@@ -4,11 +4,11 @@
 of ``batchperf ab`` and ``refresh --run``) start ``python group_guard.py PARENT_PID GRACE_S -- ARGV…``
 in a new session, with :func:`die_with_parent` before it, so this process leads a group that holds the
 server and everything the server forks (vLLM's engine core). It lives in ``measure`` (the lowest stage)
-so that every stage can start it. It runs ARGV and waits. When it is told to stop (SIGTERM, SIGINT, SIGHUP), when its parent
-dies (PR_SET_PDEATHSIG gives it SIGTERM even when the parent was SIGKILLed, and a changed parent pid
-covers a parent that died before that was set), or when the server exits, it ends every other member
-of its group: SIGTERM, then SIGKILL after GRACE_S. Without it a SIGKILLed pytest left the server only
-a SIGTERM of its own, and the children the server forked outlived it.
+so that every stage can start it. It runs ARGV and waits. When it is told to stop (SIGTERM, SIGINT,
+SIGHUP), when its parent dies (PR_SET_PDEATHSIG gives it SIGTERM even when the parent was SIGKILLed,
+and a changed parent pid covers a parent that died before that was set), or when the server exits, it
+ends every other member of its group: SIGTERM, then SIGKILL after GRACE_S. Without it a SIGKILLed
+pytest left the server only a SIGTERM of its own, and the children the server forked outlived it.
 
 Run by path, not as ``-m batchperf…``: it imports nothing of batchperf, so it starts whatever
 environment the server is given. It exits with the server's exit code (128 + N for a signal N).
