@@ -3,16 +3,18 @@
 from __future__ import annotations
 
 import json
+import signal
 from pathlib import Path
 
 import pytest
 from ab_fakes import CELLS, FakeEnvs
 from paths import REPO
 
-from batchperf.ab.bisect import BAD, GOOD, INCONCLUSIVE, SKIPPED, run_bisect
+from batchperf.ab.bisect import BAD, GOOD, INCONCLUSIVE, INTERRUPTED, SKIPPED, judge, run_bisect
 from batchperf.ab.env import Environment, EnvironmentProblem
 from batchperf.ab.run import Settings, UsageProblem, run_ab
 from batchperf.cli.bisect import environments
+from batchperf.measure.child import Stopped
 
 HERE = REPO
 
@@ -74,7 +76,7 @@ def test_an_environment_that_cannot_run_is_skipped(tmp_path: Path) -> None:
 
 def test_an_inconclusive_step_stops_with_the_range(tmp_path: Path) -> None:
     speeds = [1.0, 1.0, 1.0, 0.85]
-    result = run_bisect(envs(4), base(tmp_path, envs(4), max_pairs=3), fake_ab(speeds, noise=0.2), check=ok)
+    result = run_bisect(envs(4), base(tmp_path, envs(4), max_pairs=7), fake_ab(speeds, noise=0.2), check=ok)
     assert result.steps[0].outcome == INCONCLUSIVE and len(result.steps) == 1
     assert result.status == "narrowed" and result.exit_code == 2 and "among #1, #2, #3" in result.summary()
 
@@ -91,3 +93,22 @@ def test_bad_environment_lists_are_usage_errors(tmp_path: Path) -> None:
     shared = environments([Path("/a"), Path("/b")], [HERE], ["X=1"])
     assert [e.python for e in shared] == [Path("/a"), Path("/b")] and {e.dir for e in shared} == {HERE}
     assert shared[0].vars == (("X", "1"),)
+
+
+def test_a_budget_too_small_for_any_verdict_stops_the_bisect_instead_of_skipping_every_step(tmp_path: Path) -> None:
+    with pytest.raises(UsageProblem, match="needs at least 7 pairs"):
+        run_bisect(envs(4), base(tmp_path, envs(4), max_pairs=6), fake_ab([1.0, 1.0, 1.0, 0.85]), check=ok)
+
+
+def test_an_out_holding_another_bisect_s_steps_is_refused(tmp_path: Path) -> None:
+    (tmp_path / "bisect" / "step-01-0-vs-1").mkdir(parents=True)
+    with pytest.raises(UsageProblem, match="already holds another bisect's steps"):
+        run_bisect(envs(4), base(tmp_path, envs(4)), fake_ab([1.0, 1.0, 1.0, 0.85]), check=ok)
+
+
+def test_a_step_stopped_by_sigterm_is_interrupted(tmp_path: Path) -> None:
+    fakes = FakeEnvs(cells=CELLS[:1])
+    fakes.on_run = lambda: (_ for _ in ()).throw(Stopped(signal.SIGTERM)) if len(fakes.runs) == 3 else None
+    labelled = [Environment(label, Path(f"/py/{label}"), dir=HERE) for label in "AB"]
+    done = run_ab(base(tmp_path, labelled), runner=fakes.run, prober=fakes.probe, collector=fakes.collect)
+    assert done.exit_code == 143 and judge(done)[0] == INTERRUPTED

@@ -74,9 +74,9 @@ def test_a_a_never_calls_a_regression_over_many_seeds(tmp_path: Path) -> None:
 
 def test_the_budget_of_pairs_ends_inconclusive(tmp_path: Path) -> None:
     fakes = FakeEnvs(noise=0.2, cells=CELLS[:1])
-    result = run(fakes, settings(tmp_path, max_pairs=3))
-    assert result.status == "budget" and "--max-pairs 3" in result.reason and result.exit_code == 2
-    assert len(result.pairs) == 3 and len(fakes.runs) == 6
+    result = run(fakes, settings(tmp_path, max_pairs=8))
+    assert result.status == "budget" and "--max-pairs 8" in result.reason and result.exit_code == 2
+    assert len(result.pairs) == 8 and len(fakes.runs) == 16
 
 
 def test_the_budget_of_minutes_stops_before_a_pair_that_would_overrun(tmp_path: Path) -> None:
@@ -90,6 +90,7 @@ def test_the_budget_of_minutes_stops_before_a_pair_that_would_overrun(tmp_path: 
 
 @pytest.mark.parametrize("kwargs, message", [
     ({"max_pairs": 0}, "a budget of zero pairs measures nothing"),
+    ({"max_pairs": 100_000}, "--max-pairs 100000: at most 100"),
     ({"max_minutes": 0.0}, "a budget of zero minutes measures nothing"),
     ({"metrics": ("tokens_per_joule",)}, "unknown metric(s) tokens_per_joule"),
     ({"margin": 1.5}, "--margin 1.5"),
@@ -200,3 +201,33 @@ def test_bad_variables_are_named() -> None:
     assert parse_vars(["X=1", "Y="], "B") == (("X", "1"), ("Y", ""))
     with pytest.raises(EnvironmentProblem, match="--b-env 'oops': expected K=V"):
         parse_vars(["oops"], "B")
+
+
+def test_a_budget_of_pairs_that_cannot_conclude_is_refused_with_the_right_minimum(tmp_path: Path) -> None:
+    """One cell, three deciding metrics at alpha 0.05: 7 pairs can conclude (2/2**7 <= 0.05/3); 6 cannot. It said
+    "needs at least 1076 pairs" and then spent the whole budget."""
+    fakes = FakeEnvs(cells=CELLS[:1])
+    with pytest.raises(UsageProblem, match="--max-pairs 6: a verdict on 1 cell.* needs at least 7 pairs"):
+        run(fakes, settings(tmp_path, max_pairs=6))
+    assert fakes.runs == []
+    done = run(fakes, settings(tmp_path / "seven", max_pairs=7, margin=0.2))
+    assert done.exit_code == 0 and len(done.pairs) == 7  # the first look that can conclude is the seventh
+
+
+@pytest.mark.parametrize("fingerprint", ["not an object", ["a", "list"], {"identity": "not an object"}])
+def test_a_malformed_fingerprint_in_a_pair_s_results_fails_the_run_with_exit_4(tmp_path: Path, fingerprint) -> None:
+    """It was a traceback (AttributeError) and exit 1, which means a regression; ab.json was left "running"."""
+    fakes = FakeEnvs(cells=CELLS[:1])
+
+    def runner(env: Environment, args: list[str], stem: Path, timeout_s: float | None = None):  # noqa: ANN202
+        done = fakes.run(env, args, stem, timeout_s)
+        if env.label == "B" and done.results is not None:
+            data = json.loads(done.results.read_text())
+            data["machine_info"]["batchperf"] = fingerprint
+            done.results.write_text(json.dumps(data))
+        return done
+
+    result = run_ab(settings(tmp_path), runner=runner, prober=fakes.probe, collector=fakes.collect)
+    assert result.status == "failed" and result.exit_code == 4 and result.reason
+    saved = json.loads((tmp_path / "ab" / "ab.json").read_text())
+    assert saved["status"] == "failed" and saved["exit_code"] == 4

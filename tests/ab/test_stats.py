@@ -140,3 +140,56 @@ def test_per_look_level_is_cached_on_disk(tmp_path: pytest.TempPathFactory, monk
     assert "union bound" in ab_stats.per_look_level(12, 1e-4)[1]
     with pytest.raises(ValueError, match="max_pairs"):
         ab_stats.per_look_level(0, 0.05)
+
+
+def _argsort_level(max_pairs: int, alpha: float, sims: int) -> float:
+    """The per-look level computed the plain way (ranks by double argsort, all draws at once): the reference."""
+    data = np.random.default_rng(ab_stats.SEED).standard_normal((sims, max_pairs))
+    smallest = np.ones(sims)
+    for n in range(2, max_pairs + 1):
+        head = data[:, :n]
+        ranks = np.argsort(np.argsort(np.abs(head), axis=1), axis=1) + 1
+        smallest = np.minimum(smallest, ab_stats.pvalue_table(n)[np.where(head > 0, ranks, 0).sum(axis=1)])
+    candidates = np.unique(smallest)
+    rates = np.searchsorted(np.sort(smallest), candidates, side="right") / sims
+    return float(candidates[rates <= alpha][-1])
+
+
+def test_the_incremental_simulation_gives_the_plain_one_s_level(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(ab_stats, "CHUNK", 700)  # several chunks, the last one short
+    assert ab_stats.simulated_level(12, 0.05, 2500) == _argsort_level(12, 0.05, 2500)
+
+
+def test_max_pairs_is_bounded() -> None:
+    with pytest.raises(ValueError, match=f"max_pairs <= {ab_stats.MAX_PAIRS}"):
+        ab_stats.per_look_level(ab_stats.MAX_PAIRS + 1, 0.05)
+    with pytest.raises(ValueError, match="max_pairs must be"):
+        ab_stats.simulated_level(100_000, 0.05, 1000)
+
+
+def test_a_level_of_zero_admits_no_number_of_pairs() -> None:
+    """A level of 0 (too few pairs to conclude) said "needs at least 1076 pairs": 2/2**n underflowing to 0."""
+    assert ab_stats.min_pairs(0.0) is None and ab_stats.min_pairs(math.nan) is None
+    assert ab_stats.min_pairs(2.0 ** -6) == 7 and ab_stats.min_pairs(0.05) == 6
+
+
+def test_the_fewest_max_pairs_is_the_first_budget_that_can_conclude(tmp_path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("BATCHPERF_CACHE", str(tmp_path))
+    ab_stats.per_look_level.cache_clear()
+    family = 0.05 / 3  # one cell, the three default deciding metrics
+    fewest = ab_stats.fewest_max_pairs(family)
+    assert fewest == 7  # 2/2**7 = 0.0156 <= 0.0167 < 2/2**6
+    assert ab_stats.per_look_level(fewest - 1, family)[0] < ab_stats.min_pvalue(fewest - 1)  # one fewer cannot
+    assert ab_stats.min_pairs(ab_stats.per_look_level(fewest, family)[0]) == fewest
+
+
+@pytest.mark.parametrize("planted", ["0.9", "NaN", "-0.1", "\"0.01\""])
+def test_the_level_cache_is_not_trusted_with_an_impossible_level(tmp_path, monkeypatch: pytest.MonkeyPatch,
+                                                                  planted: str) -> None:
+    monkeypatch.setenv("BATCHPERF_CACHE", str(tmp_path))
+    ab_stats.per_look_level.cache_clear()
+    true_level, _ = ab_stats.per_look_level(12, 0.1)
+    key = next(iter(__import__("json").loads((tmp_path / ab_stats.LEVELS_FILE).read_text())))
+    (tmp_path / ab_stats.LEVELS_FILE).write_text("{\"" + key + "\": " + planted + "}")
+    ab_stats.per_look_level.cache_clear()
+    assert ab_stats.per_look_level(12, 0.1)[0] == true_level

@@ -45,7 +45,7 @@ def test_every_entry_names_a_number_a_cell_stores(stored: set[str]) -> None:
 
 
 def test_the_gate_history_export_ab_gpu_check_and_summary_read_the_catalogue() -> None:
-    from batchperf.ab.run import DEFAULT_METRICS
+    from batchperf.ab.settings import DEFAULT_METRICS
     from batchperf.regress.gate import GateConfig
     from batchperf.regress.history import METRICS
     from batchperf.report.export import FAMILIES

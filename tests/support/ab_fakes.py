@@ -73,6 +73,7 @@ class FakeEnvs:
     versions: dict[str, dict[str, str]] = field(default_factory=dict)
     seed: int = 0
     runs: list[tuple[str, list[str]]] = field(default_factory=list)
+    timeouts: list[float | None] = field(default_factory=list)  # each run's timeout_s
     seconds: float = 20.0  # what each fake process says it took
     on_run: Callable[[], None] | None = None
 
@@ -85,8 +86,9 @@ class FakeEnvs:
     def collect(self, env: Environment, args: Sequence[str]) -> dict[str, str]:
         return {cid: NODEIDS[cid] for cid in self.cells}
 
-    def run(self, env: Environment, args: Sequence[str], stem: Path) -> SideRun:
+    def run(self, env: Environment, args: Sequence[str], stem: Path, timeout_s: float | None = None) -> SideRun:
         self.runs.append((env.label, list(args)))
+        self.timeouts.append(timeout_s)
         if self.on_run is not None:
             self.on_run()
         if self.interrupt_at == len(self.runs):

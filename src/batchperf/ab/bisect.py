@@ -20,6 +20,7 @@ from typing import Any
 
 from batchperf.ab.env import Environment, EnvironmentProblem, probe
 from batchperf.ab.run import AbResult, Settings, UsageProblem, run_ab
+from batchperf.ab.settings import BudgetTooSmall
 from batchperf.results.io import atomic_write_text
 
 GOOD, BAD, SKIPPED, INCONCLUSIVE, INTERRUPTED = "good", "bad", "skipped", "inconclusive", "interrupted"
@@ -104,7 +105,7 @@ def judge(result: AbResult) -> tuple[str, str]:
     """(outcome, why) of one step's ab run."""
     cells = "; ".join(f"{c.id}: {c.verdict.value}" + (f" ({c.note})" if c.note else "") for c in result.cells.values())
     code = result.exit_code
-    if code == 130:
+    if result.status == "interrupted":  # 130 (SIGINT) or 143 (SIGTERM)
         return INTERRUPTED, result.reason
     if code == 1:
         return BAD, cells
@@ -126,6 +127,9 @@ def run_bisect(envs: Sequence[Environment], base: Settings, ab: AbRun = run_ab,
             check(end)
         except EnvironmentProblem as exc:
             raise UsageProblem(f"the {'good' if end is envs[0] else 'bad'} end cannot run: {exc}") from None
+    if base.out.is_dir() and (old := sorted(p.name for p in base.out.glob("step-*"))):
+        raise UsageProblem(f"--out {base.out}: already holds another bisect's steps ({', '.join(old[:3])}); give a new "
+                           "--out (resuming is not supported)")
     result = BisectResult(list(envs), 0, len(envs) - 1)
     base.out.mkdir(parents=True, exist_ok=True)
     while result.open:
@@ -136,6 +140,8 @@ def run_bisect(envs: Sequence[Environment], base: Settings, ab: AbRun = run_ab,
         step = Step(mid, envs[mid], SKIPPED, result.good, out=out)
         try:
             done = ab(settings)
+        except BudgetTooSmall:  # the same for every step: no step could give a verdict
+            raise
         except UsageProblem as exc:  # the environment does not exist or cannot import the project
             step.why = str(exc)
         else:

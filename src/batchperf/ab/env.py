@@ -15,6 +15,7 @@ works as well as one with it.
 
 from __future__ import annotations
 
+import errno
 import json
 import os
 import subprocess
@@ -25,6 +26,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from batchperf.ab.outdir import create_new
+from batchperf.measure.child import run_guarded
 from batchperf.regress.fingerprint import Fingerprint
 
 PLUGINS = ("-p", "batchperf.suite.plugin", "-p", "pytest_benchmark.plugin")
@@ -192,11 +195,12 @@ class SideRun:
     log: Path
     outcomes: dict[str, Outcome] = field(default_factory=dict)  # cell id -> outcome (junit)
     started: float = 0.0  # time.time() at start
+    timed_out: bool = False  # stopped because it ran past its time limit
 
     @property
     def crashed(self) -> bool:
-        """pytest itself failed: interrupted (2), internal error (3), usage error (4), or no results at all."""
-        return self.returncode not in (0, 1, 5) or self.results is None
+        """pytest itself failed: interrupted (2), internal error (3), usage error (4), timed out, or no results."""
+        return self.returncode not in (0, 1, 5) or self.results is None or self.timed_out
 
     def log_tail(self) -> str:
         try:
@@ -224,15 +228,21 @@ def outcomes(xml_path: Path) -> dict[str, Outcome]:
     return found
 
 
-def run_cells(env: Environment, args: Sequence[str], stem: Path) -> SideRun:
-    """One pytest process of ``env`` on the cells: ``STEM.json`` (results), ``STEM.xml`` (junit), ``STEM.log``."""
+def run_cells(env: Environment, args: Sequence[str], stem: Path, timeout_s: float | None = None) -> SideRun:
+    """One pytest process of ``env`` on the cells: ``STEM.json`` (results), ``STEM.xml`` (junit), ``STEM.log``.
+
+    It runs under the group guard (:mod:`batchperf.measure.child`): stopped with its whole process group after
+    ``timeout_s``, on SIGINT/SIGTERM to this process (then :class:`~batchperf.measure.child.Stopped` is raised), and
+    when this process dies."""
     results, junit, log = stem.with_suffix(".json"), stem.with_suffix(".xml"), stem.with_suffix(".log")
+    for path in (results, junit):  # pytest writes these, following links: nothing may be there before it runs
+        if os.path.lexists(path):
+            raise FileExistsError(errno.EEXIST, "is there already, before its process ran (planted?)", str(path))
     cmd = env.pytest_command([*args, f"--benchmark-json={results}", f"--junitxml={junit}"])
     started, clock = time.time(), time.monotonic()
-    with open(log, "w", encoding="utf-8") as fh:
+    with os.fdopen(create_new(log), "w", encoding="utf-8") as fh:
         fh.write("$ " + " ".join(cmd) + "\n")
         fh.flush()
-        code = subprocess.run(cmd, cwd=env.dir, env=env.process_env(), stdout=fh, stderr=subprocess.STDOUT,
-                              check=False).returncode
-    return SideRun(env.label, code, time.monotonic() - clock, results if results.exists() else None, log,
-                   outcomes(junit), started)
+        done = run_guarded(cmd, cwd=env.dir, env=env.process_env(), stdout=fh, timeout_s=timeout_s)
+    return SideRun(env.label, done.returncode, time.monotonic() - clock, results if results.exists() else None, log,
+                   outcomes(junit), started, done.timed_out)

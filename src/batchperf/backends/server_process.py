@@ -2,7 +2,7 @@
 ``stop()``, at interpreter exit, on SIGTERM/SIGINT, and (Linux) when this process dies.
 
 The server runs in a new session, so ``killpg`` reaches every process it forks (vLLM's engine
-core runs in a child process), under a guard (:mod:`batchperf.backends.group_guard`) that leads the
+core runs in a child process), under a guard (:mod:`batchperf.measure.group_guard`) that leads the
 group and ends all of it when it is stopped or this process dies, even by SIGKILL: the stop is done
 from the child side too, not only from here. Its output goes to a log file whose tail is quoted in
 errors.
@@ -11,7 +11,6 @@ errors.
 from __future__ import annotations
 
 import atexit
-import ctypes
 import os
 import signal
 import socket
@@ -26,8 +25,9 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from batchperf.backends import group_guard
-from batchperf.backends.group_guard import group_members as _group_members
+from batchperf.measure import group_guard
+from batchperf.measure.group_guard import die_with_parent as _die_with_parent
+from batchperf.measure.group_guard import group_members as _group_members
 
 STOP_GRACE_S = 10.0  # SIGTERM, then SIGKILL after this long
 GUARD_GRACE_S = 7.0  # the guard's own SIGTERM-to-SIGKILL wait: it is done before stop() escalates
@@ -44,13 +44,6 @@ def free_port(host: str = "127.0.0.1") -> int:
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
         sock.bind((host, 0))
         return int(sock.getsockname()[1])
-
-
-def _die_with_parent() -> None:
-    """In the child, before exec: get SIGTERM if the parent dies (even by SIGKILL). Linux only."""
-    if sys.platform.startswith("linux"):
-        pr_set_pdeathsig = 1
-        ctypes.CDLL("libc.so.6", use_errno=True).prctl(pr_set_pdeathsig, signal.SIGTERM)
 
 
 class ServerProcess:

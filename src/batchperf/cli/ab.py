@@ -4,24 +4,33 @@
     batchperf ab --a .venv/bin/python --b .venv/bin/python --b-env BATCHPERF_INJECT_SLOWDOWN=0.05 \\
         -- -m cpu -k "hf-static and bs8 and p512 and c16"
 
-Exit codes: 0 no regression, 1 regression, 2 inconclusive at the budget, 3 usage error (nothing
-measured), 4 a cell failed to run or was not judged, or an environment failed, 130 interrupted (what ran is reported).
-Logic in :mod:`batchperf.ab.run`; docs/ab.md explains the statistics.
+Exit codes (docs/ab.md, "Exit codes"): 0 no regression, 1 regression (only ever a measured one), 2 inconclusive at
+the budget, 3 usage error (checked before the first pair; nothing measured, nothing left), 4 a cell failed to run or
+was not judged, an environment failed, or any other error (one line says why), 130/143 interrupted by SIGINT/SIGTERM
+(the finished pairs are reported). Logic in :mod:`batchperf.ab.run`; docs/ab.md explains the statistics.
 """
 
 from __future__ import annotations
 
 import argparse
+import os
 import shlex
 import sys
 import time
 from pathlib import Path
-from typing import Any, NoReturn
+from typing import TYPE_CHECKING, Any, NoReturn
 
 from batchperf.ab.env import Environment, EnvironmentProblem, default_checkout, interpreter, parse_vars
-from batchperf.ab.run import DEFAULT_METRICS, DEFAULT_ROUNDS, Settings, UsageProblem
+from batchperf.ab.settings import DEFAULT_METRICS, DEFAULT_ROUNDS, Settings, UsageProblem
+from batchperf.ab.stats import MAX_PAIRS
+from batchperf.measure.child import exit_code_of
+from batchperf.results.io import atomic_write_text
+
+if TYPE_CHECKING:
+    from batchperf.ab.run import AbResult
 
 USAGE_ERROR = 3
+RUN_FAILED = 4
 
 
 def usage_errors_exit_3(parser: argparse.ArgumentParser) -> None:
@@ -46,9 +55,14 @@ def add_verdict_args(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--alpha", type=float, default=0.05,
                         help="false-alarm rate of the whole run, over every cell and deciding metric, however "
                              "often it looks (default 0.05)")
-    parser.add_argument("--max-pairs", type=int, default=30, metavar="N", help="pairs of processes at most (default 30)")
+    parser.add_argument("--max-pairs", type=int, default=30, metavar="N",
+                        help=f"pairs of processes at most (default 30, at most {MAX_PAIRS}); a budget too small for "
+                             "any verdict is refused, naming the fewest that can give one")
     parser.add_argument("--max-minutes", type=float, default=60.0, metavar="M",
                         help="stop before a pair that would end after M minutes (default 60)")
+    parser.add_argument("--process-minutes", type=float, default=None, metavar="M",
+                        help="stop a process of A or B (with everything it started) that runs longer than M minutes, "
+                             "and end the run as failed, exit 4 (default: --max-minutes)")
     parser.add_argument("--rounds", type=int, default=DEFAULT_ROUNDS, metavar="R",
                         help=f"measured rounds per process (default {DEFAULT_ROUNDS}; a --batchperf-rounds in the "
                              "pytest arguments wins)")
@@ -72,6 +86,7 @@ def verdict_kwargs(args: argparse.Namespace) -> dict[str, Any]:
     metrics = tuple(m.strip() for m in args.metrics.split(",") if m.strip())
     return {"margin": margin, "margins": margins, "metrics": metrics, "alpha": args.alpha,
             "max_pairs": args.max_pairs, "max_minutes": args.max_minutes, "rounds": args.rounds,
+            "process_minutes": args.process_minutes,
             "pytest_args": tuple(args.pytest_args), "command": shlex.join(["batchperf", *sys.argv[1:]])}
 
 
@@ -96,26 +111,62 @@ def environment(label: str, python: Path, env: list[str], folder: Path | None) -
     return Environment(label, interpreter(python), parse_vars(env, label), (folder or default_checkout()).resolve())
 
 
+def check_markdown(target: str | None) -> None:
+    """``--markdown FILE`` can be appended to (checked before the first pair, not after the whole run)."""
+    if target is None or target == "-":
+        return
+    path = Path(target)
+    if path.is_dir():
+        raise UsageProblem(f"--markdown {target}: is a folder; give a file to append the summary to")
+    if not path.parent.is_dir():
+        raise UsageProblem(f"--markdown {target}: the folder {path.parent} does not exist; make it first")
+    if not os.access(path if path.exists() else path.parent, os.W_OK):
+        raise UsageProblem(f"--markdown {target}: cannot write there; give a file you can write")
+
+
 def main(args: argparse.Namespace) -> int:
-    from batchperf.ab.report import render_markdown, render_rich
     from batchperf.ab.run import run_ab
-    from batchperf.regress.compare import make_console
 
     out = args.out or Path("results") / f"ab-{time.strftime('%Y%m%d-%H%M%S')}"
     try:
+        check_markdown(args.markdown)
         settings = Settings(environment("A", args.a, args.a_env, args.a_dir),
                             environment("B", args.b, args.b_env, args.b_dir), out=out, **verdict_kwargs(args))
         result = run_ab(settings, progress=lambda line: print(line, file=sys.stderr, flush=True))
     except (UsageProblem, EnvironmentProblem) as exc:
         print(f"batchperf ab: {exc}", file=sys.stderr)
         return USAGE_ERROR
-    render_rich(result, make_console())
-    markdown = render_markdown(result)
-    (out / "ab.md").write_text(markdown + "\n", encoding="utf-8")
-    if args.markdown == "-":
-        print(markdown)
-    elif args.markdown:
-        with open(args.markdown, "a", encoding="utf-8") as fh:
-            fh.write(markdown + "\n")
+    except KeyboardInterrupt as exc:  # before the first pair (after it, run_ab reports what ran), or at the very end
+        kept = (out / "ab.json").exists()
+        print("batchperf ab: interrupted " + (f"at the end; the finished pairs are in {out / 'ab.json'}" if kept else
+                                               "before the first pair; nothing was measured"), file=sys.stderr)
+        return exit_code_of(exc)
+    except Exception as exc:  # noqa: BLE001 - one line, never a traceback, never exit 1 (a regression)
+        print(f"batchperf ab: failed: {type(exc).__name__}: {exc} (what was measured is in {out}, if anything)",
+              file=sys.stderr)
+        return RUN_FAILED
+    if result.status == "failed":
+        print(f"batchperf ab: the run failed: {result.reason}", file=sys.stderr)
+    try:
+        report(result, out, args.markdown)
+    except OSError as exc:
+        print(f"batchperf ab: the run ended ({result.status}, exit {result.exit_code} in {out / 'ab.json'}) but its "
+              f"summary could not be written: {exc}", file=sys.stderr)
+        return RUN_FAILED
     print(f"batchperf ab: every pair's results files, logs, ab.json and ab.md in {out}")
     return result.exit_code
+
+
+def report(result: AbResult, out: Path, markdown_to: str | None) -> None:
+    """The table on the terminal, ``OUT/ab.md`` (replaced atomically, never written through a link), ``--markdown``."""
+    from batchperf.ab.report import render_markdown, render_rich
+    from batchperf.regress.compare import make_console
+
+    render_rich(result, make_console())
+    markdown = render_markdown(result)
+    atomic_write_text(out / "ab.md", markdown + "\n")
+    if markdown_to == "-":
+        print(markdown)
+    elif markdown_to:
+        with open(markdown_to, "a", encoding="utf-8") as fh:
+            fh.write(markdown + "\n")

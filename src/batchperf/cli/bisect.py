@@ -18,7 +18,7 @@ import time
 from pathlib import Path
 
 from batchperf.ab.env import Environment, EnvironmentProblem
-from batchperf.ab.run import Settings, UsageProblem
+from batchperf.ab.settings import Settings, UsageProblem
 from batchperf.cli.ab import USAGE_ERROR, add_verdict_args, environment, usage_errors_exit_3, verdict_kwargs
 
 

