@@ -259,8 +259,17 @@ TELEMETRY_METRICS: tuple[Metric, ...] = (
     Metric("telemetry.energy_j", "J", Direction.LOWER, "GPU energy in the round (NVML)", devices=CUDA),
     Metric("telemetry.joules_per_output_token", "J/token", Direction.LOWER, "GPU energy (NVML) per output token",
            export="gpu_energy_per_output_token_joules", devices=CUDA),
+    # clocks and temperature: soft facts, never gated; a clock drop beyond 7% or a thermal or hardware-slowdown
+    # throttle voids the cell instead (batchperf.measure.clocks)
+    Metric("telemetry.sm_clock_start_mhz", "MHz", Direction.NONE, "SM clock at the cell's first sample (NVML)",
+           devices=CUDA),
     Metric("telemetry.sm_clock_mean_mhz", "MHz", Direction.NONE, "SM clock, mean (NVML)", devices=CUDA),
     Metric("telemetry.sm_clock_min_mhz", "MHz", Direction.NONE, "SM clock, lowest (NVML)", devices=CUDA),
+    Metric("telemetry.sm_clock_drop", "ratio", Direction.NONE,
+           "the SM clock's largest fall from an earlier busy peak in the cell (NVML; idle samples left out)",
+           devices=CUDA),
+    Metric("telemetry.temperature_mean_c", "°C", Direction.NONE, "GPU temperature, mean (NVML)", devices=CUDA),
+    Metric("telemetry.temperature_peak_c", "°C", Direction.NONE, "GPU temperature, highest (NVML)", devices=CUDA),
 )
 
 # --- engine counters (batchperf.measure.counters: their names, units and help are kept there) ----------------------
