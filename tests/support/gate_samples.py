@@ -31,6 +31,7 @@ def cell_info(cell_id: str = "cpu-tiny-qwen2-hf-static-bs4-p64-c8", throughput: 
             "output_throughput": throughput * scale, "request_throughput": throughput / 24 * scale,
             "p99_ttft_ms": p99 / 5 / scale, "p99_tpot_ms": p99 / 20 / scale, "p99_itl_ms": p99 / 18 / scale,
             "p99_e2el_ms": p99 / scale, "mean_ttft_ms": p99 / 8 / scale, "n_e2el": 16,
+            "p50_ttft_ms": p99 / 10 / scale, "p50_tpot_ms": p99 / 30 / scale, "p50_e2el_ms": p99 / 2 / scale,
         }
     return CellRecord.from_dict({
         "batchperf_schema": SCHEMA_VERSION,

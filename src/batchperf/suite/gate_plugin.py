@@ -116,12 +116,12 @@ def gate_cell(request: pytest.FixtureRequest, record: CellRecord,
     if gate is None or not gate.active:
         return None
     verdict = _compare(gate, request.node.nodeid, record)
-    if verdict.failed and remeasure is not None:
+    if (verdict.failed or verdict.void) and remeasure is not None:  # a miss, or a throttled card: once more
         again = remeasure()
         verdict = confirm(verdict, _compare(gate, request.node.nodeid, again))
         record.gate_remeasured = {"metrics": again.metrics, "rounds": again.rounds}
     record.gate = {"verdict": verdict.verdict.value, "remeasured": verdict.remeasured,
-                   "regressed": [m.name for m in verdict.metrics if m.verdict.failed]}
+                   "regressed": [m.name for m in verdict.metrics if m.verdict.failed and m.deciding]}
     gate.verdicts.append(verdict)
     return verdict
 
@@ -168,7 +168,7 @@ def summary_lines(gate: GateSession) -> list[str]:
     for v in gate.verdicts:
         if v.failed:
             worst = ", ".join(f"{m.name} {fmt_change(m.change) if m.measured is not None else 'missing'}"
-                              for m in v.metrics if m.verdict.failed)
+                              for m in v.metrics if m.verdict.failed and m.deciding)
             lines.append(f"REGRESSION {v.name}: {worst}")
         elif v.verdict is Verdict.IMPROVEMENT:
             better = ", ".join(f"{m.name} {fmt_change(m.change)}" for m in v.metrics if m.verdict is Verdict.IMPROVEMENT)
