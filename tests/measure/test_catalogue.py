@@ -49,7 +49,7 @@ def test_the_gate_history_export_ab_gpu_check_and_summary_read_the_catalogue() -
     from batchperf.regress.gate import GateConfig
     from batchperf.regress.history import METRICS
     from batchperf.report.export import FAMILIES
-    from batchperf.report.gpu_check import AA_METRICS
+    from batchperf.report.gpu_floors import AA_METRICS
     from batchperf.suite.plugin import summary_rows
 
     assert GateConfig().rules == catalogue.GATED and all(m.tolerance is not None for m in catalogue.GATED)
