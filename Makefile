@@ -55,7 +55,8 @@ test: setup
 	$(BIN)/batchperf run --tier cpu --batchperf-slice ci --out results/ci-cpu.json
 	BIN=$(BIN) bash ci/gate_check.sh results/ci-cpu.json
 
-# The prepared device check (docs/gpu.md): a GPU-tier slice on dummy weights, an A/A repeat, report and summary.
+# The prepared device check (docs/gpu.md): a GPU-tier slice on dummy weights, an A/A and an injected 5% A/B,
+# report and summary with the measured floors.
 # Installs nothing and needs no network: run it with a stock CUDA + PyTorch image's python.
 # `make gpu-check DEVICE=cpu OUT=/tmp/check` runs the shrunken CPU slice.
 DEVICE ?= cuda

@@ -49,7 +49,7 @@ def test_the_gate_history_export_ab_gpu_check_and_summary_read_the_catalogue() -
     from batchperf.regress.gate import GateConfig
     from batchperf.regress.history import METRICS
     from batchperf.report.export import FAMILIES
-    from batchperf.report.gpu_check import AA_METRICS
+    from batchperf.report.gpu_floors import AA_METRICS
     from batchperf.suite.plugin import summary_rows
 
     assert GateConfig().rules == catalogue.GATED and all(m.tolerance is not None for m in catalogue.GATED)
@@ -86,3 +86,21 @@ def test_a_bad_entry_is_refused_naming_the_field() -> None:
         Tolerance({"cpu": -0.1})
     with pytest.raises(KeyError, match="no metric 'nope'"):
         catalogue.by_name("nope")
+
+
+def test_gpu_floors_are_the_runbooks_until_measured() -> None:
+    """Throughput 5-10%, P50 latencies >= 15% and deciding on the GPU tier only, P99s reported there (docs/gpu.md)."""
+    assert 0.05 <= BY_PATH["metrics.output_throughput"].floor("gpu") <= 0.10
+    for family in ("ttft", "tpot", "e2el"):
+        p50 = BY_PATH[f"metrics.p50_{family}_ms"]
+        assert p50.floor("gpu") >= 0.15 and p50.decides("gpu") and not p50.judged_on("cpu")
+    for family in ("ttft", "tpot", "itl", "e2el"):
+        p99 = BY_PATH[f"metrics.p99_{family}_ms"]
+        assert p99.judged_on("gpu") and not p99.decides("gpu") and p99.decides("cpu")
+
+
+def test_a_tolerance_judged_on_some_tiers_needs_their_floors() -> None:
+    with pytest.raises(ValueError, match="no floor for the tier"):
+        Tolerance({"cpu": 0.1}, tiers=("gpu",))
+    with pytest.raises(ValueError, match="at least one tier"):
+        Tolerance({"gpu": 0.1}, tiers=())

@@ -207,7 +207,8 @@ def test_verdict_never_improves_as_the_slowdown_grows(spread: float, s1: float, 
 @given(factor=st.floats(0.1, 10.0), spread=spreads)
 def test_direction_is_respected(factor: float, spread: float) -> None:
     base = cell_info(spread=spread)
-    for rule in (r for r in RULES if r.direction is not Direction.EXACT and r.path.startswith("metrics.")):
+    for rule in (r for r in RULES if r.direction is not Direction.EXACT and r.path.startswith("metrics.")
+                 and r.judged_on("cpu")):
         name = rule.name
         cur = copied(base)
         cur.metrics[name] *= factor
@@ -269,3 +270,30 @@ def test_rounds_and_warmup_rounds_do_not_block_a_comparison() -> None:
     base, cur = cell_info(), cell_info()
     cur.cell["rounds"] = 5
     assert compare_cell("c", base, cur).verdict is Verdict.NO_CHANGE
+
+
+def test_on_the_gpu_tier_p50_latencies_decide_and_p99s_are_reported_only() -> None:
+    base = cell_info("gpu-qwen2.5-0.5b-hf-static-bs8-p128-c64", tier="gpu")
+    tail = copied(base)
+    tail.metrics["p99_e2el_ms"] *= 1.5  # a P99 50% worse: shown, does not decide
+    verdict = compare_cell(base.id, base, tail)
+    p99 = next(m for m in verdict.metrics if m.name == "p99_e2el_ms")
+    assert p99.verdict is Verdict.REGRESSION and not p99.deciding
+    assert verdict.verdict is Verdict.NO_CHANGE and "(regression; reported)" in render_table(verdict)
+    median = copied(base)
+    median.metrics["p50_ttft_ms"] *= 1.20  # P50 TTFT 20% worse: beyond its provisional 15% floor
+    verdict = compare_cell(base.id, base, median)
+    p50 = next(m for m in verdict.metrics if m.name == "p50_ttft_ms")
+    assert p50.deciding and p50.tolerance == pytest.approx(0.15) and verdict.verdict is Verdict.REGRESSION
+    median.metrics["p50_ttft_ms"] = base.metrics["p50_ttft_ms"] * 1.10  # 10%: inside the floor
+    assert compare_cell(base.id, base, median).verdict is Verdict.NO_CHANGE
+
+
+def test_on_the_cpu_tier_p99s_still_decide_and_p50s_are_not_judged() -> None:
+    base = cell_info()
+    slower = copied(base)
+    slower.metrics["p50_ttft_ms"] *= 3.0
+    slower.metrics["p99_e2el_ms"] *= 3.0
+    verdict = compare_cell(base.id, base, slower)
+    assert not any(m.name.startswith("p50_") for m in verdict.metrics)
+    assert verdict.failed and all(m.deciding for m in verdict.metrics)

@@ -173,15 +173,16 @@ def test_the_gate_never_passes_a_cell_it_did_not_judge(base: CellRecord, slowdow
     assert verdict.verdict is not Verdict.NO_BASELINE
     judged = [m for m in verdict.metrics if m.verdict in (Verdict.NO_CHANGE, Verdict.IMPROVEMENT, Verdict.REGRESSION,
                                                           Verdict.FAILED)]
-    if verdict.verdict in (Verdict.NO_CHANGE, Verdict.IMPROVEMENT):
-        assert judged and not unjudged(verdict.metrics), "a pass with an unjudged metric"
+    if verdict.verdict in (Verdict.NO_CHANGE, Verdict.IMPROVEMENT):  # a reported metric (GPU P99s) does not decide
+        deciding = [m for m in verdict.metrics if m.deciding]
+        assert judged and not unjudged(deciding), "a pass with an unjudged deciding metric"
     for m in judged:  # every judged metric compared real numbers against a real, bounded tolerance
         assert math.isfinite(m.reference) and m.reference >= 0
         assert math.isfinite(m.tolerance) and m.tolerance >= 0
     for rule in RULES:
         section, _, name = rule.path.partition(".")
         raw = getattr(base, section).get(name)
-        if raw is not None and not (math.isfinite(raw) and raw >= 0):
+        if raw is not None and not (math.isfinite(raw) and raw >= 0) and rule.judged_on(base.tier):
             got = next(m for m in verdict.metrics if m.metric == rule.path)
             assert got.verdict is Verdict.NOT_JUDGED, (rule.path, raw, got)
     tput = next((m for m in verdict.metrics if m.metric == TPUT.path), None)
@@ -210,4 +211,5 @@ def test_the_store_refuses_what_the_gate_could_not_judge(tmp_path: Path, base: C
         write_baseline(folder, {"machine_info": {}}, [entry], CPU_FP, {"id": "x"})
         stored = load_baseline(folder / "baseline.json")
         verdict = compare_cell("c", next(iter(stored.cells.values())), copied(cell_info(tier=base.tier)))
-        assert verdict.verdict is not Verdict.NO_CHANGE or not unjudged(verdict.metrics)
+        deciding = [m for m in verdict.metrics if m.deciding]
+        assert verdict.verdict is not Verdict.NO_CHANGE or not unjudged(deciding)

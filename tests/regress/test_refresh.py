@@ -78,6 +78,18 @@ def test_failed_cells_are_refused_or_left_out(tmp_path: Path, pinned: Path) -> N
     assert f"perf_tests/test_cells.py::test_cell[{A}]" in load_baseline(pinned).cells  # old entry kept
 
 
+def test_a_void_gpu_cell_is_never_pinned(tmp_path: Path, pinned: Path) -> None:
+    """A cell whose GPU did not hold its clocks measured the card: refused like a failed cell, or left out."""
+    hot = cell_info(A)
+    hot.telemetry.update(nvml="ok", throttle_reasons=["hw_thermal_slowdown"])
+    res = results_file(tmp_path / "f.json", [hot, scaled(cell_info(B), 0.9)])
+    before = pinned.read_bytes()
+    assert run(tmp_path, res, "--reason", "x") == 2
+    assert pinned.read_bytes() == before
+    assert run(tmp_path, res, "--reason", "x", "--allow-failed") == 0
+    assert read_history(pinned.parent)[-1]["left_out_failed"] == [A]
+
+
 def test_dirty_tree_and_incomplete_runs_are_refused_unless_told(tmp_path: Path, pinned: Path) -> None:
     dirty = results_file(tmp_path / "d.json", [cell_info(A), cell_info(B)], dirty=True)
     assert run(tmp_path, dirty, "--reason", "x") == 2

@@ -9,7 +9,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from gate_samples import cell_info, results_file
+from gate_samples import gpu_check_cell, results_file
 from paths import REPO, SUPPORT
 
 from batchperf.report.gpu_check import aa_spread, main, ratio_rows, summary
@@ -17,13 +17,7 @@ from batchperf.report.gpu_check import aa_spread, main, ratio_rows, summary
 SCRIPT = REPO / "ci" / "gpu_check.sh"
 
 
-def record(backend: str, batch: int, throughput: float, p99: float = 50.0):
-    rec = cell_info(f"gpu-qwen2.5-0.5b-{backend}-bs{batch}-p128-c64", throughput=throughput, p99=p99, tier="gpu")
-    rec.cell.update(backend=backend, batch_size=batch, model="qwen2.5-0.5b", prompt_len="128", concurrency=64)
-    rec.model["weights"] = "dummy"
-    rec.efficiency.update(device="NVIDIA H200", decode_mbu=0.0123, prefill_mfu=0.05,
-                          decode_bandwidth_bytes_per_s=59e9)
-    return rec
+record = gpu_check_cell
 
 
 def test_ratios_pair_the_same_cell_of_both_backends() -> None:
@@ -37,8 +31,8 @@ def test_aa_spread_is_the_difference_over_the_mean() -> None:
     spread = aa_spread(first, again)
     assert spread["output_throughput"] == {"hf-static bs8 p128": pytest.approx(10 / 105)}
     assert spread["p99_e2el_ms"] == {"hf-static bs8 p128": pytest.approx(10 / 45)}
-    assert set(spread) == {"output_throughput", "request_throughput", "p99_ttft_ms", "p99_tpot_ms", "p99_itl_ms",
-                           "p99_e2el_ms"}  # the gate's metrics
+    assert set(spread) == {"output_throughput", "request_throughput", "p50_ttft_ms", "p50_tpot_ms", "p50_e2el_ms",
+                           "p99_ttft_ms", "p99_tpot_ms", "p99_itl_ms", "p99_e2el_ms"}  # the gate's metrics
 
 
 def test_the_summary_fits_one_screen(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
@@ -81,14 +75,18 @@ def test_the_cpu_slice_runs_end_to_end_without_a_hub(tmp_path: Path) -> None:
     out = tmp_path / "check"
     done = run_script("--device", "cpu", "--out", str(out), "--", "-p", "no_hub", tmp_path=tmp_path, timeout=900)
     assert done.returncode == 0, done.stdout[-4000:] + done.stderr[-2000:]
-    for name in ("gpu-health.json", "results.json", "aa.json", "report/index.html", "summary.txt", "pytest.log"):
+    for name in ("gpu-health.json", "results.json", "aa.json", "ab.json", "report/index.html", "summary.txt",
+                 "pytest.log"):
         assert (out / name).is_file(), name
     assert json.loads((out / "gpu-health.json").read_text())["gpu"] is False  # no GPU here, and it says so
     ids = [b["extra_info"]["cell"]["id"] for b in json.loads((out / "results.json").read_text())["benchmarks"]]
     assert sorted(ids) == ["gpu-qwen2.5-0.5b-continuous-bs2-p8-c64", "gpu-qwen2.5-0.5b-hf-static-bs2-p8-c64"]
     text = (out / "summary.txt").read_text()
-    assert "2 cells on cpu (qwen2.5-0.5b: dummy)" in text and "A/A spread" in text
+    assert "2 cells on cpu (qwen2.5-0.5b: dummy)" in text and "measured floors" in text
     assert "output_throughput" in text and "continuous / hf-static" in text
-    for log in ("pytest.log", "aa.log"):
+    assert "A/A hf-static bs2 p8" in text and "A/B continuous bs2 p8" in text  # the gate's verdict on both runs
+    injected = json.loads((out / "ab.json").read_text())["machine_info"]["batchperf"]["soft"]["injected"]
+    assert injected == {"BATCHPERF_INJECT_SLOWDOWN": "0.05"}  # the A/B ran with the slowdown, and says so
+    for log in ("pytest.log", "aa.log", "ab.log"):
         assert "no_hub: 0 blocked connection attempt(s)" in (out / log).read_text()
     assert "decode MBU" in (out / "report" / "index.html").read_text()

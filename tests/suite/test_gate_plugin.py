@@ -121,3 +121,22 @@ def test_bad_tolerance_option_is_a_usage_error(suite: pytest.Pytester, monkeypat
     res = run(suite, monkeypatch, "--batchperf-tolerance", "p99_e2el_ms")
     assert res.ret == pytest.ExitCode.USAGE_ERROR
     res.stderr.fnmatch_lines(["*expected METRIC=FRACTION*"])
+
+
+def test_the_summary_names_a_void_cells_cause_first() -> None:
+    """A GPU cell whose clocks did not hold: the summary line gives the card's state, not a metric's own note."""
+    from gate_samples import cell_info
+
+    from batchperf.regress.fingerprint import Fingerprint, HardwareIdentity
+    from batchperf.regress.gate import GateConfig, compare_cell
+    from batchperf.suite.gate_plugin import GateSession, summary_lines
+
+    cell = "gpu-qwen2.5-0.5b-hf-static-bs8-p128-c64"
+    base = cell_info(cell, tier="gpu")
+    base.metrics["p99_itl_ms"] = float("nan")  # a metric not judged for its own reason as well
+    hot = cell_info(cell, tier="gpu")
+    hot.telemetry.update(nvml="ok", sm_clock_drop=0.2, sm_clock_start_mhz=1980.0, sm_clock_min_mhz=1584.0)
+    gate = GateSession(Fingerprint(HardwareIdentity("x86_64", "cpu", 1)), GateConfig(), False, active=True,
+                       verdicts=[compare_cell(cell, base, hot)])
+    line = summary_lines(gate)[1]
+    assert line.startswith(f"not judged {cell}: void: not judged, this run's GPU did not hold its clocks")

@@ -31,6 +31,7 @@ def cell_info(cell_id: str = "cpu-tiny-qwen2-hf-static-bs4-p64-c8", throughput: 
             "output_throughput": throughput * scale, "request_throughput": throughput / 24 * scale,
             "p99_ttft_ms": p99 / 5 / scale, "p99_tpot_ms": p99 / 20 / scale, "p99_itl_ms": p99 / 18 / scale,
             "p99_e2el_ms": p99 / scale, "mean_ttft_ms": p99 / 8 / scale, "n_e2el": 16,
+            "p50_ttft_ms": p99 / 10 / scale, "p50_tpot_ms": p99 / 30 / scale, "p50_e2el_ms": p99 / 2 / scale,
         }
     return CellRecord.from_dict({
         "batchperf_schema": SCHEMA_VERSION,
@@ -48,6 +49,16 @@ def cell_info(cell_id: str = "cpu-tiny-qwen2-hf-static-bs4-p64-c8", throughput: 
         "token_count_errors": [],
         "traces": [{"requests": []}],
     })
+
+
+def gpu_check_cell(backend: str, batch: int, throughput: float, p99: float = 50.0) -> CellRecord:
+    """A cell of ci/gpu_check.sh's slice (GPU tier, Qwen2.5-0.5B on dummy weights, prompt 128, 64 in flight)."""
+    rec = cell_info(f"gpu-qwen2.5-0.5b-{backend}-bs{batch}-p128-c64", throughput=throughput, p99=p99, tier="gpu")
+    rec.cell.update(backend=backend, batch_size=batch, model="qwen2.5-0.5b", prompt_len="128", concurrency=64)
+    rec.model["weights"] = "dummy"
+    rec.efficiency.update(device="NVIDIA H200", decode_mbu=0.0123, prefill_mfu=0.05,
+                          decode_bandwidth_bytes_per_s=59e9)
+    return rec
 
 
 def copied(record: CellRecord) -> CellRecord:

@@ -13,8 +13,12 @@ gives a flat dict for the cell's results:
   ``pynvml`` module of nvidia-ml-py) the device's memory used, utilisation,
   power, and energy from the total-energy counter (``joules_per_output_token``);
   and, as soft facts that explain a slow cell but are never gated, the SM clock
-  (``sm_clock_mean_mhz``, ``sm_clock_min_mhz``) and every throttle reason seen
-  during the cell (``throttle_reasons``: names, ``gpu_idle`` left out).
+  (``sm_clock_start_mhz``, ``sm_clock_min_mhz``, ``sm_clock_mean_mhz``, and
+  ``sm_clock_drop``, its largest fall from an earlier busy peak), the GPU
+  temperature (``temperature_mean_c``, ``temperature_peak_c``) and every
+  throttle reason seen during the cell (``throttle_reasons``: names, ``gpu_idle``
+  left out). A clock drop beyond 7% or a thermal or hardware-slowdown throttle
+  voids the cell (:mod:`batchperf.measure.clocks`).
 
 NVML is optional: when it is missing or fails, the cell still runs and
 ``"nvml"`` says why (``"unavailable: NVML Shared Library Not Found"``).
@@ -29,6 +33,7 @@ import time
 from types import ModuleType, TracebackType
 from typing import Any
 
+from batchperf.measure.clocks import clock_drop
 from batchperf.measure.nvml import Nvml, Unavailable, open_nvml, slowdowns
 
 NVML_OK = "ok"
@@ -81,10 +86,13 @@ class _Device:
         power_mw = lib.nvmlDeviceGetPowerUsage(self.handle)
         return float(mem), float(util), power_mw / 1e3
 
-    def soft(self) -> tuple[float | None, int | None]:
-        """(SM clock MHz, throttle mask), each None where this device or driver cannot say."""
-        clock = self.nvml.read(self.nvml.lib.nvmlDeviceGetClockInfo, self.handle, self.nvml.lib.NVML_CLOCK_SM)
-        return None if clock is None else float(clock), self.nvml.throttle_mask(self.handle)
+    def soft(self) -> tuple[float | None, int | None, float | None]:
+        """(SM clock MHz, throttle mask, temperature °C), each None where this device or driver cannot say."""
+        lib = self.nvml.lib
+        clock = self.nvml.read(lib.nvmlDeviceGetClockInfo, self.handle, lib.NVML_CLOCK_SM)
+        temperature = self.nvml.read(lib.nvmlDeviceGetTemperature, self.handle, lib.NVML_TEMPERATURE_GPU)
+        return (None if clock is None else float(clock), self.nvml.throttle_mask(self.handle),
+                None if temperature is None else float(temperature))
 
     def energy_j(self) -> float | None:
         end = self._energy_mj()
@@ -113,7 +121,8 @@ class Sampler:
         self._times: list[float] = []
         self._rss: list[float] = []
         self._gpu: list[tuple[float, float, float, float]] = []  # per sample: s, bytes, %, W
-        self._sm_clocks: list[float] = []  # MHz, per sample where NVML gives it
+        self._clock_samples: list[tuple[float | None, int | None]] = []  # per sample: SM clock MHz, throttle mask
+        self._temperatures: list[float] = []  # °C, per sample where NVML gives it
         self._throttle = 0  # every throttle reason seen during the cell, OR-ed
         self._t0 = self._t1 = 0.0
         self._energy_j: float | None = None
@@ -172,14 +181,15 @@ class Sampler:
             return
         try:
             self._gpu.append((now, *self._nvml.sample()))
-            clock, mask = self._nvml.soft()
+            clock, mask, temperature = self._nvml.soft()
         except Exception as exc:  # the GPU fell off the bus, the driver went away...: stop asking
             self.nvml_status = f"failed during the cell: {exc}"
             self._nvml.close()
             self._nvml = None
             return
-        if clock is not None:
-            self._sm_clocks.append(clock)
+        self._clock_samples.append((clock, mask))
+        if temperature is not None:
+            self._temperatures.append(temperature)
         if mask is not None:
             self._throttle |= mask
 
@@ -216,9 +226,14 @@ class Sampler:
             out |= {"energy_j": energy, "energy_source": source}
             if output_tokens:
                 out["joules_per_output_token"] = energy / output_tokens
-            if self._sm_clocks:
-                out |= {"sm_clock_mean_mhz": sum(self._sm_clocks) / len(self._sm_clocks),
-                        "sm_clock_min_mhz": min(self._sm_clocks)}
+            if clocks := [c for c, _ in self._clock_samples if c is not None]:
+                out |= {"sm_clock_start_mhz": clocks[0], "sm_clock_min_mhz": min(clocks),
+                        "sm_clock_mean_mhz": sum(clocks) / len(clocks)}
+            if (drop := clock_drop(self._clock_samples)) is not None:
+                out["sm_clock_drop"] = drop
+            if self._temperatures:
+                out |= {"temperature_mean_c": sum(self._temperatures) / len(self._temperatures),
+                        "temperature_peak_c": max(self._temperatures)}
             out["throttle_reasons"] = slowdowns(self._throttle)
         return out
 

@@ -15,7 +15,11 @@ The spread term has a ceiling, ``cap[metric, tier]``: a metric whose baseline is
 noisy that k × spread exceeds it cannot be gated, and says so (*too noisy to gate*)
 (an *inconclusive* verdict) instead of passing; it still fails a change beyond even its noise. A baseline value
 the gate cannot judge against (NaN, infinite, negative, a zero throughput) is *not
-judged*, never a pass. A cell passes (*no change*) only when every metric it was compared on did. The verdicts
+judged*, never a pass. A cell passes (*no change*) only when every metric it was compared on did. A metric the
+catalogue reports but does not gate on a tier (P99 latencies on the GPU tier) is judged and shown, marked
+*reported*, and does not decide the cell. A GPU cell whose clocks did not hold (:mod:`batchperf.measure.clocks`) is
+*not judged*, with the cause. The notes (:mod:`batchperf.regress.cell_notes`) also name a software power cap, a GPU
+driver that differs from the baseline's, and wall time and CPU time per token disagreeing. The verdicts
 and the table are :mod:`batchperf.regress.verdict`'s, shared with ``compare`` and ``ab``.
 """
 
@@ -27,6 +31,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, replace
 
 from batchperf.measure.catalogue import GATED, Direction, Metric
+from batchperf.regress.cell_notes import disagreement, driver_note, power_cap_notes, void_notes
 from batchperf.regress.fingerprint import Fingerprint, cell_identity, identity_diff, soft_warnings, version_diff
 from batchperf.regress.verdict import CellVerdict, MetricVerdict, Verdict, combine, render_text
 from batchperf.results.record import CellRecord
@@ -116,7 +121,15 @@ def _unusable_baseline(rule: Metric, raw: object, spread: float) -> str | None:
 
 
 def judge(rule: Metric, baseline: CellRecord, current: CellRecord, tier: str, k: float) -> MetricVerdict | None:
-    """One metric's verdict; None when the baseline does not have the metric (nothing to compare)."""
+    """One metric's verdict; None when the baseline does not have the metric (nothing to compare) or the catalogue
+    does not judge it on ``tier``. ``deciding`` is False where it is reported only (P99 latencies on the GPU)."""
+    if not rule.judged_on(tier):
+        return None
+    verdict = _judge(rule, baseline, current, tier, k)
+    return None if verdict is None else replace(verdict, deciding=rule.decides(tier))
+
+
+def _judge(rule: Metric, baseline: CellRecord, current: CellRecord, tier: str, k: float) -> MetricVerdict | None:
     raw = baseline.raw(rule.path, _ABSENT)
     if raw is _ABSENT:
         return None
@@ -172,16 +185,21 @@ def compare_cell(
     if baseline_fp is not None and current_fp is not None:
         versions = version_diff(baseline_fp.upgrade, current_fp.upgrade)
         warnings = tuple(soft_warnings(baseline_fp.soft, current_fp.soft))
-    verdict = combine((r.verdict for r in results), empty=Verdict.NOT_JUDGED)
-    why = () if results else ("the baseline has none of the gated metrics",)
+    verdict = combine((r.verdict for r in results if r.deciding), empty=Verdict.NOT_JUDGED)
+    void = void_notes(baseline, current)
+    if void:
+        verdict = Verdict.NOT_JUDGED  # the card's state, not the code: never a pass, never a regression
+    why = void + driver_note(versions) + (() if results else ("the baseline has none of the gated metrics",))
     if verdict is Verdict.IMPROVEMENT:
         why += ("better beyond its tolerance: refresh suggested (batchperf refresh)",)
-    return CellVerdict(name, verdict, tuple(results), why, versions, warnings)
+    why += disagreement(results) + power_cap_notes(baseline, current)
+    return CellVerdict(name, verdict, tuple(results), why, versions, warnings, void=bool(void))
 
 
 def confirm(first: CellVerdict, second: CellVerdict) -> CellVerdict:
-    """Combine a first violation with its re-measurement: a metric fails only if it failed both times."""
-    if first.verdict is Verdict.NO_BASELINE or second.verdict is Verdict.NO_BASELINE:
+    """Combine a first violation with its re-measurement: a metric fails only if it failed both times. A void side
+    (its GPU did not hold its clocks) is no measurement: the re-measurement alone decides."""
+    if first.verdict is Verdict.NO_BASELINE or second.verdict is Verdict.NO_BASELINE or first.void or second.void:
         return replace(second, remeasured=True)
     before = {r.metric: r for r in first.metrics}
     merged = []
@@ -191,7 +209,7 @@ def confirm(first: CellVerdict, second: CellVerdict) -> CellVerdict:
         if verdict.failed and not (prior is not None and prior.verdict.failed):
             verdict, note = Verdict.NO_CHANGE, ""  # failed only once: noise, not a confirmed regression
         merged.append(replace(r, verdict=verdict, note=note, first_measured=prior.measured if prior else None))
-    verdict = combine((r.verdict for r in merged), empty=Verdict.NOT_JUDGED)
+    verdict = combine((r.verdict for r in merged if r.deciding), empty=Verdict.NOT_JUDGED)
     return replace(second, verdict=verdict, metrics=tuple(merged), remeasured=True)
 
 

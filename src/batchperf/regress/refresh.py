@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from batchperf.measure.child import run_guarded
+from batchperf.measure.clocks import void_reason
 from batchperf.regress.compare import gate_config, render_rich
 from batchperf.regress.fingerprint import Fingerprint, identity_diff, version_diff
 from batchperf.regress.gate import GateConfig, compare_cell
@@ -136,6 +137,8 @@ def cell_failure(record: CellRecord) -> str | None:
         return "no request completed"
     if not record.rounds:
         return "no per-round metrics (extra_info.rounds)"
+    if why := void_reason(record.telemetry):  # the card's state, not the code's: never a baseline
+        return f"void, its GPU did not hold its clocks: {why}"
     return None
 
 

@@ -1,13 +1,15 @@
-"""The one-screen summary of ``ci/gpu_check.sh``: ``python -m batchperf.report.gpu_check RESULTS AA [--out FILE]``.
+"""The one-screen summary of ``ci/gpu_check.sh``: ``python -m batchperf.report.gpu_check RESULTS AA [--ab AB]``.
 
-From the check's results file (the GPU-tier slice) and its A/A file (two of
-those cells run again in a fresh process) it prints, and writes to ``--out``:
+From the check's results file (the GPU-tier slice), its A/A file (some of those cells run again in a fresh
+process) and its A/B file (the same cells with an injected 5% slowdown) it prints, and writes to ``--out``:
 
 - per cell: output tok/s, P99 TTFT and TPOT, decode MBU, prefill MFU, J/token;
 - continuous / hf-static output throughput at each batch size and prompt length;
-- the A/A spread per gated metric: ``|a − b| / mean`` between the two runs of
-  the same cell, the run-to-run noise the GPU floors of ``regress/gate.py``
-  must stand above (see docs/gpu.md).
+- each cell's SM clock, throttle reasons, temperature and power, and which cells are void (a GPU run);
+- the measured floors (:mod:`batchperf.report.gpu_floors`): per gated metric the worst A/A spread (``|a − b| /
+  mean`` between the two runs of the same cell), a suggested
+  floor, today's floor, the A/B's change and whether each floor catches it; and the gate's own verdict on the
+  A/A and the A/B runs (see docs/gpu.md, "The first GPU run").
 """
 
 from __future__ import annotations
@@ -16,17 +18,13 @@ import argparse
 import sys
 from pathlib import Path
 
-from batchperf.measure.catalogue import AA_METRICS
+from batchperf.report.gpu_floors import aa_spread, ab_change, clock_rows, floor_rows, gate_rows, void_cells
 from batchperf.results.io import read_results
 from batchperf.results.record import CellRecord, ResultsError
 
 
 def _num(value: float | None, spec: str = ",.1f", scale: float = 1.0) -> str:
     return "-" if value is None else format(value * scale, spec)
-
-
-def label(r: CellRecord) -> str:
-    return f"{r.backend} bs{r.batch_size} p{r.prompt_label}"
 
 
 def cell_rows(records: list[CellRecord]) -> list[str]:
@@ -58,45 +56,31 @@ def ratio_rows(records: list[CellRecord], ours: str = "continuous", theirs: str 
     return rows or [f"  (no cell ran on both {ours} and {theirs})"]
 
 
-def aa_spread(first: list[CellRecord], second: list[CellRecord]) -> dict[str, dict[str, float]]:
-    """metric -> cell label -> ``|a − b| / mean(a, b)`` for every cell in both runs."""
-    again = {r.id: r for r in second}
-    spread: dict[str, dict[str, float]] = {m: {} for m in AA_METRICS}
-    for r in first:
-        if (other := again.get(r.id)) is None:
-            continue
-        for metric in AA_METRICS:
-            a, b = r.metrics.get(metric), other.metrics.get(metric)
-            if a is not None and b is not None and a + b > 0:
-                spread[metric][label(r)] = abs(a - b) / ((a + b) / 2)
-    return spread
-
-
-def aa_rows(spread: dict[str, dict[str, float]]) -> list[str]:
-    cells = sorted({c for per_cell in spread.values() for c in per_cell})
-    if not cells:
-        return ["  (the A/A run shares no cell with the results)"]
-    width = max(len(c) for c in cells)
-    rows = [f"  {'metric':<20} " + " ".join(f"{c:>{width}}" for c in cells) + f" {'max':>7}"]
-    for metric, per_cell in spread.items():
-        values = [per_cell.get(c) for c in cells]
-        worst = max((v for v in values if v is not None), default=None)
-        rows.append(f"  {metric:<20} " + " ".join(f"{_num(v, '.1%'):>{width}}" for v in values)
-                    + f" {_num(worst, '.1%'):>7}")
-    return rows
-
-
-def summary(results: Path, aa: Path | None) -> list[str]:
+def summary(results: Path, aa: Path | None, ab: Path | None = None) -> list[str]:
     records = read_results(results).records
     devices = sorted({str(r.efficiency.get("device") or r.cell.get("device")) for r in records})
     weights = sorted({f"{r.model_name}: {r.weights}" for r in records})
     lines = [f"batchperf gpu-check: {len(records)} cells on {', '.join(devices) or '?'} ({'; '.join(weights)})", ""]
     lines += cell_rows(records)
     lines += ["", "continuous / hf-static, output tok/s:", *ratio_rows(records)]
+    again = read_results(aa, "A/A results").records if aa is not None else []
+    slower = read_results(ab, "A/B results").records if ab is not None else []
+    if any(r.telemetry.get("nvml") == "ok" for r in records):
+        lines += ["", "clocks per cell (a cell is void on a > 7% SM clock drop or a thermal/hardware throttle):",
+                  *clock_rows(records)]
+    else:
+        lines += ["", "clocks: no NVML readings in this run (not a GPU, or no nvidia-ml-py): no cell can be void"]
+    if void := void_cells(records, again, slower):
+        lines += ["void cells, left out of the spreads below:", *(f"  {c}: {why}" for c, why in void.items())]
     if aa is not None:
-        again = read_results(aa, "A/A results").records
-        lines += ["", "A/A spread: |a - b| / mean of two runs of the same cell, in separate processes",
-                  "(the run-to-run noise the GPU gate's floors must stand above):", *aa_rows(aa_spread(records, again))]
+        tier = records[0].tier if records else "gpu"
+        lines += ["", "measured floors: A/A worst = max over cells of |a - b| / mean, two runs of the same cell in "
+                      "separate processes;", f"suggested = twice it; A/B = each forward pass 5% slower, against the "
+                      f"mean of the two A runs (tier {tier}):",
+                  *floor_rows(aa_spread(records, again), ab_change(records, again, slower), tier)]
+        lines += ["", "the gate, the slice's run as the baseline:", *gate_rows(records, again, "A/A")]
+        if ab is not None:
+            lines += gate_rows(records, slower, "A/B")
     return lines
 
 
@@ -104,10 +88,11 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m batchperf.report.gpu_check", description=__doc__.split("\n")[0])
     parser.add_argument("results", type=Path, help="the check's results JSON")
     parser.add_argument("aa", type=Path, nargs="?", help="the A/A run's results JSON")
+    parser.add_argument("--ab", type=Path, help="the injected A/B run's results JSON (BATCHPERF_INJECT_SLOWDOWN=0.05)")
     parser.add_argument("--out", type=Path, help="also write the summary here")
     args = parser.parse_args(argv)
     try:
-        lines = summary(args.results, args.aa)
+        lines = summary(args.results, args.aa, args.ab)
     except ResultsError as exc:
         print(f"batchperf gpu-check: {exc}", file=sys.stderr)
         return 2

@@ -116,12 +116,12 @@ def gate_cell(request: pytest.FixtureRequest, record: CellRecord,
     if gate is None or not gate.active:
         return None
     verdict = _compare(gate, request.node.nodeid, record)
-    if verdict.failed and remeasure is not None:
+    if (verdict.failed or verdict.void) and remeasure is not None:  # a miss, or a throttled card: once more
         again = remeasure()
         verdict = confirm(verdict, _compare(gate, request.node.nodeid, again))
         record.gate_remeasured = {"metrics": again.metrics, "rounds": again.rounds}
     record.gate = {"verdict": verdict.verdict.value, "remeasured": verdict.remeasured,
-                   "regressed": [m.name for m in verdict.metrics if m.verdict.failed]}
+                   "regressed": [m.name for m in verdict.metrics if m.verdict.failed and m.deciding]}
     gate.verdicts.append(verdict)
     return verdict
 
@@ -168,7 +168,7 @@ def summary_lines(gate: GateSession) -> list[str]:
     for v in gate.verdicts:
         if v.failed:
             worst = ", ".join(f"{m.name} {fmt_change(m.change) if m.measured is not None else 'missing'}"
-                              for m in v.metrics if m.verdict.failed)
+                              for m in v.metrics if m.verdict.failed and m.deciding)
             lines.append(f"REGRESSION {v.name}: {worst}")
         elif v.verdict is Verdict.IMPROVEMENT:
             better = ", ".join(f"{m.name} {fmt_change(m.change)}" for m in v.metrics if m.verdict is Verdict.IMPROVEMENT)
@@ -176,7 +176,8 @@ def summary_lines(gate: GateSession) -> list[str]:
         elif v.verdict is Verdict.NO_BASELINE:
             lines.append(f"no baseline {v.name}: " + "; ".join(v.notes[:4]) + (" …" if len(v.notes) > 4 else ""))
         elif v.verdict in (Verdict.INCONCLUSIVE, Verdict.NOT_JUDGED):
-            why = [f"{m.name} ({m.note})" for m in v.metrics if m.verdict is v.verdict] or list(v.notes)
+            why = list(v.notes[:1]) if v.void else (  # a void cell: the card's state first, not a metric's
+                [f"{m.name} ({m.note})" for m in v.metrics if m.verdict is v.verdict] or list(v.notes))
             lines.append(f"{v.verdict.value} {v.name}: " + "; ".join(why))
         elif v.remeasured:
             lines.append(f"noise {v.name}: a first violation was not confirmed by the re-measurement")
