@@ -51,8 +51,10 @@ from batchperf.backends.drive import Finished, drive
 from batchperf.backends.external_server import ServedModel, mismatch, parse_entries, probe, server_for
 from batchperf.backends.model import LoadedModel
 from batchperf.backends.server_process import ServerProcess, free_port
+from batchperf.measure.client_lag import LoopLagMonitor, check_round
 from batchperf.measure.clock import RunClock
 from batchperf.measure.kv import kv_tokens_held
+from batchperf.measure.metrics import compute_metrics
 from batchperf.measure.scrape import ServerScrape
 from batchperf.measure.trace import RequestTrace, RunTrace
 from batchperf.measure.workload import RequestSpec, Workload
@@ -133,8 +135,13 @@ class VLLMServerBackend:
         clock = RunClock(None)  # client-side times: nothing of ours runs on a device
         kv = {"server": url, "server_started_by_suite": not self.given, **figures}
         scrape = ServerScrape(base + "/metrics", METRICS_SAMPLE_S)
-        client = _Client(clock, url, model_name, kv, workload.max_in_flight(concurrency), scrape)
-        return drive(self.name, workload, batch_size, concurrency, clock, client)
+        slots = workload.max_in_flight(concurrency)
+        client = _Client(clock, url, model_name, kv, slots, scrape)
+        trace = drive(self.name, workload, batch_size, concurrency, clock, client)
+        # did the client, not the server, set the latency? (batchperf.measure.client_lag)
+        trace.client = check_round(client.lag.summary(), scrape.latencies, compute_metrics(trace),
+                                   duration_s=trace.duration, slots=slots)
+        return trace
 
     def given_server(self, workload: Workload, batch_size: int) -> ServedModel:
         """The given server that runs this cell; CellUnsupported naming the difference when none does."""
@@ -166,11 +173,14 @@ class _Client:
         self.loop = asyncio.new_event_loop()
         self.session = self.loop.run_until_complete(_open_session(max_in_flight))
         self.pending: set[asyncio.Task[tuple[RequestTrace, float]]] = set()
+        self.lag = LoopLagMonitor(self.loop)  # the loop's own lag while requests are in flight
         scrape.start()  # the server's counters before the run, and sampling of its gauges during it
 
     def add(self, spec: RequestSpec, arrival: float) -> None:
         # the task starts at the next step, as a task created by a driving coroutine starts at its next await;
         # it reads the clock when it sends, as vLLM's request function does
+        if not self.pending:  # the loop did not run while nothing was in flight: that was no lag
+            self.lag.arm()
         self.pending.add(self.loop.create_task(
             _request(self.session, self.url, self.model_name, spec, arrival, self.clock)))
 
@@ -193,6 +203,7 @@ class _Client:
     def close(self) -> None:
         """Cancel what is still in flight, close the connections, then the loop (as ``asyncio.run`` ends);
         then the server's counters after the run."""
+        self.lag.stop()
         self.scrape.stop()
         try:
             self.loop.run_until_complete(self._end())

@@ -176,7 +176,11 @@ def summary_lines(gate: GateSession) -> list[str]:
         elif v.verdict is Verdict.NO_BASELINE:
             lines.append(f"no baseline {v.name}: " + "; ".join(v.notes[:4]) + (" …" if len(v.notes) > 4 else ""))
         elif v.verdict in (Verdict.INCONCLUSIVE, Verdict.NOT_JUDGED):
-            why = [f"{m.name} ({m.note})" for m in v.metrics if m.verdict is v.verdict] or list(v.notes)
+            by_note: dict[str, list[str]] = {}  # one client-bound reason for all the latencies it covers
+            for m in v.metrics:
+                if m.verdict is v.verdict:
+                    by_note.setdefault(m.note, []).append(m.name)
+            why = [f"{', '.join(names)} ({note})" for note, names in by_note.items()] or list(v.notes)
             lines.append(f"{v.verdict.value} {v.name}: " + "; ".join(why))
         elif v.remeasured:
             lines.append(f"noise {v.name}: a first violation was not confirmed by the re-measurement")

@@ -1,0 +1,58 @@
+"""The client-lag check of a vllm-server cell, end to end against the fake server: a client whose event loop is
+blocked is marked client-bound (and the gate then leaves its latencies unjudged); one that reads on time is not."""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+from fake_openai_server import fake_server
+
+from batchperf.backends import create_backend, vllm_server
+from batchperf.measure.client_lag import BOUND, REASONS
+from batchperf.measure.workload import LengthSpec, WorkloadSpec
+
+pytest.importorskip("aiohttp", reason="vllm-server's client needs aiohttp (the `vllm` extra)")
+BLOCK_S = 0.06  # each request's task busy-loops this long on the loop's thread before it sends
+
+
+def workload():
+    return WorkloadSpec(num_prompts=8, prompt_len=LengthSpec.parse("16"), output_lens=(6,)).build(1000, 4096)
+
+
+def run(tiny_model, monkeypatch: pytest.MonkeyPatch | None = None):
+    if monkeypatch is not None:
+        real = vllm_server._request
+
+        async def blocking_request(*args, **kwargs):
+            end = time.perf_counter() + BLOCK_S
+            while time.perf_counter() < end:  # a busy loop on the client's event-loop thread
+                pass
+            return await real(*args, **kwargs)
+
+        monkeypatch.setattr(vllm_server, "_request", blocking_request)
+    # the server takes 40 ms to its first token and 10 ms per later one: time enough for a lag to show
+    with fake_server(root=str(tiny_model.path), vllm_metrics=True, first_token_delay_s=0.04,
+                     token_delay_s=0.01) as server:
+        backend = create_backend("vllm-server", tiny_model, server_url=f"2={server.url}")
+        return backend.run(workload(), 2, 2)
+
+
+def test_a_blocked_client_is_marked_client_bound(tiny_model, monkeypatch: pytest.MonkeyPatch) -> None:
+    trace = run(tiny_model, monkeypatch)
+    check = trace.client
+    assert [r.error for r in trace.requests] == [None] * 8
+    assert check[BOUND] is True, check
+    assert check["loop_lag_max_ms"] >= BLOCK_S * 1e3 * 0.9  # the busy loop, seen by the timer
+    assert any("event loop lagged" in why for why in check[REASONS])
+    # the server timed its own TTFT (~40 ms); the client's, read late, is above it by the blocked time
+    assert check["server_requests"] == 8 and check["server_mean_ttft_ms"] >= 40
+    assert check["ttft_client_excess_ms"] > 10, check
+
+
+def test_a_client_that_reads_on_time_is_not_marked(tiny_model) -> None:
+    check = run(tiny_model).client
+    assert check[BOUND] is False, check[REASONS]
+    assert check[REASONS] == [] and check["loop_lag_samples"] > 0
+    assert check["server_requests"] == 8
+    assert check["client_mean_ttft_ms"] >= check["server_mean_ttft_ms"]
