@@ -22,6 +22,10 @@ one chunk of k tokens, all with its arrival time. A chunk whose choice carries
 no token (vLLM sends none under ``ignore_eos`` without stop strings) is not
 recorded; vLLM's client would count it as an ITL sample.
 
+While a run lasts, the client's threads run ``SCHED_FIFO`` where allowed (:mod:`batchperf.backends.realtime`:
+on a loaded machine its loop otherwise waits for a core and reads tokens late), and its event loop's lag and the
+server's own latencies are checked (:mod:`batchperf.measure.client_lag`).
+
 The client is asyncio (one streaming task per request in flight) on an event
 loop kept for the run, behind the synchronous :class:`_Client` that
 :func:`~batchperf.backends.drive.drive` steers: a request's task is created
@@ -50,8 +54,9 @@ from batchperf.backends._vllm import (
 from batchperf.backends.drive import Finished, drive
 from batchperf.backends.external_server import ServedModel, mismatch, parse_entries, probe, server_for
 from batchperf.backends.model import LoadedModel
+from batchperf.backends.realtime import raise_thread, restore_thread
 from batchperf.backends.server_process import ServerProcess, free_port
-from batchperf.measure.client_lag import LoopLagMonitor, check_round
+from batchperf.measure.client_lag import SCHEDULING, LoopLagMonitor, check_round
 from batchperf.measure.clock import RunClock
 from batchperf.measure.kv import kv_tokens_held
 from batchperf.measure.metrics import compute_metrics
@@ -134,13 +139,13 @@ class VLLMServerBackend:
         url = base + "/v1/completions"
         clock = RunClock(None)  # client-side times: nothing of ours runs on a device
         kv = {"server": url, "server_started_by_suite": not self.given, **figures}
-        scrape = ServerScrape(base + "/metrics", METRICS_SAMPLE_S)
+        scrape = ServerScrape(base + "/metrics", METRICS_SAMPLE_S, thread_setup=raise_thread)
         slots = workload.max_in_flight(concurrency)
         client = _Client(clock, url, model_name, kv, slots, scrape)
         trace = drive(self.name, workload, batch_size, concurrency, clock, client)
         # did the client, not the server, set the latency? (batchperf.measure.client_lag)
-        trace.client = check_round(client.lag.summary(), scrape.latencies, compute_metrics(trace),
-                                   duration_s=trace.duration, slots=slots)
+        trace.client = {**check_round(client.lag.summary(), scrape.latencies, compute_metrics(trace),
+                                      duration_s=trace.duration, slots=slots), SCHEDULING: client.scheduling}
         return trace
 
     def given_server(self, workload: Workload, batch_size: int) -> ServedModel:
@@ -165,6 +170,8 @@ class _Client:
 
     def __init__(self, clock: RunClock, url: str, model_name: str, kv: dict[str, Any], max_in_flight: int,
                  scrape: ServerScrape) -> None:
+        # ahead of the machine's other work while the run lasts, so that it reads each message when it arrives
+        self._scheduled_before, self.scheduling = raise_thread()
         self.clock = clock
         self.url = url
         self.model_name = model_name
@@ -211,6 +218,7 @@ class _Client:
             self.loop.run_until_complete(self.loop.shutdown_default_executor())
         finally:
             self.loop.close()
+            restore_thread(self._scheduled_before)
 
     async def _end(self) -> None:
         for task in self.pending:

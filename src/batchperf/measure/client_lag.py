@@ -40,6 +40,7 @@ ABSENT = "absent"  # figure -> why it is absent
 REASONS = "reasons"  # why a round (or a cell) is client-bound; empty when it is not
 BOUND = "client_bound"
 SATURATED = "server_saturated"
+SCHEDULING = "scheduling"  # what the client's threads ran under (batchperf.backends.realtime), in words
 
 
 class LoopLagMonitor:
@@ -161,8 +162,9 @@ def summarise(rounds: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
     for r in rounds:
         for k, why in (r.get(ABSENT) or {}).items():
             absent.setdefault(k, why)
+    scheduling = sorted({str(r[SCHEDULING]) for r in rounds if SCHEDULING in r})
     return {**out, BOUND: bool(bound), SATURATED: all(r.get(SATURATED) for r in bound) if bound else True,
-            REASONS: reasons, ABSENT: absent}
+            REASONS: reasons, ABSENT: absent, **({SCHEDULING: "; ".join(scheduling)} if scheduling else {})}
 
 
 def problem(section: Any) -> str | None:

@@ -92,11 +92,13 @@ def parse(text: str, url: str = "/metrics") -> dict[str, list[float]]:
 class ServerScrape:
     """``start()`` before a run, ``stop()`` after it: the run's counters, from ``url`` (a server's /metrics)."""
 
-    def __init__(self, url: str, interval_s: float) -> None:
+    def __init__(self, url: str, interval_s: float, thread_setup: Callable[[], object] | None = None) -> None:
+        """``thread_setup``: called first in the sampling thread (the client's scheduling, say)."""
         if interval_s < 0:
             raise ValueError(f"interval_s must be >= 0, got {interval_s}")
         self.url = url
         self.interval_s = interval_s
+        self.thread_setup = thread_setup
         self.before: str | ScrapeError | None = None
         self.samples: list[str] = []
         self._stop = threading.Event()
@@ -117,6 +119,8 @@ class ServerScrape:
             self._thread.start()
 
     def _sample(self) -> None:
+        if self.thread_setup is not None:
+            self.thread_setup()
         while not self._stop.wait(self.interval_s):
             text = self._get()
             if isinstance(text, str):
