@@ -13,6 +13,7 @@ from batchperf.regress.gate import compare_cell
 from batchperf.regress.verdict import Verdict
 from batchperf.results.record import CellRecord, ResultsError
 
+
 def by_name(verdict):
     return {m.name: m for m in verdict.metrics}
 
