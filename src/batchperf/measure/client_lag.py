@@ -144,9 +144,10 @@ def check_round(lag: Mapping[str, Any], server: Mapping[str, Any], client: Mappi
 WORST = ("loop_lag_p99_ms", "loop_lag_max_ms")
 
 
-def summarise(rounds: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
+def summarise(rounds: Sequence[Mapping[str, Any]], label: str = "round") -> dict[str, Any]:
     """The cell's check from its rounds': client-bound when any round was (the reasons name the rounds);
-    its throughput judged only when every client-bound round kept the server saturated. {} without rounds."""
+    its throughput judged only when every client-bound round kept the server saturated. {} without rounds.
+    A baseline pooled from several runs summarises the runs' checks the same way (``label="run"``)."""
     rounds = [r for r in rounds if r]
     if not rounds:
         return {}
@@ -156,7 +157,7 @@ def summarise(rounds: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
     for key in keys:
         values = [float(r[key]) for r in rounds if key in r]
         out[key] = max(values) if key in WORST else statistics.median(values)
-    reasons = [f"round {i} of {len(rounds)}: {why}" for i, r in enumerate(rounds, 1) for why in r.get(REASONS, [])]
+    reasons = [f"{label} {i} of {len(rounds)}: {why}" for i, r in enumerate(rounds, 1) for why in r.get(REASONS, [])]
     bound = [r for r in rounds if r.get(BOUND)]
     absent: dict[str, str] = {}
     for r in rounds:
