@@ -1,7 +1,8 @@
 """The wire as the arbiter: a vllm-server cell's latencies as the loopback interface saw them, beside the client's.
 
     PYTHONPATH=src python tools/wire_capture.py [--concurrency 1,16] [--runs 1] [--batch-size 4]
-        [--num-prompts 48] [--prompt-len 64] [--output-lens 24] [--server-arg=--stream-interval=1] [--json FILE]
+        [--num-prompts 48] [--prompt-len 64] [--output-lens 24] [--scheduling fifo,normal]
+        [--server-arg=--stream-interval=1] [--json FILE]
 
 Starts the suite's own vLLM server on the tiny CPU model (``--max-num-seqs`` = ``--batch-size``), then for each
 run and concurrency (alternating which concurrency goes first) captures the server port's loopback traffic with
@@ -23,6 +24,7 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
+from batchperf.backends import realtime
 from batchperf.backends.runner import run_cell
 from batchperf.backends.vllm_server import VLLMServerBackend
 from batchperf.measure.client_lag import BOUND, REASONS
@@ -36,9 +38,11 @@ WITHIN = 0.05  # the issue's bar: the client's means within 5% of the wire's
 
 
 def one_run(backend: VLLMServerBackend, workload: Workload, batch_size: int, concurrency: int, port: int,
-            workdir: Path) -> dict[str, Any]:
-    with Capture(port, workdir) as capture:
+            workdir: Path, keep: Path | None = None) -> dict[str, Any]:
+    with Capture(port, workdir, keep=keep) as capture:
         trace = run_cell(backend, workload, batch_size, concurrency)
+    if keep is not None:
+        (keep / f"{capture.path.stem}.trace.json").write_text(json.dumps(trace.to_dict()))
     wire = wire_trace(completions(capture.packets, port), {tuple(s.prompt_ids): s for s in workload.requests}, trace)
     client, arbiter = compute_metrics(trace), compute_metrics(wire)
     late = sorted(x * 1e3 for x in chunk_lateness(trace, wire))
@@ -63,8 +67,7 @@ def line(run: int, r: dict[str, Any]) -> str:
     return (f"run {run} c={r['concurrency']}: client/wire ms {means}; out tok/s {c['output_throughput']:.0f}/"
             f"{w['output_throughput']:.0f}; chunk late ms p50 {late.get('median', 0):.1f} p99 {late.get('p99', 0):.1f} "
             f"max {late.get('max', 0):.1f}; {verdict}; {mark}"
-            + (f" ({'; '.join(r['reasons'])})" if r["reasons"] else "")
-            + (f"; capture dropped {r['capture']['dropped']} packets" if r["capture"].get("dropped") else ""))
+            + (f" ({'; '.join(r['reasons'])})" if r["reasons"] else ""))
 
 
 def main() -> int:
@@ -75,8 +78,12 @@ def main() -> int:
     parser.add_argument("--num-prompts", type=int, default=48)
     parser.add_argument("--prompt-len", default="64")
     parser.add_argument("--output-lens", default="24")
+    parser.add_argument("--scheduling", default="fifo",
+                        help="the client's scheduling per run: fifo (SCHED_FIFO where allowed), normal "
+                             "($BATCHPERF_CLIENT_REALTIME=0), or both, alternated: fifo,normal")
     parser.add_argument("--server-arg", action="append", default=[], help="one more server argument (repeatable)")
     parser.add_argument("--json", type=Path, help="write every run's figures here")
+    parser.add_argument("--keep", type=Path, help="keep each run's capture and client trace in this folder")
     args = parser.parse_args()
 
     os.environ.pop("BATCHPERF_SERVER_URL", None)
@@ -87,24 +94,28 @@ def main() -> int:
     workload = spec.build(model.vocab_size, model.max_model_len)
     backend = VLLMServerBackend(model, server_args=[a for arg in args.server_arg for a in arg.split("=", 1)])
     concurrencies = [int(c) for c in args.concurrency.split(",")]
+    schedulings = args.scheduling.split(",")
+    if unknown := set(schedulings) - {"fifo", "normal"}:
+        parser.error(f"--scheduling: {', '.join(sorted(unknown))} is not fifo or normal")
     results = []
     try:
         port = int(backend.base_url(args.batch_size).rsplit(":", 1)[1])
         with tempfile.TemporaryDirectory(prefix="wire-") as tmp:
             for run in range(1, args.runs + 1):
-                order = concurrencies if run % 2 else concurrencies[::-1]
-                for concurrency in order:
-                    r = one_run(backend, workload, args.batch_size, concurrency, port, Path(tmp))
-                    r["run"] = run
-                    results.append(r)
-                    print(line(run, r), flush=True)
+                for scheduling in schedulings if run % 2 else schedulings[::-1]:
+                    os.environ[realtime.ENV] = "0" if scheduling == "normal" else "1"
+                    for concurrency in concurrencies if run % 2 else concurrencies[::-1]:
+                        r = one_run(backend, workload, args.batch_size, concurrency, port, Path(tmp), args.keep)
+                        r["run"], r["scheduling"] = run, scheduling
+                        results.append(r)
+                        print(f"[{scheduling}] " + line(run, r), flush=True)
     finally:
         backend.close()
-    for concurrency in concurrencies:
-        mine = [r for r in results if r["concurrency"] == concurrency]
+    for scheduling, concurrency in ((s, c) for s in schedulings for c in concurrencies):
+        mine = [r for r in results if r["concurrency"] == concurrency and r["scheduling"] == scheduling]
         misses = [r for r in mine if not r["within"]]
         unmarked = [r["run"] for r in misses if not r["client_bound"]]
-        print(f"c={concurrency}: {len(mine) - len(misses)} of {len(mine)} runs within 5% of the wire; "
+        print(f"[{scheduling}] c={concurrency}: {len(mine) - len(misses)} of {len(mine)} runs within 5% of the wire; "
               f"{len(misses)} missed, {len(misses) - len(unmarked)} of them marked client-bound"
               + (f" (unmarked: runs {unmarked})" if unmarked else ""), file=sys.stdout)
     if args.json:

@@ -77,6 +77,41 @@ def test_the_wire_trace_has_the_client_s_definitions() -> None:
         wire.wire_trace(requests, {}, client)
 
 
+class QueuedSocket:
+    """A packet socket whose queue still holds packets when the capture is told to stop."""
+
+    def __init__(self, frames: list[bytes]) -> None:
+        self.frames = list(frames)
+
+    def settimeout(self, value: float) -> None:
+        pass
+
+    def recvmsg(self, size: int, ancsize: int):
+        if not self.frames:
+            raise TimeoutError
+        stamp = struct.pack("qq", 100, 5)
+        return self.frames.pop(0), [(socket.SOL_SOCKET, wire.SO_TIMESTAMPNS, stamp)], 0, ("lo", 8, 0, 772, b"")
+
+
+def test_packets_queued_when_the_capture_stops_are_still_written(tmp_path) -> None:
+    """A capture starved of CPU lags its socket; stopping must drain the queue, not drop the run's tail."""
+    frames = [frame(CLIENT_PORT, PORT, 1, b"x" * i) for i in range(1, 4)]
+    with (tmp_path / "c.bin").open("wb") as out:
+        assert wire.capture(QueuedSocket(frames), out, stop=lambda: True) == 3
+    assert wire.read_capture(tmp_path / "c.bin") == [(100.000000005, f) for f in frames]
+
+
+def test_the_wire_must_hold_every_request_the_client_read() -> None:
+    workload = WorkloadSpec(num_prompts=1, prompt_len=LengthSpec.parse("3"), output_lens=(3,)).build(100, 64)
+    spec = workload.requests[0]
+    requests = wire.completions(conversation(list(spec.prompt_ids), 100.0)[:3], PORT)  # no answer captured
+    from batchperf.measure.trace import RequestTrace
+
+    read = RequestTrace(spec.request_id, 3, 3, 0.0, 0.0, (0.01, 0.02, 0.03), sent=0.0, chunk_sizes=(1, 2))
+    with pytest.raises(ValueError, match="the client read 3 tokens, the capture holds 0"):
+        wire.wire_trace(requests, {tuple(spec.prompt_ids): spec}, RunTrace("vllm-server", 2, 2, [read], end=0.03))
+
+
 def test_a_lost_segment_is_an_error_not_a_wrong_stream() -> None:
     packets = conversation([1], 0.0)
     del packets[4:6]  # the first half of the split message never arrives (nor its retransmission)

@@ -91,17 +91,25 @@ def drops(sock: socket.socket) -> tuple[int, int]:
     return packets, dropped
 
 
-def capture(sock: socket.socket, out: BinaryIO, stop: Any) -> None:
-    """Write every received packet (kernel timestamp, bytes) to ``out`` until ``stop()`` is true."""
+def capture(sock: socket.socket, out: BinaryIO, stop: Any) -> int:
+    """Write every received packet (kernel timestamp, bytes) to ``out`` until ``stop()`` is true, then what is still
+    queued (a reader starved of CPU on a loaded machine lags its socket by hundreds of ms: the kernel stamped
+    those packets on time, they must not be lost); returns the packets read."""
     sock.settimeout(0.2)
     ts_size = struct.calcsize("qq")
-    while not stop():
+    read = 0
+    draining = False
+    while True:
+        if not draining and stop():
+            draining = True
+            sock.settimeout(0.05)  # the queue is empty once nothing came for this long after the run
         try:
             data, ancdata, _flags, address = sock.recvmsg(SNAPLEN, socket.CMSG_SPACE(ts_size))
-        except TimeoutError:
+        except (TimeoutError, InterruptedError):
+            if draining:
+                return read
             continue
-        except InterruptedError:
-            continue
+        read += 1
         if address[2] != PACKET_HOST:
             continue  # lo shows each packet twice: as sent and as received; keep the receipt
         ns = 0
@@ -122,9 +130,9 @@ def capture_main(argv: list[str]) -> int:
     drops(sock)  # reset the counters
     print("ready", flush=True)
     with path.open("wb") as out:
-        capture(sock, out, lambda: bool(stopping))
+        read = capture(sock, out, lambda: bool(stopping))
     packets, dropped = drops(sock)
-    print(json.dumps({"packets": packets, "dropped": dropped}), flush=True)
+    print(json.dumps({"packets": packets, "dropped": dropped, "read": read}), flush=True)
     return 0
 
 
@@ -359,6 +367,12 @@ def wire_trace(requests: list[WireRequest], specs: Mapping[tuple[int, ...], Any]
         traces.append(RequestTrace(spec.request_id, spec.prompt_len, spec.target_len, arrival=r.sent - t0,
                                    scheduled=r.sent - t0, token_times=times, error=error, sent=r.sent - t0,
                                    chunk_sizes=tuple(n for _, n in r.chunks)))
+    seen = {t.request_id: t for t in traces}
+    for r in like.requests:  # the arbiter must have timed every request the client did, token for token
+        if r.error is None and (r.request_id not in seen or seen[r.request_id].output_len != r.output_len):
+            got = seen[r.request_id].output_len if r.request_id in seen else "no"
+            raise ValueError(f"request {r.request_id}: the client read {r.output_len} tokens, the capture holds {got}: "
+                             "the capture missed packets or the run")
     return RunTrace(like.backend, like.batch_size, like.concurrency, sorted(traces, key=lambda t: t.request_id),
                     end=max(t.finished for t in traces))
 
@@ -367,9 +381,14 @@ class Capture:
     """A capture of TCP ``port`` on ``lo`` in a child process (``with Capture(port) as cap: ...``; then
     ``cap.packets`` and ``cap.stats``): the packets it wrote, and the kernel's count of packets passed and dropped."""
 
-    def __init__(self, port: int, workdir: Path) -> None:
+    def __init__(self, port: int, workdir: Path, keep: Path | None = None) -> None:
+        """``keep``: a folder where the capture file stays (else it is deleted once read)."""
+        import itertools
+
         self.port = port
-        self.path = workdir / f"capture-{port}.bin"
+        self.keep = keep
+        folder = keep if keep is not None else workdir
+        self.path = next(p for i in itertools.count() if not (p := folder / f"capture-{port}-{i}.bin").exists())
         self.packets: list[tuple[float, bytes]] = []
         self.stats: dict[str, int] = {}
         self._child: Any = None
@@ -390,8 +409,11 @@ class Capture:
         if self._child.returncode != 0:
             raise RuntimeError(f"the packet capture failed ({self._child.returncode}): {err.strip()[-2000:]}")
         self.stats = json.loads(out.strip().splitlines()[-1])
+        if self.stats["dropped"] or self.stats["read"] < self.stats["packets"]:
+            raise RuntimeError(f"the packet capture lost packets ({self.stats}): its timings would be wrong")
         self.packets = read_capture(self.path)
-        self.path.unlink(missing_ok=True)
+        if self.keep is None:
+            self.path.unlink(missing_ok=True)
 
 
 def chunk_lateness(client: RunTrace, wire: RunTrace) -> list[float]:
