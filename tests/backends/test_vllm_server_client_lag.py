@@ -56,3 +56,12 @@ def test_a_client_that_reads_on_time_is_not_marked(tiny_model) -> None:
     assert check[REASONS] == [] and check["loop_lag_samples"] > 0
     assert check["server_requests"] == 8
     assert check["client_mean_ttft_ms"] >= check["server_mean_ttft_ms"]
+
+
+def test_saturation_counts_what_the_server_could_run(tiny_model) -> None:
+    """Two requests in flight on a server given as batch size 1: its E2E time covers twice duration x 1 slot."""
+    with fake_server(root=str(tiny_model.path), vllm_metrics=True, first_token_delay_s=0.04,
+                     token_delay_s=0.01) as server:
+        backend = create_backend("vllm-server", tiny_model, server_url=f"1={server.url}")
+        check = backend.run(workload(), 1, 2).client
+    assert check["server_occupancy"] > 1.5 and check["server_saturated"] is True

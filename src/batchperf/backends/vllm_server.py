@@ -144,8 +144,10 @@ class VLLMServerBackend:
         client = _Client(clock, url, model_name, kv, slots, scrape)
         trace = drive(self.name, workload, batch_size, concurrency, clock, client)
         # did the client, not the server, set the latency? (batchperf.measure.client_lag)
+        # saturated: the server held a full batch (running or queued) on average, by Little's law on its own E2E
         trace.client = {**check_round(client.lag.summary(), scrape.latencies, compute_metrics(trace),
-                                      duration_s=trace.duration, slots=slots), SCHEDULING: client.scheduling}
+                                      duration_s=trace.duration, slots=min(slots, batch_size)),
+                        SCHEDULING: client.scheduling}
         return trace
 
     def given_server(self, workload: Workload, batch_size: int) -> ServedModel:

@@ -336,7 +336,8 @@ CLIENT_METRICS: tuple[Metric, ...] = (
     _client("client_mean_e2el_ms", "ms", "the client's mean E2E latency beside the server's (median of rounds)"),
     _client("ttft_client_excess_ms", "ms", "client mean TTFT minus the server's: network, HTTP and client delay"),
     _client("e2el_client_excess_ms", "ms", "client mean E2E latency minus the server's"),
-    _client("server_occupancy", "ratio", "the server's E2E time over duration x requests in flight (1: kept full)"),
+    _client("server_occupancy", "ratio",
+            "the server's E2E time over duration x requests it could run (>= 1: a full batch on average)"),
 )
 
 CATALOGUE: tuple[Metric, ...] = (*RUN_METRICS, *KV_METRICS, *TELEMETRY_METRICS, *COUNTER_METRICS,

@@ -18,9 +18,10 @@ message late, and the latencies it prints describe the client. Two witnesses say
 A round is **client-bound** when the loop lagged (p99 > :data:`LOOP_LAG_P99_BOUND_MS`) or the client's mean
 TTFT exceeds the server's by more than ``× TTFT_RATIO_BOUND + TTFT_SLACK_MS``; the gate then does not judge
 the cell's latencies (:mod:`batchperf.regress.gate`), and judges its throughput only when the server was kept
-saturated: the server's own E2E time summed over the run's requests covers at least
-:data:`SATURATED_OCCUPANCY` of ``duration × requests in flight`` (a client that reads late frees its slot late
-and leaves the server idle).
+saturated: the server's own E2E time summed over the run's requests (by Little's law, duration × the mean number
+of requests it held, running or queued) covers at least :data:`SATURATED_OCCUPANCY` of ``duration × slots``,
+``slots`` being what the server could run at once (the batch size, or fewer requests in flight): a client that
+reads late frees its slot late and can leave the server without a full batch.
 """
 
 from __future__ import annotations
@@ -34,7 +35,7 @@ from typing import Any
 LOOP_LAG_P99_BOUND_MS = 5.0  # a loop late by more than this at its 99th percentile is a client that lagged
 TTFT_RATIO_BOUND = 1.10  # client mean TTFT may exceed the server's by 10% ...
 TTFT_SLACK_MS = 2.0  # ... plus 2 ms (loopback, HTTP parsing, the client's send path)
-SATURATED_OCCUPANCY = 0.90  # the server's E2E time over duration x slots, below which it was underfed
+SATURATED_OCCUPANCY = 0.90  # the server's E2E time over duration x slots it could run, below which it was underfed
 LOOP_LAG_INTERVAL_S = 0.002  # the timer's period: fine enough to see a 5 ms stall, ~0.5% of a core
 ABSENT = "absent"  # figure -> why it is absent
 REASONS = "reasons"  # why a round (or a cell) is client-bound; empty when it is not
@@ -99,7 +100,7 @@ def check_round(lag: Mapping[str, Any], server: Mapping[str, Any], client: Mappi
 
     ``lag``: :meth:`LoopLagMonitor.summary`; ``server``: :func:`~batchperf.measure.scrape.server_latencies`;
     ``client``: the round's metrics (``mean_ttft_ms``, ``mean_e2el_ms``, ``completed``); ``slots``: the most
-    requests the client kept in flight.
+    requests the server could run at once (its batch size, or the requests in flight when fewer).
     """
     out: dict[str, Any] = {k: v for k, v in lag.items() if k != ABSENT}
     absent = {**lag.get(ABSENT, {}), **server.get(ABSENT, {})}
