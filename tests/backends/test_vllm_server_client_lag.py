@@ -65,3 +65,14 @@ def test_saturation_counts_what_the_server_could_run(tiny_model) -> None:
         backend = create_backend("vllm-server", tiny_model, server_url=f"1={server.url}")
         check = backend.run(workload(), 1, 2).client
     assert check["server_occupancy"] > 1.5 and check["server_saturated"] is True
+
+
+def test_the_client_reuses_its_connections(tiny_model) -> None:
+    """A stream read to its end (past [DONE], to the last chunk) returns its connection to the pool, as vLLM's client
+    does; one left unread is closed, and the next request pays a TCP connect inside its TTFT."""
+    with fake_server(root=str(tiny_model.path)) as server:
+        server.last_chunk_delay_s = 0.02  # the response's end comes after [DONE], as on a busy server
+        backend = create_backend("vllm-server", tiny_model, server_url=f"1={server.url}")
+        trace = backend.run(workload(), 1, 1)
+    assert [r.error for r in trace.requests] == [None] * 8
+    assert len(server.completion_connections) == 1  # 8 requests one after another on one kept-alive connection

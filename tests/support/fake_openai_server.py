@@ -1,5 +1,6 @@
-"""A small real HTTP server on 127.0.0.1 that answers like vLLM's OpenAI server: /v1/models, a streamed
-/v1/completions (one token per SSE chunk, then usage; optionally after a first-token and a per-token delay),
+"""A small real HTTP/1.1 server on 127.0.0.1 that answers like vLLM's OpenAI server (keep-alive connections): /v1/models,
+a streamed, chunked /v1/completions (one token per SSE message, then usage and [DONE]; optionally after a first-token
+and a per-token delay),
 /metrics with whatever text a test sets (None: 404) or, with ``vllm_metrics``, vLLM's latency histograms of the
 requests it served, timed as vLLM times them (from the request's arrival to each token's write),
 and, as in vLLM's development mode (VLLM_SERVER_DEV_MODE=1), its config on /server_info (None: 404, a server
@@ -38,8 +39,10 @@ class FakeServer(ThreadingHTTPServer):
     models: dict[str, Any]  # the /v1/models answer
     info: dict[str, Any] | None = None  # the /server_info answer; None answers 404
     metrics_gets = 0
+    completion_connections: set[tuple[str, int]]  # the client addresses /v1/completions came from: one per connection
     first_token_delay_s = 0.0  # the server's "prefill": before the first chunk
     token_delay_s = 0.0  # its "decode": before each later chunk
+    last_chunk_delay_s = 0.0  # between [DONE] and the chunk that ends the response
     histograms: dict[str, Any]
     registry: Any = None  # vLLM's latency histograms (vllm_metrics); None: /metrics is the ``metrics`` text
 
@@ -58,7 +61,7 @@ class FakeServer(ThreadingHTTPServer):
 
 class _Handler(BaseHTTPRequestHandler):
     server: FakeServer
-    protocol_version = "HTTP/1.0"  # the body ends when the connection closes: no chunked encoding to write
+    protocol_version = "HTTP/1.1"  # keep-alive, as uvicorn serves vLLM: a stream is chunked, ends with a 0 chunk
 
     def log_message(self, format: str, *args: object) -> None:  # quiet
         pass
@@ -97,20 +100,28 @@ class _Handler(BaseHTTPRequestHandler):
     def do_POST(self) -> None:
         payload = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
         arrival = time.monotonic()
+        self.server.completion_connections.add(self.client_address)
         self.send_response(200)
         self.send_header("Content-Type", "text/event-stream")
+        self.send_header("Transfer-Encoding", "chunked")
         self.end_headers()
         first = arrival
         for i in range(payload["max_tokens"]):
             time.sleep(self.server.first_token_delay_s if i == 0 else self.server.token_delay_s)
             chunk = {"choices": [{"index": 0, "text": "x", "token_ids": [i % 7]}]}
-            self.wfile.write(f"data: {json.dumps(chunk)}\n\n".encode())
-            self.wfile.flush()
+            self._chunk(f"data: {json.dumps(chunk)}\n\n".encode())
             first = first if i else time.monotonic()
         if self.server.registry is not None:
             self.server.observe(arrival, first, time.monotonic(), payload["max_tokens"])
         usage = {"choices": [], "usage": {"completion_tokens": payload["max_tokens"]}}
-        self.wfile.write(f"data: {json.dumps(usage)}\n\ndata: [DONE]\n\n".encode())
+        self._chunk(f"data: {json.dumps(usage)}\n\n".encode())
+        self._chunk(b"data: [DONE]\n\n")
+        time.sleep(self.server.last_chunk_delay_s)
+        self._chunk(b"")  # the last chunk, written on its own as uvicorn does: the response ends here
+
+    def _chunk(self, data: bytes) -> None:
+        self.wfile.write(f"{len(data):x}\r\n".encode() + data + b"\r\n")
+        self.wfile.flush()
 
 
 @contextmanager
@@ -122,6 +133,7 @@ def fake_server(metrics: str | None = None, root: str = "fake", models: dict[str
     /metrics serves vLLM's latency histograms of what it served (instead of ``metrics``)."""
     server = FakeServer(("127.0.0.1", 0), _Handler)
     server.metrics = metrics
+    server.completion_connections = set()
     server.first_token_delay_s, server.token_delay_s = first_token_delay_s, token_delay_s
     if vllm_metrics:
         from prometheus_client import CollectorRegistry, Histogram

@@ -259,13 +259,16 @@ async def _request(session: Any, url: str, model_name: str, spec: RequestSpec, a
             if response.status != 200:
                 error = f"HTTP {response.status}: {(await response.text())[:500]}"
             else:
-                async for raw in response.content:  # one SSE line at a time
+                # one SSE line at a time, to the end of the response: a response left unread past [DONE] (its
+                # last chunk not yet arrived) closes its connection, and the next request pays a TCP connect in
+                # its TTFT; read to the end, the connection goes back to the pool, as vLLM's client reads it
+                async for raw in response.content:
                     line = raw.strip()
                     if not line.startswith(b"data:"):
                         continue  # blank separators and ": ping" comments
                     data = line[len(b"data:"):].strip()
                     if data == b"[DONE]":
-                        break
+                        continue
                     message = json.loads(data)
                     if choices := message.get("choices"):
                         now = clock.now()
