@@ -1,5 +1,5 @@
-"""A small real HTTP/1.1 server on 127.0.0.1 that answers like vLLM's OpenAI server (keep-alive connections): /v1/models,
-a streamed, chunked /v1/completions (one token per SSE message, then usage and [DONE]; optionally after a first-token
+"""A small real HTTP/1.1 server on 127.0.0.1 that answers like vLLM's OpenAI server (keep-alive connections):
+/v1/models, a streamed, chunked /v1/completions (one token per SSE message, then usage and [DONE]; optionally after a first-token
 and a per-token delay),
 /metrics with whatever text a test sets (None: 404) or, with ``vllm_metrics``, vLLM's latency histograms of the
 requests it served, timed as vLLM times them (from the request's arrival to each token's write),
