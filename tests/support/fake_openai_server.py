@@ -1,8 +1,8 @@
 """A small real HTTP/1.1 server on 127.0.0.1 that answers like vLLM's OpenAI server (keep-alive connections):
-/v1/models, a streamed, chunked /v1/completions (one token per SSE message, then usage and [DONE]; optionally after a first-token
-and a per-token delay),
-/metrics with whatever text a test sets (None: 404) or, with ``vllm_metrics``, vLLM's latency histograms of the
-requests it served, timed as vLLM times them (from the request's arrival to each token's write),
+/v1/models, a streamed, chunked /v1/completions (one token per SSE message, then usage and [DONE]; optionally
+after a first-token and a per-token delay), /metrics with whatever text a test sets (None: 404) or, with
+``vllm_metrics``, vLLM's latency histograms of the requests it served, timed as vLLM times them (from the
+request's arrival to each token's write),
 and, as in vLLM's development mode (VLLM_SERVER_DEV_MODE=1), its config on /server_info (None: 404, a server
 outside that mode). For tests of the vllm-server backend, of a server the suite did not start, and of
 /metrics scraping, without vLLM. The JSON answers are shaped as vLLM 0.32 answers, as seen on a real server
