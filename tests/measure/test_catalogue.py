@@ -6,6 +6,7 @@ from __future__ import annotations
 import re
 
 import pytest
+from fake_openai_server import fake_server, server_info
 from paths import DATA, REPO
 from rule_producers import stored_numbers, uncatalogued
 from small_runs import measured_cell
@@ -23,6 +24,11 @@ IN_PROCESS = ("hf-static", "continuous", "hf-continuous")
 @pytest.fixture(scope="module")
 def stored(tiny_model) -> set[str]:
     records = [measured_cell(tiny_model, backend) for backend in IN_PROCESS]
+    # a vllm-server cell on a given server (its figures; the client-lag check from its latency histograms)
+    with fake_server(root=str(tiny_model.path), vllm_metrics=True, first_token_delay_s=0.01,
+                     info=server_info(2)) as server:
+        records.append(measured_cell(tiny_model, "vllm-server", server_url=f"2={server.url}"))
+    assert uncatalogued(records[-1]) == [], "vllm-server stores numbers the catalogue has no entry for"
     records += read_results(DATA / "results_cpu_counters.json").records
     for record in records[:len(IN_PROCESS)]:
         assert uncatalogued(record) == [], f"{record.backend} stores numbers the catalogue has no entry for"

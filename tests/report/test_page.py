@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import html
 import json
 import math
 import shutil
@@ -14,6 +15,7 @@ from paths import DATA
 from batchperf.cli.report import add_cli_args, main
 from batchperf.report import build_report
 from batchperf.report.knee import knee
+from batchperf.results.record import CellRecord
 
 
 def test_knee_is_the_smallest_batch_reaching_90_percent_of_the_max():
@@ -113,3 +115,17 @@ def test_cli(tmp_path, capsys):
     assert f"wrote {tmp_path / 'r' / 'index.html'}" in capsys.readouterr().out
     with pytest.raises(SystemExit, match="no such results file"):
         main(parser.parse_args([str(tmp_path / "nope.json"), "--out", str(tmp_path / "r")]))
+
+
+def test_a_client_bound_cell_is_marked_and_its_reasons_listed(tmp_path):
+    from gate_samples import CLIENT_LAG_REASON, client_bound
+
+    doc = json.loads(RESULTS.read_text())
+    first = doc["benchmarks"][0]["extra_info"]
+    first["client"] = client_bound(CellRecord.from_dict(first)).client
+    marked = tmp_path / "marked.json"
+    marked.write_text(json.dumps(doc))
+    page = build_report([marked], tmp_path / "report").read_text()
+    assert page.count("CLIENT-BOUND</span>") == 1
+    reason = f"{first['cell']['id']}: round 1 of 3: {CLIENT_LAG_REASON}"
+    assert html.escape(reason) in page

@@ -113,3 +113,16 @@ def test_a_bad_device_is_a_usage_error(suite: pytest.Pytester) -> None:
     result = suite.runpytest(*FAST, "--batchperf-device=tpu")
     assert result.ret == pytest.ExitCode.USAGE_ERROR
     result.stderr.fnmatch_lines(["*batchperf: invalid device 'tpu': use cpu or cuda*"])
+
+
+def test_the_summary_marks_a_client_bound_cell_and_says_why() -> None:
+    from gate_samples import CLIENT_LAG_REASON, cell_info, client_bound
+
+    from batchperf.suite.plugin import client_bound_lines, summary_rows
+
+    marked, plain = client_bound(cell_info(), saturated=False), cell_info("cpu-tiny-qwen2-hf-static-bs8-p64-c8")
+    rows = summary_rows([marked, plain])
+    assert rows[1].startswith(f"{marked.id} [client-bound] ") and "[client-bound]" not in rows[2]
+    assert client_bound_lines([marked, plain]) == [
+        f"client-bound {marked.id}: its latencies describe the client, not the server (not judged by the gate; nor "
+        f"its throughput: the server was underfed): round 1 of 3: {CLIENT_LAG_REASON}"]

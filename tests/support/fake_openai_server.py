@@ -1,5 +1,8 @@
-"""A small real HTTP server on 127.0.0.1 that answers like vLLM's OpenAI server: /v1/models, a streamed
-/v1/completions (one token per SSE chunk, then usage), /metrics with whatever text a test sets (None: 404),
+"""A small real HTTP/1.1 server on 127.0.0.1 that answers like vLLM's OpenAI server (keep-alive connections):
+/v1/models, a streamed, chunked /v1/completions (one token per SSE message, then usage and [DONE]; optionally
+after a first-token and a per-token delay), /metrics with whatever text a test sets (None: 404) or, with
+``vllm_metrics``, vLLM's latency histograms of the requests it served, timed as vLLM times them (from the
+request's arrival to each token's write),
 and, as in vLLM's development mode (VLLM_SERVER_DEV_MODE=1), its config on /server_info (None: 404, a server
 outside that mode). For tests of the vllm-server backend, of a server the suite did not start, and of
 /metrics scraping, without vLLM. The JSON answers are shaped as vLLM 0.32 answers, as seen on a real server
@@ -9,6 +12,7 @@ from __future__ import annotations
 
 import json
 import threading
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -35,6 +39,20 @@ class FakeServer(ThreadingHTTPServer):
     models: dict[str, Any]  # the /v1/models answer
     info: dict[str, Any] | None = None  # the /server_info answer; None answers 404
     metrics_gets = 0
+    completion_connections: set[tuple[str, int]]  # the client addresses /v1/completions came from: one per connection
+    first_token_delay_s = 0.0  # the server's "prefill": before the first chunk
+    token_delay_s = 0.0  # its "decode": before each later chunk
+    last_chunk_delay_s = 0.0  # between [DONE] and the chunk that ends the response
+    histograms: dict[str, Any]
+    registry: Any = None  # vLLM's latency histograms (vllm_metrics); None: /metrics is the ``metrics`` text
+
+    def observe(self, arrival: float, first: float, end: float, tokens: int) -> None:
+        """One finished request's vLLM histograms (vllm/v1/metrics/loggers.py names)."""
+        h = self.histograms
+        h["vllm:time_to_first_token_seconds"].observe(first - arrival)
+        h["vllm:e2e_request_latency_seconds"].observe(end - arrival)
+        h["vllm:request_queue_time_seconds"].observe(0.0)
+        h["vllm:request_time_per_output_token_seconds"].observe((end - first) / max(tokens - 1, 1))
 
     @property
     def url(self) -> str:
@@ -43,7 +61,7 @@ class FakeServer(ThreadingHTTPServer):
 
 class _Handler(BaseHTTPRequestHandler):
     server: FakeServer
-    protocol_version = "HTTP/1.0"  # the body ends when the connection closes: no chunked encoding to write
+    protocol_version = "HTTP/1.1"  # keep-alive, as uvicorn serves vLLM: a stream is chunked, ends with a 0 chunk
 
     def log_message(self, format: str, *args: object) -> None:  # quiet
         pass
@@ -58,7 +76,11 @@ class _Handler(BaseHTTPRequestHandler):
     def do_GET(self) -> None:
         if self.path == "/metrics":
             self.server.metrics_gets += 1
-            if self.server.metrics is None:
+            if self.server.registry is not None:
+                from prometheus_client import generate_latest
+
+                self._send(200, generate_latest(self.server.registry))
+            elif self.server.metrics is None:
                 self._send(404, NOT_FOUND, "application/json")
             else:
                 self._send(200, self.server.metrics.encode())
@@ -77,24 +99,51 @@ class _Handler(BaseHTTPRequestHandler):
 
     def do_POST(self) -> None:
         payload = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+        arrival = time.monotonic()
+        self.server.completion_connections.add(self.client_address)
         self.send_response(200)
         self.send_header("Content-Type", "text/event-stream")
+        self.send_header("Transfer-Encoding", "chunked")
         self.end_headers()
+        first = arrival
         for i in range(payload["max_tokens"]):
+            time.sleep(self.server.first_token_delay_s if i == 0 else self.server.token_delay_s)
             chunk = {"choices": [{"index": 0, "text": "x", "token_ids": [i % 7]}]}
-            self.wfile.write(f"data: {json.dumps(chunk)}\n\n".encode())
-            self.wfile.flush()
+            self._chunk(f"data: {json.dumps(chunk)}\n\n".encode())
+            first = first if i else time.monotonic()
+        if self.server.registry is not None:
+            self.server.observe(arrival, first, time.monotonic(), payload["max_tokens"])
         usage = {"choices": [], "usage": {"completion_tokens": payload["max_tokens"]}}
-        self.wfile.write(f"data: {json.dumps(usage)}\n\ndata: [DONE]\n\n".encode())
+        self._chunk(f"data: {json.dumps(usage)}\n\n".encode())
+        self._chunk(b"data: [DONE]\n\n")
+        time.sleep(self.server.last_chunk_delay_s)
+        self._chunk(b"")  # the last chunk, written on its own as uvicorn does: the response ends here
+
+    def _chunk(self, data: bytes) -> None:
+        self.wfile.write(f"{len(data):x}\r\n".encode() + data + b"\r\n")
+        self.wfile.flush()
 
 
 @contextmanager
 def fake_server(metrics: str | None = None, root: str = "fake", models: dict[str, Any] | None = None,
-                info: dict[str, Any] | None = None) -> Iterator[FakeServer]:
+                info: dict[str, Any] | None = None, vllm_metrics: bool = False, first_token_delay_s: float = 0.0,
+                token_delay_s: float = 0.0) -> Iterator[FakeServer]:
     """``root``: the model folder /v1/models says it serves (vLLM's ``root``), unless ``models`` gives the whole
-    answer; ``info``: the /server_info answer (None: a server outside development mode)."""
+    answer; ``info``: the /server_info answer (None: a server outside development mode); ``vllm_metrics``:
+    /metrics serves vLLM's latency histograms of what it served (instead of ``metrics``)."""
     server = FakeServer(("127.0.0.1", 0), _Handler)
     server.metrics = metrics
+    server.completion_connections = set()
+    server.first_token_delay_s, server.token_delay_s = first_token_delay_s, token_delay_s
+    if vllm_metrics:
+        from prometheus_client import CollectorRegistry, Histogram
+
+        server.registry = CollectorRegistry()
+        server.histograms = {name: Histogram(name.removesuffix("_seconds"), "vLLM's", unit="seconds",
+                                             registry=server.registry)
+                             for name in ("vllm:time_to_first_token_seconds", "vllm:e2e_request_latency_seconds",
+                                          "vllm:request_queue_time_seconds",
+                                          "vllm:request_time_per_output_token_seconds")}
     server.models = models_answer(root) if models is None else models
     server.info = info
     thread = threading.Thread(target=server.serve_forever, daemon=True)

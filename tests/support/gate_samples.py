@@ -77,6 +77,18 @@ def scaled(record: CellRecord, slowdown: float) -> CellRecord:
     return out
 
 
+CLIENT_LAG_REASON = "the client's event loop lagged: p99 31.0 ms > 5 ms (max 60.0 ms)"
+
+
+def client_bound(record: CellRecord, saturated: bool = True) -> CellRecord:
+    """``record`` as the client-lag check marks a cell whose client fell behind (batchperf.measure.client_lag)."""
+    out = copied(record)
+    out.client = {"loop_lag_p99_ms": 31.0, "server_occupancy": 0.97 if saturated else 0.4,
+                  "client_bound": True, "server_saturated": saturated,
+                  "reasons": [f"round 1 of 3: {CLIENT_LAG_REASON}"], "absent": {}}
+    return CellRecord.from_dict(out.to_dict())  # as a reader gets it
+
+
 def bench(record: CellRecord, name: str | None = None) -> dict[str, Any]:
     name = name or f"perf_tests/test_cells.py::test_cell[{record.id}]"
     return {"group": None, "name": name.split("::")[-1], "fullname": name, "params": None, "param": None,

@@ -22,6 +22,10 @@ one chunk of k tokens, all with its arrival time. A chunk whose choice carries
 no token (vLLM sends none under ``ignore_eos`` without stop strings) is not
 recorded; vLLM's client would count it as an ITL sample.
 
+While a run lasts, the client's threads run ``SCHED_FIFO`` where allowed (:mod:`batchperf.backends.realtime`:
+on a loaded machine its loop otherwise waits for a core and reads tokens late), and its event loop's lag and the
+server's own latencies are checked (:mod:`batchperf.measure.client_lag`).
+
 The client is asyncio (one streaming task per request in flight) on an event
 loop kept for the run, behind the synchronous :class:`_Client` that
 :func:`~batchperf.backends.drive.drive` steers: a request's task is created
@@ -50,9 +54,12 @@ from batchperf.backends._vllm import (
 from batchperf.backends.drive import Finished, drive
 from batchperf.backends.external_server import ServedModel, mismatch, parse_entries, probe, server_for
 from batchperf.backends.model import LoadedModel
+from batchperf.backends.realtime import raise_thread, restore_thread
 from batchperf.backends.server_process import ServerProcess, free_port
+from batchperf.measure.client_lag import SCHEDULING, LoopLagMonitor, check_round
 from batchperf.measure.clock import RunClock
 from batchperf.measure.kv import kv_tokens_held
+from batchperf.measure.metrics import compute_metrics
 from batchperf.measure.scrape import ServerScrape
 from batchperf.measure.trace import RequestTrace, RunTrace
 from batchperf.measure.workload import RequestSpec, Workload
@@ -132,9 +139,16 @@ class VLLMServerBackend:
         url = base + "/v1/completions"
         clock = RunClock(None)  # client-side times: nothing of ours runs on a device
         kv = {"server": url, "server_started_by_suite": not self.given, **figures}
-        scrape = ServerScrape(base + "/metrics", METRICS_SAMPLE_S)
-        client = _Client(clock, url, model_name, kv, workload.max_in_flight(concurrency), scrape)
-        return drive(self.name, workload, batch_size, concurrency, clock, client)
+        scrape = ServerScrape(base + "/metrics", METRICS_SAMPLE_S, thread_setup=raise_thread)
+        slots = workload.max_in_flight(concurrency)
+        client = _Client(clock, url, model_name, kv, slots, scrape)
+        trace = drive(self.name, workload, batch_size, concurrency, clock, client)
+        # did the client, not the server, set the latency? (batchperf.measure.client_lag)
+        # saturated: the server held a full batch (running or queued) on average, by Little's law on its own E2E
+        trace.client = {**check_round(client.lag.summary(), scrape.latencies, compute_metrics(trace),
+                                      duration_s=trace.duration, slots=min(slots, batch_size)),
+                        SCHEDULING: client.scheduling}
+        return trace
 
     def given_server(self, workload: Workload, batch_size: int) -> ServedModel:
         """The given server that runs this cell; CellUnsupported naming the difference when none does."""
@@ -158,6 +172,8 @@ class _Client:
 
     def __init__(self, clock: RunClock, url: str, model_name: str, kv: dict[str, Any], max_in_flight: int,
                  scrape: ServerScrape) -> None:
+        # ahead of the machine's other work while the run lasts, so that it reads each message when it arrives
+        self._scheduled_before, self.scheduling = raise_thread()
         self.clock = clock
         self.url = url
         self.model_name = model_name
@@ -166,11 +182,14 @@ class _Client:
         self.loop = asyncio.new_event_loop()
         self.session = self.loop.run_until_complete(_open_session(max_in_flight))
         self.pending: set[asyncio.Task[tuple[RequestTrace, float]]] = set()
+        self.lag = LoopLagMonitor(self.loop)  # the loop's own lag while requests are in flight
         scrape.start()  # the server's counters before the run, and sampling of its gauges during it
 
     def add(self, spec: RequestSpec, arrival: float) -> None:
         # the task starts at the next step, as a task created by a driving coroutine starts at its next await;
         # it reads the clock when it sends, as vLLM's request function does
+        if not self.pending:  # the loop did not run while nothing was in flight: that was no lag
+            self.lag.arm()
         self.pending.add(self.loop.create_task(
             _request(self.session, self.url, self.model_name, spec, arrival, self.clock)))
 
@@ -193,6 +212,7 @@ class _Client:
     def close(self) -> None:
         """Cancel what is still in flight, close the connections, then the loop (as ``asyncio.run`` ends);
         then the server's counters after the run."""
+        self.lag.stop()
         self.scrape.stop()
         try:
             self.loop.run_until_complete(self._end())
@@ -200,6 +220,7 @@ class _Client:
             self.loop.run_until_complete(self.loop.shutdown_default_executor())
         finally:
             self.loop.close()
+            restore_thread(self._scheduled_before)
 
     async def _end(self) -> None:
         for task in self.pending:
@@ -238,13 +259,16 @@ async def _request(session: Any, url: str, model_name: str, spec: RequestSpec, a
             if response.status != 200:
                 error = f"HTTP {response.status}: {(await response.text())[:500]}"
             else:
-                async for raw in response.content:  # one SSE line at a time
+                # one SSE line at a time, to the end of the response: a response left unread past [DONE] (its
+                # last chunk not yet arrived) closes its connection, and the next request pays a TCP connect in
+                # its TTFT; read to the end, the connection goes back to the pool, as vLLM's client reads it
+                async for raw in response.content:
                     line = raw.strip()
                     if not line.startswith(b"data:"):
                         continue  # blank separators and ": ping" comments
                     data = line[len(b"data:"):].strip()
                     if data == b"[DONE]":
-                        break
+                        continue
                     message = json.loads(data)
                     if choices := message.get("choices"):
                         now = clock.now()

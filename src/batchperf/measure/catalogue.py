@@ -22,7 +22,8 @@ from batchperf.measure.counters import COUNTERS
 from batchperf.measure.devices import DEVICE_TYPES
 from batchperf.measure.metrics import FAMILIES
 
-SECTIONS = ("metrics", "kv", "telemetry", "counters", "efficiency")  # the measured sections of a cell record
+# the measured sections of a cell record
+SECTIONS = ("metrics", "kv", "telemetry", "counters", "efficiency", "client")
 
 
 class Direction(str, Enum):
@@ -246,6 +247,10 @@ KV_METRICS: tuple[Metric, ...] = (
     Metric("kv.kv_pool_blocks", "blocks", Direction.NONE, "KV blocks in the pool (hf-continuous, vllm)"),
     Metric("kv.max_batch_tokens", "tokens", Direction.NONE, "tokens per step the engine allows (hf-continuous)"),
     Metric("kv.preemptions", "requests", Direction.LOWER, "requests the engine preempted (its own count)"),
+    Metric("kv.server_max_model_len", "tokens", Direction.NONE, "a given server's max_model_len (/v1/models)",
+           backends=("vllm-server",)),
+    Metric("kv.server_max_num_seqs", "requests", Direction.NONE,
+           "a given server's max_num_seqs (/server_info, development mode only)", backends=("vllm-server",)),
 )
 
 # --- telemetry (batchperf.measure.telemetry) ------------------------------------------------------------------------
@@ -343,8 +348,36 @@ EFFICIENCY_METRICS: tuple[Metric, ...] = (
     Metric("efficiency.prefill_steps", "steps", Direction.NONE, "prefill steps behind prefill_mfu"),
 )
 
+# --- the client-lag check of a server cell (batchperf.measure.client_lag; docs/measurement.md) ---------------------
+
+SERVER = ("vllm-server",)
+
+
+def _client(name: str, unit: str, help: str) -> Metric:
+    return Metric(f"client.{name}", unit, Direction.NONE, help, backends=SERVER)
+
+
+CLIENT_METRICS: tuple[Metric, ...] = (
+    _client("loop_lag_mean_ms", "ms", "how late the client's event-loop timer fired, mean (median of rounds)"),
+    _client("loop_lag_p99_ms", "ms", "how late the client's event-loop timer fired, P99 (worst round)"),
+    _client("loop_lag_max_ms", "ms", "how late the client's event-loop timer fired, at most (worst round)"),
+    _client("loop_lag_samples", "samples", "timer firings behind the loop-lag figures"),
+    _client("server_mean_ttft_ms", "ms", "mean TTFT as the server timed it (vllm:time_to_first_token_seconds)"),
+    _client("server_mean_e2el_ms", "ms", "mean E2E latency as the server timed it (vllm:e2e_request_latency_seconds)"),
+    _client("server_mean_queue_ms", "ms", "mean time queued in the server (vllm:request_queue_time_seconds)"),
+    _client("server_mean_tpot_ms", "ms",
+            "mean time per output token as the server timed it (vllm:request_time_per_output_token_seconds)"),
+    _client("server_requests", "requests", "requests the server's E2E histogram counted during the run"),
+    _client("client_mean_ttft_ms", "ms", "the client's mean TTFT beside the server's (median of rounds)"),
+    _client("client_mean_e2el_ms", "ms", "the client's mean E2E latency beside the server's (median of rounds)"),
+    _client("ttft_client_excess_ms", "ms", "client mean TTFT minus the server's: network, HTTP and client delay"),
+    _client("e2el_client_excess_ms", "ms", "client mean E2E latency minus the server's"),
+    _client("server_occupancy", "ratio",
+            "the server's E2E time over duration x requests it could run (>= 1: a full batch on average)"),
+)
+
 CATALOGUE: tuple[Metric, ...] = (*RUN_METRICS, *KV_METRICS, *TELEMETRY_METRICS, *COUNTER_METRICS,
-                                 *EFFICIENCY_METRICS)
+                                 *EFFICIENCY_METRICS, *CLIENT_METRICS)
 BY_PATH: dict[str, Metric] = {m.path: m for m in CATALOGUE}
 
 # --- the tables every consumer reads --------------------------------------------------------------------------

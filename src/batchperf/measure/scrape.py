@@ -43,6 +43,14 @@ PEAKS: dict[str, tuple[str, Callable[[list[float]], float]]] = {
     "num_requests_running": ("vllm:num_requests_running", sum),
     "num_requests_waiting": ("vllm:num_requests_waiting", sum),
 }
+# server-side latency -> the vLLM histogram whose _sum / _count over the run is its mean (vLLM 0.32,
+# vllm/v1/metrics/loggers.py; seconds, from the request's arrival in the server's frontend)
+LATENCIES: dict[str, str] = {
+    "ttft": "vllm:time_to_first_token_seconds",
+    "e2el": "vllm:e2e_request_latency_seconds",
+    "queue": "vllm:request_queue_time_seconds",
+    "tpot": "vllm:request_time_per_output_token_seconds",
+}
 NOT_SERVED = {
     "num_requests_running_mean": "a server's /metrics has no per-step request count (only a gauge)",
     "padding_waste": "no padding: vLLM packs ragged requests into one step (paged KV)",
@@ -84,16 +92,19 @@ def parse(text: str, url: str = "/metrics") -> dict[str, list[float]]:
 class ServerScrape:
     """``start()`` before a run, ``stop()`` after it: the run's counters, from ``url`` (a server's /metrics)."""
 
-    def __init__(self, url: str, interval_s: float) -> None:
+    def __init__(self, url: str, interval_s: float, thread_setup: Callable[[], object] | None = None) -> None:
+        """``thread_setup``: called first in the sampling thread (the client's scheduling, say)."""
         if interval_s < 0:
             raise ValueError(f"interval_s must be >= 0, got {interval_s}")
         self.url = url
         self.interval_s = interval_s
+        self.thread_setup = thread_setup
         self.before: str | ScrapeError | None = None
         self.samples: list[str] = []
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
         self.result: dict[str, Any] = {}
+        self.latencies: dict[str, Any] = {}  # the server's own mean latencies over the run (server_latencies)
 
     def _get(self) -> str | ScrapeError:
         try:
@@ -108,6 +119,8 @@ class ServerScrape:
             self._thread.start()
 
     def _sample(self) -> None:
+        if self.thread_setup is not None:
+            self.thread_setup()
         while not self._stop.wait(self.interval_s):
             text = self._get()
             if isinstance(text, str):
@@ -120,6 +133,7 @@ class ServerScrape:
             self._thread.join()
         after = self._get()
         self.result = counters_from_scrapes(self.url, self.before, after, self.samples, self.interval_s)
+        self.latencies = server_latencies(self.url, self.before, after)
         return self.result
 
 
@@ -176,3 +190,31 @@ def _peaks(url: str, samples: list[str]) -> list[dict[str, list[float]]]:
         except ScrapeError:
             continue  # one bad sample costs a sample, not the peak
     return parsed
+
+
+def server_latencies(url: str, before: str | ScrapeError | None, after: str | ScrapeError) -> dict[str, Any]:
+    """The server's own mean latencies over the run, from its histograms' ``_sum`` and ``_count`` before and after:
+    ``server_mean_{ttft,e2el,queue,tpot}_ms`` and ``server_requests`` (the requests its E2E histogram counted);
+    what it cannot give is in ``absent``. Only means: a histogram keeps bucket counts, not the values."""
+    try:
+        if before is None:
+            raise ScrapeError("no scrape before the run")
+        start = parse(before, url) if isinstance(before, str) else _raise(before)
+        end = parse(after, url) if isinstance(after, str) else _raise(after)
+    except ScrapeError as exc:
+        return {"absent": {"server_latencies": str(exc)}}
+    out: dict[str, Any] = {}
+    absent: dict[str, str] = {}
+    for family, name in LATENCIES.items():
+        total, count = f"{name}_sum", f"{name}_count"
+        if not all(k in start and k in end for k in (total, count)):
+            absent[f"server_mean_{family}_ms"] = f"{url} has no {name}"
+            continue
+        n = sum(end[count]) - sum(start[count])
+        if n <= 0:
+            absent[f"server_mean_{family}_ms"] = f"{name} counted no request during the run"
+            continue
+        out[f"server_mean_{family}_ms"] = (sum(end[total]) - sum(start[total])) / n * 1e3
+        if family == "e2el":
+            out["server_requests"] = n
+    return {**out, "absent": absent}

@@ -93,6 +93,7 @@ class RunTrace:
     kv: dict[str, Any] = field(default_factory=dict)  # backend KV figures (pool, block size…)
     telemetry: dict[str, Any] = field(default_factory=dict)  # batchperf.measure.telemetry.Sampler.summary() of the run
     counters: dict[str, Any] = field(default_factory=dict)  # engine counters of the run (batchperf.measure.counters)
+    client: dict[str, Any] = field(default_factory=dict)  # a server cell's client-lag check (measure.client_lag)
 
     @property
     def duration(self) -> float:

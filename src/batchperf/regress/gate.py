@@ -162,6 +162,43 @@ def _judge(rule: Metric, baseline: CellRecord, current: CellRecord, tier: str, k
     return MetricVerdict(rule.path, rule.direction, verdict, base, measured, change, tolerance, note=note)
 
 
+def _latency(path: str) -> bool:
+    return path.startswith("metrics.") and path.endswith("_ms")
+
+
+def _throughput(path: str) -> bool:
+    return path.startswith("metrics.") and path.endswith("_throughput")
+
+
+def client_bound_note(record: CellRecord, side: str) -> str | None:
+    """Why ``record``'s client, not its server, set its latency (``side``: "this run" or "the baseline"), or None.
+
+    The mark is the client-lag check's (:mod:`batchperf.measure.client_lag`), stored in the record's ``client``."""
+    if not record.client.get("client_bound"):
+        return None
+    reasons = record.client.get("reasons") or ["no reason stored"]
+    return f"client-bound ({side}): {'; '.join(reasons)}"
+
+
+def client_bound(result: MetricVerdict, baseline: CellRecord, current: CellRecord) -> MetricVerdict:
+    """``result`` as *not judged* when a client-bound run measured it: every latency of a cell whose client lagged
+    (in this run or in the baseline), and its throughput too when the lag also left the server underfed."""
+    if not (_latency(result.metric) or _throughput(result.metric)):
+        return result
+    for record, side in ((current, "this run"), (baseline, "the baseline")):
+        note = client_bound_note(record, side)
+        if note is None:
+            continue
+        if _throughput(result.metric):
+            if record.client.get("server_saturated", False):
+                continue  # the server was kept full: its throughput is its own
+            occupancy = record.client.get("server_occupancy")
+            shown = "unknown" if occupancy is None else f"{occupancy:.2f}"
+            note += f"; the server was not kept saturated (occupancy {shown}), so its throughput is the client's too"
+        return replace(result, verdict=Verdict.NOT_JUDGED, note=note)
+    return result
+
+
 def compare_cell(
     name: str,
     baseline: CellRecord | None,
@@ -181,6 +218,7 @@ def compare_cell(
         return CellVerdict(name, Verdict.NO_BASELINE, notes=tuple(diffs))
     tier = current.tier
     results = [r for rule in config.rules if (r := judge(rule, baseline, current, tier, config.k)) is not None]
+    results = [client_bound(r, baseline, current) for r in results]
     versions, warnings = {}, ()
     if baseline_fp is not None and current_fp is not None:
         versions = version_diff(baseline_fp.upgrade, current_fp.upgrade)

@@ -25,6 +25,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
+from batchperf.measure.client_lag import summarise as summarise_client
 from batchperf.measure.metrics import summarise
 from batchperf.regress.fingerprint import Fingerprint, cell_identity, identity_diff, version_diff
 from batchperf.regress.safe_open import flock_holder, make_folder, open_regular, refuse_link
@@ -126,6 +127,7 @@ def pool_runs(runs: list[ResultsFile]) -> ResultsFile:
                                "Pool only runs of the same commit, versions and hardware")
     cells: dict[str, CellRecord] = {}
     benches: dict[str, dict[str, Any]] = {}
+    clients: dict[str, list[dict[str, Any]]] = {}  # each run's client-lag check of a cell
     for run in runs:
         for name, rec in run.cells.items():
             pooled = cells.get(name)
@@ -140,9 +142,12 @@ def pool_runs(runs: list[ResultsFile]) -> ResultsFile:
             pooled.rounds += rec.rounds
             pooled.token_count_errors += rec.token_count_errors
             pooled.pooled_runs = (pooled.pooled_runs or 1) + 1
-    for rec in cells.values():
+            clients.setdefault(name, [pooled.client]).append(rec.client)
+    for name, rec in cells.items():
         if (rec.pooled_runs or 1) > 1 and rec.rounds:
             rec.metrics = summarise(rec.rounds)
+        if any(clients.get(name, [])):  # a run whose client lagged marks the pooled cell (its rounds are in it)
+            rec.client = summarise_client(clients[name], label="run")
     dirty = any(r.commit_info.get("dirty") for r in runs)
     header = {**first.header, "commit_info": {**first.commit_info, "dirty": dirty}}
     if incomplete := [f"{r.path}: {why}" for r in runs if (why := r.incomplete)]:  # one cut run: all cut

@@ -110,7 +110,8 @@ def _cells_table(cells: list[CellRecord]) -> str:
         mem, _ = peak_memory(c)
         errors = len(c.token_count_errors) + int(m.get("failed", 0))
         nvml = str(t.get("nvml", "–"))
-        rows.append([html.escape(f"{c.source}: {c.id}" if several else c.id), _fmt(m.get("output_throughput")),
+        rows.append([html.escape(f"{c.source}: {c.id}" if several else c.id) + _client_mark(c),
+                     _fmt(m.get("output_throughput")),
                      _fmt(m.get("request_throughput"), ".2f"), _fmt(m.get("p99_e2el_ms")), _fmt(m.get("p99_ttft_ms")),
                      _fmt(m.get("median_itl_ms"), ".2f"), _fmt(mem / MIB if mem else None, ",.0f"),
                      _fmt(t.get("joules_per_output_token"), ".3f"),
@@ -121,6 +122,25 @@ def _cells_table(cells: list[CellRecord]) -> str:
     return _table(["cell", "out tok/s", "req/s", "P99 E2EL ms", "P99 TTFT ms", "median ITL ms", "peak MiB",
                    "J/token", "decode MBU", "prefill MFU", "NVML", "preempt / round", "padding", "errors"], rows,
                   left=(0, 10))
+
+
+def _client_mark(cell: CellRecord) -> str:
+    """" CLIENT-BOUND" (the reasons as its tooltip) for a cell whose client, not its server, set its latency."""
+    if not cell.client.get("client_bound"):
+        return ""
+    why = "; ".join(cell.client.get("reasons") or [])
+    return f' <span class="bad" title="{html.escape(why)}">CLIENT-BOUND</span>'
+
+
+def _client_notes(cells: list[CellRecord]) -> str:
+    bound = [c for c in cells if c.client.get("client_bound")]
+    if not bound:
+        return ""
+    items = "".join(f"<li>{html.escape(c.id)}: {html.escape('; '.join(c.client.get('reasons') or []))}</li>"
+                    for c in bound)
+    return ("<p class='meta'>CLIENT-BOUND: the client fell behind the server in these cells (docs/measurement.md, "
+            "the client-lag check); their latencies describe the client, not the server, and the gate does not "
+            f"judge them.</p><ul class='meta'>{items}</ul>")
 
 
 def _counter(cell: CellRecord, name: str, spec: str) -> str:
@@ -166,7 +186,7 @@ def write_page(out: Path, cells: list[CellRecord], files: list[ResultsFile],
             parts.append(f"<img src='{html.escape(path.name)}' alt='{html.escape(title)}'>")
         if key == "kv":
             parts.append(_kv_table(fits, skipped))
-    parts += ["<h2>All cells</h2>", _cells_table(cells), "</body></html>"]
+    parts += ["<h2>All cells</h2>", _cells_table(cells), _client_notes(cells), "</body></html>"]
     index = out / "index.html"
     index.write_text("\n".join(parts))
     return index

@@ -17,6 +17,7 @@ from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
 from typing import Any
 
+from batchperf.measure import client_lag
 from batchperf.measure import counters as engine_counters
 from batchperf.measure.kv_growth import KVPoint
 from batchperf.measure.trace import RunTrace
@@ -27,7 +28,7 @@ SCHEMA_KEY = "batchperf_schema"
 # Sections every cell has; the rest may be absent (older or trimmed records).
 REQUIRED = ("cell", "metrics", "rounds", "kv")
 # the sections a dotted path may start with (CellRecord.raw); any other is looked up in ``other``
-SECTIONS = ("cell", "model", "metrics", "kv", "telemetry", "counters", "efficiency")
+SECTIONS = ("cell", "model", "metrics", "kv", "telemetry", "counters", "efficiency", "client")
 CELL_FIELDS = ("id", "tier", "model", "backend", "batch_size", "prompt_len", "concurrency")
 
 
@@ -60,6 +61,8 @@ class CellRecord:
     traces: list[dict[str, Any]] = field(default_factory=list)  # RunTrace.to_dict() of each measured round
     # decode MBU and prefill MFU against the device's peaks (batchperf.measure.efficiency); empty in older records
     efficiency: dict[str, Any] = field(default_factory=dict)
+    # a server cell's client-lag check over its rounds (batchperf.measure.client_lag); empty for other backends
+    client: dict[str, Any] = field(default_factory=dict)
     gate: dict[str, Any] | None = None  # the gate's verdict for this cell, when it was compared
     gate_remeasured: dict[str, Any] | None = None  # metrics/rounds of the gate's re-measurement
     pooled_runs: int | None = None  # in a baseline pooled from several runs: how many
@@ -175,7 +178,8 @@ class CellRecord:
         if missing:
             raise ResultsError(where, f"missing {', '.join(missing)} in extra_info; the file was cut or edited", RERUN)
         for key, kind in (("cell", Mapping), ("model", Mapping), ("metrics", Mapping), ("kv", Mapping),
-                          ("telemetry", Mapping), ("counters", Mapping), ("efficiency", Mapping), ("rounds", list),
+                          ("telemetry", Mapping), ("counters", Mapping), ("efficiency", Mapping), ("client", Mapping),
+                          ("rounds", list),
                           ("token_count_errors", list), ("traces", list)):
             if key in data and not isinstance(data[key], kind):
                 raise ResultsError(where, f"{key} is a {type(data[key]).__name__}, not a "
@@ -197,6 +201,8 @@ class CellRecord:
         check_measured_numbers(data, where)
         if "counters" in data and (why := engine_counters.problem(data["counters"])) is not None:
             raise ResultsError(where, f"counters: {why}", RERUN)
+        if "client" in data and (why := client_lag.problem(data["client"])) is not None:
+            raise ResultsError(where, f"client: {why}", RERUN)
         if (weights := (data.get("model") or {}).get("weights", WEIGHTS[0])) not in WEIGHTS:
             raise ResultsError(where, f"model.weights is {weights!r}, not one of {', '.join(WEIGHTS)}", RERUN)
         for key in EFFICIENCY_NUMBERS:
@@ -212,7 +218,7 @@ class CellRecord:
 
 
 # Sections whose numbers are measurements: counts, seconds, rates, bytes, %, W, J. None is negative or infinite.
-MEASURED = ("metrics", "kv", "telemetry", "counters", "efficiency")
+MEASURED = ("metrics", "kv", "telemetry", "counters", "efficiency", "client")
 
 
 def check_measured_numbers(data: Mapping[str, Any], where: str) -> None:

@@ -12,6 +12,7 @@ import pytest
 
 from batchperf.backends import Backend, CellUnsupported
 from batchperf.backends.runner import run_cell
+from batchperf.measure.client_lag import summarise as summarise_client
 from batchperf.measure.counters import summarise as summarise_counters
 from batchperf.measure.devices import device_name
 from batchperf.measure.efficiency import efficiency
@@ -90,7 +91,8 @@ def cell_record(cell: Cell, model: LoadedModel, traces: list[RunTrace]) -> CellR
         kv=kv_figures(traces, model.config, model.dtype),
         telemetry=traces[-1].telemetry,  # of the last measured round; every round's is in its trace
         counters=summarise_counters([t.counters for t in traces]),  # every round's is in its trace
-                token_count_errors=[f"round {i}: {e}" for i, t in enumerate(traces, 1) for e in token_count_errors(t)],
+        client=summarise_client([t.client for t in traces]),  # every round's is in its trace
+        token_count_errors=[f"round {i}: {e}" for i, t in enumerate(traces, 1) for e in token_count_errors(t)],
         traces=[t.to_dict() for t in traces],
         efficiency=efficiency(traces, model.cost(), device_name(model.device), model.spec.dtype),
     )

@@ -176,8 +176,12 @@ def summary_lines(gate: GateSession) -> list[str]:
         elif v.verdict is Verdict.NO_BASELINE:
             lines.append(f"no baseline {v.name}: " + "; ".join(v.notes[:4]) + (" …" if len(v.notes) > 4 else ""))
         elif v.verdict in (Verdict.INCONCLUSIVE, Verdict.NOT_JUDGED):
+            by_note: dict[str, list[str]] = {}  # one client-bound reason for all the latencies it covers
+            for m in v.metrics:
+                if m.verdict is v.verdict:
+                    by_note.setdefault(m.note, []).append(m.name)
             why = list(v.notes[:1]) if v.void else (  # a void cell: the card's state first, not a metric's
-                [f"{m.name} ({m.note})" for m in v.metrics if m.verdict is v.verdict] or list(v.notes))
+                [f"{', '.join(names)} ({note})" for note, names in by_note.items()] or list(v.notes))
             lines.append(f"{v.verdict.value} {v.name}: " + "; ".join(why))
         elif v.remeasured:
             lines.append(f"noise {v.name}: a first violation was not confirmed by the re-measurement")

@@ -149,8 +149,17 @@ def summary_rows(records: list[CellRecord]) -> list[str]:
 
     table = [[m.column for m in SUMMARY], *([text(m, rec.value(m.path)) for m in SUMMARY] for rec in records)]
     widths = [max(len(row[i]) for row in table) for i in range(len(SUMMARY))]
-    names = ["cell", *(rec.id for rec in records)]
+    names = ["cell", *(rec.id + (" [client-bound]" if rec.client.get("client_bound") else "") for rec in records)]
     return [f"{name:<48} " + " ".join(f"{v:>{w}}" for v, w in zip(row, widths)) for name, row in zip(names, table)]
+
+
+def client_bound_lines(records: list[CellRecord]) -> list[str]:
+    """One line per client-bound cell: its latencies describe the client, not the server (the gate leaves them
+    not judged), and why (batchperf.measure.client_lag)."""
+    return [f"client-bound {rec.id}: its latencies describe the client, not the server (not judged by the gate"
+            + ("" if rec.client.get("server_saturated") else "; nor its throughput: the server was underfed")
+            + "): " + "; ".join(rec.client.get("reasons") or [])
+            for rec in records if rec.client.get("client_bound")]
 
 
 def pytest_terminal_summary(terminalreporter: Any, config: pytest.Config) -> None:
@@ -160,7 +169,7 @@ def pytest_terminal_summary(terminalreporter: Any, config: pytest.Config) -> Non
     if not st.records and not st.models.loads:
         return
     terminalreporter.section("batchperf")
-    for line in summary_rows(st.records):
+    for line in summary_rows(st.records) + client_bound_lines(st.records):
         terminalreporter.write_line(line)
     loads = st.models.loads
     terminalreporter.write_line(f"models loaded: {len(loads)}" + (f" ({', '.join(loads)})" if loads else ""))

@@ -1,0 +1,78 @@
+"""The client-lag check of a vllm-server cell, end to end against the fake server: a client whose event loop is
+blocked is marked client-bound (and the gate then leaves its latencies unjudged); one that reads on time is not."""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+from fake_openai_server import fake_server
+
+from batchperf.backends import create_backend, vllm_server
+from batchperf.measure.client_lag import BOUND, REASONS
+from batchperf.measure.workload import LengthSpec, WorkloadSpec
+
+pytest.importorskip("aiohttp", reason="vllm-server's client needs aiohttp (the `vllm` extra)")
+BLOCK_S = 0.06  # each request's task busy-loops this long on the loop's thread before it sends
+
+
+def workload():
+    return WorkloadSpec(num_prompts=8, prompt_len=LengthSpec.parse("16"), output_lens=(6,)).build(1000, 4096)
+
+
+def run(tiny_model, monkeypatch: pytest.MonkeyPatch | None = None):
+    if monkeypatch is not None:
+        real = vllm_server._request
+
+        async def blocking_request(*args, **kwargs):
+            end = time.perf_counter() + BLOCK_S
+            while time.perf_counter() < end:  # a busy loop on the client's event-loop thread
+                pass
+            return await real(*args, **kwargs)
+
+        monkeypatch.setattr(vllm_server, "_request", blocking_request)
+    # the server takes 40 ms to its first token and 10 ms per later one: time enough for a lag to show
+    with fake_server(root=str(tiny_model.path), vllm_metrics=True, first_token_delay_s=0.04,
+                     token_delay_s=0.01) as server:
+        backend = create_backend("vllm-server", tiny_model, server_url=f"2={server.url}")
+        return backend.run(workload(), 2, 2)
+
+
+def test_a_blocked_client_is_marked_client_bound(tiny_model, monkeypatch: pytest.MonkeyPatch) -> None:
+    trace = run(tiny_model, monkeypatch)
+    check = trace.client
+    assert [r.error for r in trace.requests] == [None] * 8
+    assert check[BOUND] is True, check
+    assert check["loop_lag_max_ms"] >= BLOCK_S * 1e3 * 0.9  # the busy loop, seen by the timer
+    assert any("event loop lagged" in why for why in check[REASONS])
+    # the server timed its own TTFT (~40 ms); the client's, read late, is above it by the blocked time
+    assert check["server_requests"] == 8 and check["server_mean_ttft_ms"] >= 40
+    assert check["ttft_client_excess_ms"] > 10, check
+
+
+def test_a_client_that_reads_on_time_is_not_marked(tiny_model) -> None:
+    check = run(tiny_model).client
+    assert check[BOUND] is False, check[REASONS]
+    assert check[REASONS] == [] and check["loop_lag_samples"] > 0
+    assert check["server_requests"] == 8
+    assert check["client_mean_ttft_ms"] >= check["server_mean_ttft_ms"]
+
+
+def test_saturation_counts_what_the_server_could_run(tiny_model) -> None:
+    """Two requests in flight on a server given as batch size 1: its E2E time covers twice duration x 1 slot."""
+    with fake_server(root=str(tiny_model.path), vllm_metrics=True, first_token_delay_s=0.04,
+                     token_delay_s=0.01) as server:
+        backend = create_backend("vllm-server", tiny_model, server_url=f"1={server.url}")
+        check = backend.run(workload(), 1, 2).client
+    assert check["server_occupancy"] > 1.5 and check["server_saturated"] is True
+
+
+def test_the_client_reuses_its_connections(tiny_model) -> None:
+    """A stream read to its end (past [DONE], to the last chunk) returns its connection to the pool, as vLLM's client
+    does; one left unread is closed, and the next request pays a TCP connect inside its TTFT."""
+    with fake_server(root=str(tiny_model.path)) as server:
+        server.last_chunk_delay_s = 0.02  # the response's end comes after [DONE], as on a busy server
+        backend = create_backend("vllm-server", tiny_model, server_url=f"1={server.url}")
+        trace = backend.run(workload(), 1, 1)
+    assert [r.error for r in trace.requests] == [None] * 8
+    assert len(server.completion_connections) == 1  # 8 requests one after another on one kept-alive connection

@@ -1,0 +1,127 @@
+"""The wire as the arbiter: a vllm-server cell's latencies as the loopback interface saw them, beside the client's.
+
+    PYTHONPATH=src python tools/wire_capture.py [--concurrency 1,16] [--runs 1] [--batch-size 4]
+        [--num-prompts 48] [--prompt-len 64] [--output-lens 24] [--scheduling fifo,normal]
+        [--server-arg=--stream-interval=1] [--json FILE]
+
+Starts the suite's own vLLM server on the tiny CPU model (``--max-num-seqs`` = ``--batch-size``), then for each
+run and concurrency (alternating which concurrency goes first) captures the server port's loopback traffic with
+kernel timestamps (:mod:`batchperf.measure.wire`: an AF_PACKET socket in its own process, needs root or
+CAP_NET_RAW) while batchperf's vllm-server client runs the cell (warm-up first, as the suite does). It prints,
+per run, the client's and the wire's mean TTFT, TPOT, ITL and E2EL (and output throughput), whether every mean is
+within 5% of the wire's, how late the client stamped each chunk (median, P99, max) and whether the client-lag
+check marked the run client-bound. Not part of CI: a study tool (docs/measurement.md, "The wire as the arbiter").
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import sys
+import tempfile
+from pathlib import Path
+from typing import Any
+
+from batchperf.backends import realtime
+from batchperf.backends.runner import run_cell
+from batchperf.backends.vllm_server import VLLMServerBackend
+from batchperf.measure.client_lag import BOUND, REASONS
+from batchperf.measure.metrics import compute_metrics
+from batchperf.measure.wire import Capture, chunk_lateness, completions, wire_trace
+from batchperf.measure.workload import LengthSpec, Workload, WorkloadSpec
+from batchperf.suite.models import get_model_spec, load_model
+
+MEANS = ("mean_ttft_ms", "mean_tpot_ms", "mean_itl_ms", "mean_e2el_ms")
+WITHIN = 0.05  # the issue's bar: the client's means within 5% of the wire's
+
+
+def one_run(backend: VLLMServerBackend, workload: Workload, batch_size: int, concurrency: int, port: int,
+            workdir: Path, keep: Path | None = None) -> dict[str, Any]:
+    with Capture(port, workdir, keep=keep) as capture:
+        trace = run_cell(backend, workload, batch_size, concurrency)
+    if keep is not None:
+        (keep / f"{capture.path.stem}.trace.json").write_text(json.dumps(trace.to_dict()))
+    wire = wire_trace(completions(capture.packets, port), {tuple(s.prompt_ids): s for s in workload.requests}, trace)
+    client, arbiter = compute_metrics(trace), compute_metrics(wire)
+    late = sorted(x * 1e3 for x in chunk_lateness(trace, wire))
+    ratios = {k: client[k] / arbiter[k] for k in MEANS if arbiter[k]}
+    return {"concurrency": concurrency, "client": {k: client[k] for k in (*MEANS, "output_throughput", "completed",
+                                                                          "total_output_tokens")},
+            "wire": {k: arbiter[k] for k in (*MEANS, "output_throughput", "completed", "total_output_tokens")},
+            "ratio": ratios, "within": all(abs(r - 1) <= WITHIN for r in ratios.values()),
+            "chunk_late_ms": {"median": statistics.median(late), "p99": late[int(0.99 * (len(late) - 1))],
+                              "max": late[-1]} if late else {},
+            "client_bound": trace.client.get(BOUND), "reasons": trace.client.get(REASONS, []),
+            "check": {k: v for k, v in trace.client.items() if isinstance(v, (int, float)) and not isinstance(v, bool)},
+            "capture": capture.stats}
+
+
+def line(run: int, r: dict[str, Any]) -> str:
+    c, w = r["client"], r["wire"]
+    means = " ".join(f"{k.split('_')[1]} {c[k]:.1f}/{w[k]:.1f}" for k in MEANS)
+    late = r["chunk_late_ms"]
+    mark = "client-bound" if r["client_bound"] else "not marked"
+    verdict = "within 5%" if r["within"] else "MISS"
+    return (f"run {run} c={r['concurrency']}: client/wire ms {means}; out tok/s {c['output_throughput']:.0f}/"
+            f"{w['output_throughput']:.0f}; chunk late ms p50 {late.get('median', 0):.1f} p99 {late.get('p99', 0):.1f} "
+            f"max {late.get('max', 0):.1f}; {verdict}; {mark}"
+            + (f" ({'; '.join(r['reasons'])})" if r["reasons"] else ""))
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--concurrency", default="1,16", help="comma-separated concurrencies, alternated per run")
+    parser.add_argument("--runs", type=int, default=1, help="runs of each concurrency")
+    parser.add_argument("--batch-size", type=int, default=4, help="the server's --max-num-seqs")
+    parser.add_argument("--num-prompts", type=int, default=48)
+    parser.add_argument("--prompt-len", default="64")
+    parser.add_argument("--output-lens", default="24")
+    parser.add_argument("--scheduling", default="fifo",
+                        help="the client's scheduling per run: fifo (SCHED_FIFO where allowed), normal "
+                             "($BATCHPERF_CLIENT_REALTIME=0), or both, alternated: fifo,normal")
+    parser.add_argument("--server-arg", action="append", default=[], help="one more server argument (repeatable)")
+    parser.add_argument("--json", type=Path, help="write every run's figures here")
+    parser.add_argument("--keep", type=Path, help="keep each run's capture and client trace in this folder")
+    args = parser.parse_args()
+
+    os.environ.pop("BATCHPERF_SERVER_URL", None)
+    model = load_model(get_model_spec("tiny-qwen2"))
+    spec = WorkloadSpec(args.num_prompts, LengthSpec.parse(args.prompt_len),
+                        output_lens=tuple(int(v) for v in args.output_lens.split(",")),
+                        num_warmup=WorkloadSpec.default_warmup(args.num_prompts))
+    workload = spec.build(model.vocab_size, model.max_model_len)
+    backend = VLLMServerBackend(model, server_args=[a for arg in args.server_arg for a in arg.split("=", 1)])
+    concurrencies = [int(c) for c in args.concurrency.split(",")]
+    schedulings = args.scheduling.split(",")
+    if unknown := set(schedulings) - {"fifo", "normal"}:
+        parser.error(f"--scheduling: {', '.join(sorted(unknown))} is not fifo or normal")
+    results = []
+    try:
+        port = int(backend.base_url(args.batch_size).rsplit(":", 1)[1])
+        with tempfile.TemporaryDirectory(prefix="wire-") as tmp:
+            for run in range(1, args.runs + 1):
+                for scheduling in schedulings if run % 2 else schedulings[::-1]:
+                    os.environ[realtime.ENV] = "0" if scheduling == "normal" else "1"
+                    for concurrency in concurrencies if run % 2 else concurrencies[::-1]:
+                        r = one_run(backend, workload, args.batch_size, concurrency, port, Path(tmp), args.keep)
+                        r["run"], r["scheduling"] = run, scheduling
+                        results.append(r)
+                        print(f"[{scheduling}] " + line(run, r), flush=True)
+    finally:
+        backend.close()
+    for scheduling, concurrency in ((s, c) for s in schedulings for c in concurrencies):
+        mine = [r for r in results if r["concurrency"] == concurrency and r["scheduling"] == scheduling]
+        misses = [r for r in mine if not r["within"]]
+        unmarked = [r["run"] for r in misses if not r["client_bound"]]
+        print(f"[{scheduling}] c={concurrency}: {len(mine) - len(misses)} of {len(mine)} runs within 5% of the wire; "
+              f"{len(misses)} missed, {len(misses) - len(unmarked)} of them marked client-bound"
+              + (f" (unmarked: runs {unmarked})" if unmarked else ""), file=sys.stdout)
+    if args.json:
+        args.json.write_text(json.dumps(results, indent=1))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
