@@ -57,7 +57,7 @@ def test_a_too_noisy_baseline_is_listed_and_fails_only_when_required(
     res = run(suite, monkeypatch, f"--benchmark-compare={ref}", "--benchmark-json=out.json")
     assert res.ret == 0
     res.stdout.fnmatch_lines([f"compared with {ref}: 1 inconclusive",
-                              "inconclusive cpu-tiny-qwen2-hf-static-bs4-p64-c8: output_throughput (too noisy to gate*cap*"])
+                              "inconclusive cpu-tiny-qwen2-hf-static-bs4-p64-c8: output_throughput, request_throughput (too noisy to gate*cap*"])
     gate = json.loads((suite.path / "out.json").read_text())["benchmarks"][0]["extra_info"]["gate"]
     assert gate["verdict"] == "inconclusive"
     strict = run(suite, monkeypatch, f"--benchmark-compare={ref}", "--batchperf-require-baseline")
