@@ -148,7 +148,9 @@ def read_results(path: str | Path, what: str = "results") -> ResultsFile:
     others: list[dict[str, Any]] = []
     by_id: dict[str, str] = {}  # cell id -> fullname: one entry per cell, as merge and recommend require
     for i, bench in enumerate(data["benchmarks"]):
-        info = bench.get("extra_info") if isinstance(bench, dict) else None
+        if not isinstance(bench, dict):  # pytest-benchmark writes objects only; a writer could not sort it back
+            raise ResultsError(path, f"benchmark #{i} is a {type(bench).__name__}, not an object", RERUN)
+        info = bench.get("extra_info")
         if not isinstance(info, dict) or SCHEMA_KEY not in info:
             others.append(bench)  # another plugin's benchmark in the same file
             continue
