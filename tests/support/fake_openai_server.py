@@ -3,7 +3,11 @@
 and, as in vLLM's development mode (VLLM_SERVER_DEV_MODE=1), its config on /server_info (None: 404, a server
 outside that mode). For tests of the vllm-server backend, of a server the suite did not start, and of
 /metrics scraping, without vLLM. The JSON answers are shaped as vLLM 0.32 answers, as seen on a real server
-on the tiny model."""
+on the tiny model.
+
+Two hostile modes: ``hang=True`` accepts each completion request and never answers it (until the server
+stops); ``sse=[...]`` streams those ``data:`` payloads verbatim instead of the usual chunks (wrong-shaped
+JSON). ``posts`` counts the completion requests received."""
 
 from __future__ import annotations
 
@@ -35,6 +39,10 @@ class FakeServer(ThreadingHTTPServer):
     models: dict[str, Any]  # the /v1/models answer
     info: dict[str, Any] | None = None  # the /server_info answer; None answers 404
     metrics_gets = 0
+    posts = 0  # completion requests received
+    hang = False  # accept completion requests and never answer them
+    sse: list[str] | None = None  # the data: payloads a completion streams, verbatim; None: the usual chunks
+    stopping: threading.Event
 
     @property
     def url(self) -> str:
@@ -69,7 +77,7 @@ class _Handler(BaseHTTPRequestHandler):
         else:
             self._send(404, NOT_FOUND, "application/json")
 
-    def _send_json(self, answer: dict[str, Any] | None) -> None:
+    def _send_json(self, answer: Any) -> None:
         if answer is None:
             self._send(404, NOT_FOUND, "application/json")
         else:
@@ -77,9 +85,18 @@ class _Handler(BaseHTTPRequestHandler):
 
     def do_POST(self) -> None:
         payload = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+        self.server.posts += 1
+        if self.server.hang:  # read the request, say nothing, hold the connection until the server stops
+            self.server.stopping.wait()
+            return
         self.send_response(200)
         self.send_header("Content-Type", "text/event-stream")
         self.end_headers()
+        if self.server.sse is not None:
+            for data in self.server.sse:
+                self.wfile.write(f"data: {data}\n\n".encode())
+            self.wfile.write(b"data: [DONE]\n\n")
+            return
         for i in range(payload["max_tokens"]):
             chunk = {"choices": [{"index": 0, "text": "x", "token_ids": [i % 7]}]}
             self.wfile.write(f"data: {json.dumps(chunk)}\n\n".encode())
@@ -89,19 +106,23 @@ class _Handler(BaseHTTPRequestHandler):
 
 
 @contextmanager
-def fake_server(metrics: str | None = None, root: str = "fake", models: dict[str, Any] | None = None,
-                info: dict[str, Any] | None = None) -> Iterator[FakeServer]:
+def fake_server(metrics: str | None = None, root: str = "fake", models: Any = None,
+                info: dict[str, Any] | None = None, hang: bool = False,
+                sse: list[str] | None = None) -> Iterator[FakeServer]:
     """``root``: the model folder /v1/models says it serves (vLLM's ``root``), unless ``models`` gives the whole
-    answer; ``info``: the /server_info answer (None: a server outside development mode)."""
+    answer; ``info``: the /server_info answer (None: a server outside development mode); ``hang`` and ``sse``:
+    the hostile modes (module docstring)."""
     server = FakeServer(("127.0.0.1", 0), _Handler)
     server.metrics = metrics
     server.models = models_answer(root) if models is None else models
     server.info = info
+    server.hang, server.sse, server.stopping = hang, sse, threading.Event()
     thread = threading.Thread(target=server.serve_forever, daemon=True)
     thread.start()
     try:
         yield server
     finally:
+        server.stopping.set()  # a hanging handler returns
         server.shutdown()
         server.server_close()
         thread.join()
