@@ -13,6 +13,7 @@ import contextlib
 import hashlib
 import json
 import os
+import stat
 import tempfile
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
@@ -117,6 +118,11 @@ def read_results(path: str | Path, what: str = "results") -> ResultsFile:
     """Every batchperf cell of ``path``, validated; ResultsError names the file, the cell and the field."""
     path = Path(path)
     try:
+        # a FIFO would block the read, a link to /dev/zero would read without bound: only regular files are read
+        mode = os.stat(path).st_mode
+        if not (stat.S_ISREG(mode) or stat.S_ISDIR(mode)):  # a folder: IsADirectoryError below says so
+            raise ResultsError(path, f"is not a regular file (a FIFO, a socket or a device), not a {what} file",
+                               "Pass the results file itself")
         raw = path.read_bytes()
     except FileNotFoundError:
         raise ResultsError(path, f"no such {what} file", MAKE_ONE.replace("PATH", str(path))) from None
