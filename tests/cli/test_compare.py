@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import re
 from pathlib import Path
 
 import pytest
@@ -65,9 +66,22 @@ def test_other_hardware_is_not_compared(tmp_path: Path, capsys: pytest.CaptureFi
     assert f"{A}: NO BASELINE" in out and "hardware.gpus.0.name: NVIDIA H200 → (absent)" in out
 
 
-def test_bad_files_exit_with_the_problem(tmp_path: Path) -> None:
-    (tmp_path / "bad.json").write_text("not json")
-    with pytest.raises(SystemExit, match=r"bad.json: not valid JSON"):
-        run(str(tmp_path / "bad.json"), str(tmp_path / "bad.json"))
-    with pytest.raises(SystemExit, match="no such results file"):
-        run(str(tmp_path / "nope.json"), str(tmp_path / "nope.json"))
+@pytest.mark.parametrize(("name", "text", "message"), [("bad.json", "not json", r"bad.json: not valid JSON"),
+                                                       ("nope.json", None, "no such results file")])
+def test_bad_files_exit_2_with_the_problem_never_1_which_means_regression(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str], name: str, text: str | None, message: str) -> None:
+    path = tmp_path / name
+    if text is not None:
+        path.write_text(text)
+    with pytest.raises(SystemExit) as exc:
+        run(str(path), str(path), "--fail-on-regression")
+    assert exc.value.code == 2  # 1 is --fail-on-regression's "a cell regressed" (docs/baselines.md)
+    err = capsys.readouterr().err
+    assert err.startswith("batchperf compare: ") and re.search(message, err)
+
+
+def test_a_markdown_folder_that_is_missing_exits_2(tmp_path: Path, files: tuple[Path, Path],
+                                                  capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as exc:
+        run(str(files[0]), str(files[1]), "--fail-on-regression", "--markdown", str(tmp_path / "no" / "s.md"))
+    assert exc.value.code == 2 and "create the folder first" in capsys.readouterr().err

@@ -17,6 +17,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from batchperf.measure.catalogue import Direction
+from batchperf.measure.counters import fraction_problem
 from batchperf.regress.gate import RULES, GateConfig, compare_cell, judge
 from batchperf.regress.store import load_baseline, load_run, write_baseline
 from batchperf.regress.verdict import Verdict
@@ -196,16 +197,17 @@ def test_the_gate_never_passes_a_cell_it_did_not_judge(base: CellRecord, slowdow
 def test_the_store_refuses_what_the_gate_could_not_judge(tmp_path: Path, base: CellRecord) -> None:
     numbers = [v for block in (base.metrics, base.kv, base.telemetry, base.counters, *base.rounds) for v in block.values()
                if isinstance(v, float)]
-    bad = any(not (math.isfinite(v) and v >= 0) for v in numbers)
+    bad = any(not (math.isfinite(v) and v >= 0) for v in numbers) or any(  # a fraction counter above 1 too
+        fraction_problem(k, v) for k, v in base.counters.items() if isinstance(v, float) and math.isfinite(v))
     entry = {"fullname": "t::test_cell[c]", "name": "test_cell[c]", "extra_info": base.to_dict()}
     folder = tmp_path / "b"
     if bad:
-        with pytest.raises(ResultsError, match="finite number >= 0"):
+        with pytest.raises(ResultsError, match="finite number >= 0|a fraction of a whole"):
             write_baseline(folder, {"machine_info": {}}, [entry], CPU_FP, {"id": "x"})
         path = tmp_path / "raw.json"  # a hand-edited file on disk: refused on read, never half-trusted
         path.write_text(json.dumps({"machine_info": {}, "benchmarks": [entry],
                                     "batchperf_baseline": {"schema": 1, "fingerprint": CPU_FP.to_dict()}}))
-        with pytest.raises(ResultsError, match="finite number >= 0"):
+        with pytest.raises(ResultsError, match="finite number >= 0|a fraction of a whole"):
             load_baseline(path)
     else:
         write_baseline(folder, {"machine_info": {}}, [entry], CPU_FP, {"id": "x"})

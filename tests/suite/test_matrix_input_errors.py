@@ -109,13 +109,13 @@ def test_cli_numbers_are_finite_and_in_range(batchperf: Cli, tmp_path: Path, arg
 
 @pytest.mark.parametrize(("name", "edit", "message"), [
     ("identity-list", lambda d: d["machine_info"].__setitem__("batchperf", {"identity": [1, 2]}),
-     "machine_info.batchperf is not a fingerprint (identity is a list"),
+     "machine_info.batchperf.identity is a list, not an object"),
     ("upgrade-list", lambda d: d["machine_info"].__setitem__("batchperf", {
         "identity": {"arch": "x86_64", "cpu_model": "c", "cpu_cores": 2}, "upgrade": [1, 2]}),
-     "machine_info.batchperf is not a fingerprint (upgrade is a list"),
+     "machine_info.batchperf.upgrade is a list, not an object"),
     ("cores-text", lambda d: d["machine_info"].__setitem__("batchperf", {
         "identity": {"arch": "x86_64", "cpu_model": "c", "cpu_cores": "two"}}),
-     "machine_info.batchperf is not a fingerprint"),
+     "machine_info.batchperf.identity.cpu_cores is 'two', not a whole number >= 1"),
 ])
 def test_a_foreign_fingerprint_is_a_message(batchperf: Cli, tmp_path: Path, name: str, edit, message: str) -> None:
     path = edited(tmp_path, name, edit)

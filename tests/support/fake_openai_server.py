@@ -6,7 +6,11 @@ request's arrival to each token's write),
 and, as in vLLM's development mode (VLLM_SERVER_DEV_MODE=1), its config on /server_info (None: 404, a server
 outside that mode). For tests of the vllm-server backend, of a server the suite did not start, and of
 /metrics scraping, without vLLM. The JSON answers are shaped as vLLM 0.32 answers, as seen on a real server
-on the tiny model."""
+on the tiny model.
+
+Two hostile modes: ``hang=True`` accepts each completion request and never answers it (until the server
+stops); ``sse=[...]`` streams those ``data:`` payloads verbatim instead of the usual chunks (wrong-shaped
+JSON). ``posts`` counts the completion requests received."""
 
 from __future__ import annotations
 
@@ -53,6 +57,10 @@ class FakeServer(ThreadingHTTPServer):
         h["vllm:e2e_request_latency_seconds"].observe(end - arrival)
         h["vllm:request_queue_time_seconds"].observe(0.0)
         h["vllm:request_time_per_output_token_seconds"].observe((end - first) / max(tokens - 1, 1))
+    posts = 0  # completion requests received
+    hang = False  # accept completion requests and never answer them
+    sse: list[str] | None = None  # the data: payloads a completion streams, verbatim; None: the usual chunks
+    stopping: threading.Event
 
     @property
     def url(self) -> str:
@@ -91,7 +99,7 @@ class _Handler(BaseHTTPRequestHandler):
         else:
             self._send(404, NOT_FOUND, "application/json")
 
-    def _send_json(self, answer: dict[str, Any] | None) -> None:
+    def _send_json(self, answer: Any) -> None:
         if answer is None:
             self._send(404, NOT_FOUND, "application/json")
         else:
@@ -101,11 +109,21 @@ class _Handler(BaseHTTPRequestHandler):
         payload = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
         arrival = time.monotonic()
         self.server.completion_connections.add(self.client_address)
+        self.server.posts += 1
+        if self.server.hang:  # read the request, say nothing, hold the connection until the server stops
+            self.server.stopping.wait()
+            return
         self.send_response(200)
         self.send_header("Content-Type", "text/event-stream")
         self.send_header("Transfer-Encoding", "chunked")
         self.end_headers()
         first = arrival
+        if self.server.sse is not None:
+            for data in self.server.sse:
+                self._chunk(f"data: {data}\n\n".encode())
+            self._chunk(b"data: [DONE]\n\n")
+            self._chunk(b"")
+            return
         for i in range(payload["max_tokens"]):
             time.sleep(self.server.first_token_delay_s if i == 0 else self.server.token_delay_s)
             chunk = {"choices": [{"index": 0, "text": "x", "token_ids": [i % 7]}]}
@@ -125,12 +143,13 @@ class _Handler(BaseHTTPRequestHandler):
 
 
 @contextmanager
-def fake_server(metrics: str | None = None, root: str = "fake", models: dict[str, Any] | None = None,
+def fake_server(metrics: str | None = None, root: str = "fake", models: Any = None,
                 info: dict[str, Any] | None = None, vllm_metrics: bool = False, first_token_delay_s: float = 0.0,
-                token_delay_s: float = 0.0) -> Iterator[FakeServer]:
+                token_delay_s: float = 0.0, hang: bool = False, sse: list[str] | None = None) -> Iterator[FakeServer]:
     """``root``: the model folder /v1/models says it serves (vLLM's ``root``), unless ``models`` gives the whole
     answer; ``info``: the /server_info answer (None: a server outside development mode); ``vllm_metrics``:
-    /metrics serves vLLM's latency histograms of what it served (instead of ``metrics``)."""
+    /metrics serves vLLM's latency histograms of what it served (instead of ``metrics``); ``hang`` and ``sse``:
+    the hostile modes (module docstring)."""
     server = FakeServer(("127.0.0.1", 0), _Handler)
     server.metrics = metrics
     server.completion_connections = set()
@@ -146,11 +165,13 @@ def fake_server(metrics: str | None = None, root: str = "fake", models: dict[str
                                           "vllm:request_time_per_output_token_seconds")}
     server.models = models_answer(root) if models is None else models
     server.info = info
+    server.hang, server.sse, server.stopping = hang, sse, threading.Event()
     thread = threading.Thread(target=server.serve_forever, daemon=True)
     thread.start()
     try:
         yield server
     finally:
+        server.stopping.set()  # a hanging handler returns
         server.shutdown()
         server.server_close()
         thread.join()

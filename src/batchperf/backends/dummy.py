@@ -33,13 +33,14 @@ def build_dummy(spec: ModelSpec, folder: Path, device: str = "cpu", seed: int = 
     target = torch.device(device)
     dtype = getattr(torch, spec.dtype)
     try:
-        config = AutoConfig.from_pretrained(folder, local_files_only=True)
+        # trust_remote_code=False: a config's auto_map code never runs, and transformers never asks
+        config = AutoConfig.from_pretrained(folder, local_files_only=True, trust_remote_code=False)
         # the caller's random state is left as it was: only this build is seeded
         cuda = [target.index if target.index is not None else torch.cuda.current_device()] if target.type == "cuda" else []
         with torch.random.fork_rng(devices=cuda):
             torch.manual_seed(seed)
             with target:  # parameters are created, and initialised, on the device
-                model = AutoModelForCausalLM.from_config(config, dtype=dtype)
+                model = AutoModelForCausalLM.from_config(config, dtype=dtype, trust_remote_code=False)
     except Exception as exc:  # a bad config, an unknown architecture, out of memory: one clear message
         raise ModelLoadError(
             f"model {spec.name!r}: dummy weights could not be built from {folder / 'config.json'}: "

@@ -21,6 +21,8 @@ import urllib.request
 from dataclasses import dataclass
 from typing import Any
 
+from batchperf.measure.urls import url_problem
+
 PROBE_TIMEOUT_S = 10.0
 
 
@@ -36,9 +38,11 @@ class ServerEntry:
         size, sep, url = text.strip().partition("=")
         if not sep or "://" in size:  # a plain URL (a query string may hold '=')
             size, url = "", text.strip()
-        url = url.rstrip("/")
+        url = url.strip().rstrip("/")
         if not url.startswith(("http://", "https://")):
             raise ValueError(f"server {text!r}: expected URL or BATCH_SIZE=URL, e.g. 8=http://127.0.0.1:8000")
+        if why := url_problem(url):
+            raise ValueError(f"server {text!r}: the URL is {why}; e.g. 8=http://127.0.0.1:8000")
         if not size:
             return cls(url)
         if not size.strip().isdigit() or int(size) < 1:
@@ -74,22 +78,52 @@ def _get_json(url: str) -> Any:
 
 
 def probe(url: str) -> ServedModel:
-    """Ask the server at ``url`` what it serves; RuntimeError naming the URL if it cannot say."""
+    """Ask the server at ``url`` what it serves; RuntimeError naming the URL if it cannot say (unreachable, or
+    an answer not shaped as an OpenAI-compatible server's)."""
     try:
-        models = _get_json(f"{url}/v1/models").get("data") or []
+        answer = _get_json(f"{url}/v1/models")
     except (OSError, ValueError) as exc:  # URLError is an OSError; bad JSON a ValueError
         raise RuntimeError(f"server {url}: GET /v1/models failed ({exc}); is it an OpenAI-compatible server?") from exc
+    try:
+        return _served(url, answer, _server_config(url))
+    except ValueError as exc:
+        raise RuntimeError(f"server {url}: {exc}; is it an OpenAI-compatible server?") from None
+
+
+def _served(url: str, answer: Any, config: dict[str, Any]) -> ServedModel:
+    """The server's answers as a ServedModel; ValueError naming the field that is not shaped as vLLM's."""
+    models = answer.get("data") if isinstance(answer, dict) else None
+    if not isinstance(models, list):
+        raise ValueError(f"/v1/models answered a {type(answer).__name__}, not an object with a 'data' list")
     if not models:
-        raise RuntimeError(f"server {url}: /v1/models lists no model")
+        raise ValueError("/v1/models lists no model")
     first = models[0]
-    config = _server_config(url)
-    scheduler = config.get("scheduler_config") or {}
+    if not isinstance(first, dict):
+        raise ValueError("/v1/models lists a model that is not an object")
+    if not isinstance(first.get("id"), str) or not first["id"]:
+        raise ValueError("/v1/models lists a model without an 'id'")
+    scheduler = _section(config, "scheduler_config")
     # the admission limit, when set below max_num_seqs, is what bounds a batch
-    max_seqs = scheduler.get("max_num_active_seqs") or scheduler.get("max_num_seqs")
-    dtype = (config.get("model_config") or {}).get("dtype")
-    return ServedModel(url, str(first["id"]), str(first.get("root") or first["id"]),
-                       first.get("max_model_len"), None if max_seqs is None else int(max_seqs),
+    max_seqs = _whole("max_num_seqs", scheduler.get("max_num_active_seqs") or scheduler.get("max_num_seqs"))
+    dtype = _section(config, "model_config").get("dtype")
+    return ServedModel(url, first["id"], str(first.get("root") or first["id"]),
+                       _whole("max_model_len", first.get("max_model_len")), max_seqs,
                        None if dtype is None else str(dtype).removeprefix("torch."))
+
+
+def _section(config: dict[str, Any], key: str) -> dict[str, Any]:
+    value = config.get(key) or {}
+    if not isinstance(value, dict):
+        raise ValueError(f"/server_info's {key} is a {type(value).__name__}, not an object")
+    return value
+
+
+def _whole(name: str, value: Any) -> int | None:
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise ValueError(f"{name} is {value!r}, not a whole number >= 1")
+    return value
 
 
 def _server_config(url: str) -> dict[str, Any]:

@@ -106,10 +106,12 @@ def from_pretrained(spec: ModelSpec, source: Path | str, device: str = "cpu") ->
     hf_logging.disable_progress_bar()  # the suite shows its own progress; these bars only clutter the log
     dtype = getattr(torch, spec.dtype)
     try:
-        # local_files_only: a folder, or a hub id already in the local cache; never the network
-        config = AutoConfig.from_pretrained(source, local_files_only=True)
-        tokenizer = AutoTokenizer.from_pretrained(source, local_files_only=True)
-        model = AutoModelForCausalLM.from_pretrained(source, dtype=dtype, local_files_only=True).to(device).eval()
+        # local_files_only: a folder, or a hub id already in the local cache; never the network.
+        # trust_remote_code=False: a folder's own Python (its auto_map) never runs, and transformers never asks
+        config = AutoConfig.from_pretrained(source, local_files_only=True, trust_remote_code=False)
+        tokenizer = AutoTokenizer.from_pretrained(source, local_files_only=True, trust_remote_code=False)
+        model = AutoModelForCausalLM.from_pretrained(source, dtype=dtype, local_files_only=True,
+                                                     trust_remote_code=False).to(device).eval()
     except Exception as exc:  # any loader failure becomes one clear message
         raise ModelLoadError(
             f"model {spec.name!r} did not load from {source}: {type(exc).__name__}: {exc}. "

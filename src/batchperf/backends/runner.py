@@ -1,4 +1,4 @@
-"""Run one cell: warm-up requests first (discarded), then the measured requests."""
+"""Run one cell: warm-up requests first (discarded; a failed one fails the cell), then the measured requests."""
 
 from __future__ import annotations
 
@@ -22,13 +22,19 @@ def run_cell(backend: Backend, workload: Workload, batch_size: int, concurrency:
         raise ValueError(f"batch_size must be >= 1, got {batch_size}")
     if concurrency < 1:
         raise ValueError(f"concurrency must be >= 1, got {concurrency}")
-    if workload.warmup:
-        backend.run(workload.warmup_only(), batch_size, concurrency)
+    if workload.warmup:  # a warm-up that fails (a server that never answers) fails the cell now, not rounds later
+        warm = backend.run(workload.warmup_only(), batch_size, concurrency)
+        if failed := [r for r in warm.requests if r.error is not None]:
+            raise RuntimeError(f"{backend.name}: warm-up failed: {len(failed)} of {len(warm.requests)} request(s) "
+                               f"({failed[0].error}); the cell is not measured")
     if sampler is None:
         trace = backend.run(workload, batch_size, concurrency)
     else:
         with sampler:
             trace = backend.run(workload, batch_size, concurrency)
         trace.telemetry = sampler.summary(output_tokens=sum(r.output_len for r in trace.requests if r.error is None))
+    if trace.requests and all(r.error is not None for r in trace.requests):  # nothing to measure, in any round
+        raise RuntimeError(f"{backend.name}: every request of the round failed ({len(trace.requests)} of "
+                           f"{len(trace.requests)}): {trace.requests[0].error}; the cell is not measured")
     trace.warmup_excluded = len(workload.warmup)
     return trace

@@ -126,6 +126,7 @@ class VLLMEngineBackend:
                 enforce_eager=self.enforce_eager,
                 tensor_parallel_size=self.tensor_parallel_size,
                 seed=0,
+                trust_remote_code=False,  # a model folder's own Python (its auto_map) never runs
                 # On a GPU the suite's own HF copy of the model stays loaded beside vLLM's: leave it room
                 # (vLLM's default takes 90% of the card whatever is already on it)
                 **({"gpu_memory_utilization": cuda_memory_utilization(self.model)} if on_gpu else {}),

@@ -38,6 +38,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import math
 import os
 import sys
 from collections.abc import Sequence
@@ -67,7 +68,10 @@ from batchperf.measure.workload import RequestSpec, Workload
 SERVER_URL_ENV = "BATCHPERF_SERVER_URL"
 SERVED_NAME = "batchperf"
 READY_TIMEOUT_S = float(os.environ.get("BATCHPERF_SERVER_READY_TIMEOUT", "600"))
-REQUEST_TIMEOUT_S = 600.0
+REQUEST_TIMEOUT_ENV = "BATCHPERF_REQUEST_TIMEOUT"  # set by --batchperf-request-timeout
+# the default request timeout (request_timeout): a floor for a server's first answer, a time per output token
+# and queue slot, and a ceiling so that a server that never answers is given up on within the hour
+TIMEOUT_FLOOR_S, TIMEOUT_PER_TOKEN_S, TIMEOUT_CEILING_S = 60.0, 0.25, 3600.0
 # how often the server's /metrics is sampled during a run, for the peaks of its gauges (0: never)
 METRICS_SAMPLE_S = float(os.environ.get("BATCHPERF_METRICS_SAMPLE_S", "0.5"))
 
@@ -75,9 +79,22 @@ METRICS_SAMPLE_S = float(os.environ.get("BATCHPERF_METRICS_SAMPLE_S", "0.5"))
 class VLLMServerBackend:
     name = "vllm-server"
 
-    def __init__(self, model: LoadedModel, server_url: str | None = None, server_args: Sequence[str] = ()) -> None:
+    def __init__(self, model: LoadedModel, server_url: str | None = None, server_args: Sequence[str] = (),
+                 request_timeout_s: float | None = None) -> None:
         """``server_url``: running servers to use (``URL`` or ``BATCH_SIZE=URL``, comma-separated; default
-        ``$BATCHPERF_SERVER_URL``); ``server_args``: more arguments for a server the suite starts."""
+        ``$BATCHPERF_SERVER_URL``); ``server_args``: more arguments for a server the suite starts;
+        ``request_timeout_s``: how long one request may take, in s (default ``$BATCHPERF_REQUEST_TIMEOUT``,
+        else :func:`request_timeout` of each run's workload)."""
+        if request_timeout_s is None and (text := os.environ.get(REQUEST_TIMEOUT_ENV)):
+            try:
+                request_timeout_s = float(text)
+            except ValueError:
+                raise ValueError(f"vllm-server: ${REQUEST_TIMEOUT_ENV}={text!r}: the request timeout must be a "
+                                 "finite number of seconds > 0") from None
+        if request_timeout_s is not None and not (math.isfinite(request_timeout_s) and request_timeout_s > 0):
+            raise ValueError(f"vllm-server: the request timeout must be a finite number of seconds > 0, "
+                             f"got {request_timeout_s}")
+        self.request_timeout_s = request_timeout_s
         try:
             import aiohttp  # noqa: F401
         except ImportError as exc:
@@ -140,8 +157,9 @@ class VLLMServerBackend:
         clock = RunClock(None)  # client-side times: nothing of ours runs on a device
         kv = {"server": url, "server_started_by_suite": not self.given, **figures}
         scrape = ServerScrape(base + "/metrics", METRICS_SAMPLE_S, thread_setup=raise_thread)
+        timeout = self.request_timeout_s or request_timeout(workload, batch_size, concurrency)
         slots = workload.max_in_flight(concurrency)
-        client = _Client(clock, url, model_name, kv, slots, scrape)
+        client = _Client(clock, url, model_name, kv, slots, scrape, timeout)
         trace = drive(self.name, workload, batch_size, concurrency, clock, client)
         # did the client, not the server, set the latency? (batchperf.measure.client_lag)
         # saturated: the server held a full batch (running or queued) on average, by Little's law on its own E2E
@@ -167,11 +185,21 @@ class VLLMServerBackend:
         return served
 
 
+def request_timeout(workload: Workload, batch_size: int, concurrency: int) -> float:
+    """The default time one request may take (s), scaled to the cell's work: 30 s, plus 0.25 s per output token
+    of its longest request for each batch a request may queue behind (requests in flight / batch size), at
+    least 60 s and at most an hour. A server that accepts requests and never answers fails the cell's warm-up
+    within it (:func:`batchperf.backends.runner.run_cell`)."""
+    longest = max((r.target_len for r in (*workload.requests, *workload.warmup)), default=1)
+    queue = math.ceil(workload.max_in_flight(concurrency) / batch_size)
+    return min(TIMEOUT_CEILING_S, max(TIMEOUT_FLOOR_S, 30.0 + TIMEOUT_PER_TOKEN_S * longest * queue))
+
+
 class _Client:
     """One run's HTTP client: a streaming task per request in flight, on an event loop kept for the run."""
 
     def __init__(self, clock: RunClock, url: str, model_name: str, kv: dict[str, Any], max_in_flight: int,
-                 scrape: ServerScrape) -> None:
+                 scrape: ServerScrape, timeout_s: float) -> None:
         # ahead of the machine's other work while the run lasts, so that it reads each message when it arrives
         self._scheduled_before, self.scheduling = raise_thread()
         self.clock = clock
@@ -179,8 +207,9 @@ class _Client:
         self.model_name = model_name
         self.kv = kv
         self.scrape = scrape
+        self.timeout_s = timeout_s
         self.loop = asyncio.new_event_loop()
-        self.session = self.loop.run_until_complete(_open_session(max_in_flight))
+        self.session = self.loop.run_until_complete(_open_session(max_in_flight, timeout_s))
         self.pending: set[asyncio.Task[tuple[RequestTrace, float]]] = set()
         self.lag = LoopLagMonitor(self.loop)  # the loop's own lag while requests are in flight
         scrape.start()  # the server's counters before the run, and sampling of its gauges during it
@@ -191,7 +220,7 @@ class _Client:
         if not self.pending:  # the loop did not run while nothing was in flight: that was no lag
             self.lag.arm()
         self.pending.add(self.loop.create_task(
-            _request(self.session, self.url, self.model_name, spec, arrival, self.clock)))
+            _request(self.session, self.url, self.model_name, spec, arrival, self.clock, self.timeout_s)))
 
     @property
     def has_work(self) -> bool:
@@ -229,11 +258,11 @@ class _Client:
         await self.session.close()
 
 
-async def _open_session(max_in_flight: int) -> Any:
+async def _open_session(max_in_flight: int, timeout_s: float) -> Any:
     """An aiohttp session; created inside the loop, which aiohttp requires."""
     import aiohttp
 
-    timeout = aiohttp.ClientTimeout(total=REQUEST_TIMEOUT_S)
+    timeout = aiohttp.ClientTimeout(total=timeout_s)
     # vllm bench serve's pool (vllm/benchmarks/serve.py, benchmark()): at most --max-concurrency
     # connections, to the host too, kept alive 60 s and reused across requests
     connector = aiohttp.TCPConnector(limit=max_in_flight, limit_per_host=max_in_flight, keepalive_timeout=60,
@@ -242,7 +271,7 @@ async def _open_session(max_in_flight: int) -> Any:
 
 
 async def _request(session: Any, url: str, model_name: str, spec: RequestSpec, arrival: float,
-                   clock: RunClock) -> tuple[RequestTrace, float]:
+                   clock: RunClock, timeout_s: float) -> tuple[RequestTrace, float]:
     """One streamed completion: (its trace, when it ended). Failures are traced, not raised."""
     payload = {
         "model": model_name, "prompt": list(spec.prompt_ids), "max_tokens": spec.target_len,
@@ -268,17 +297,17 @@ async def _request(session: Any, url: str, model_name: str, spec: RequestSpec, a
                         continue  # blank separators and ": ping" comments
                     data = line[len(b"data:"):].strip()
                     if data == b"[DONE]":
-                        continue
-                    message = json.loads(data)
-                    if choices := message.get("choices"):
+                        continue  # read the stream to its end: the connection is kept for the next request
+                    tokens, usage = _chunk(json.loads(data))
+                    if tokens:
                         now = clock.now()
-                        ids = choices[0].get("token_ids")
-                        if tokens := 1 if ids is None else len(ids):
-                            times.extend([now] * tokens)
-                            chunks.append(tokens)
-                    elif usage := message.get("usage"):
-                        usage_tokens = usage.get("completion_tokens")
-    except (OSError, asyncio.TimeoutError, ValueError) as exc:  # aiohttp.ClientError is an OSError
+                        times.extend([now] * tokens)
+                        chunks.append(tokens)
+                    elif usage is not None:
+                        usage_tokens = usage
+    except asyncio.TimeoutError:  # the builtin TimeoutError (an OSError): aiohttp's total timeout
+        error = f"no answer within {timeout_s:g} s (--batchperf-request-timeout)"
+    except (OSError, ValueError) as exc:  # aiohttp.ClientError is an OSError; bad JSON or a bad chunk a ValueError
         error = f"{type(exc).__name__}: {exc}"
     if error is None and usage_tokens is not None and usage_tokens != len(times):
         error = f"usage says {usage_tokens} completion tokens, the stream carried {len(times)}"
@@ -296,3 +325,28 @@ async def _request(session: Any, url: str, model_name: str, spec: RequestSpec, a
         chunk_sizes=tuple(chunks),
     )
     return trace, ended
+
+
+def _chunk(message: Any) -> tuple[int, int | None]:
+    """(tokens a streamed chunk carries, the usage's completion_tokens or None); ValueError naming the chunk
+    when it is not shaped as vLLM's (a proxy's error page, another server)."""
+    def bad(what: str) -> ValueError:
+        return ValueError(f"unexpected SSE chunk ({what}): {json.dumps(message)[:200]}")
+
+    if not isinstance(message, dict):
+        raise bad(f"a {type(message).__name__}, not an object")
+    choices = message.get("choices")
+    if choices:
+        if not isinstance(choices, list) or not isinstance(choices[0], dict):
+            raise bad("choices is not a list of objects")
+        ids = choices[0].get("token_ids")
+        if ids is not None and not isinstance(ids, list):
+            raise bad("token_ids is not a list")
+        return (1 if ids is None else len(ids)), None
+    usage = message.get("usage")
+    if usage is None:
+        return 0, None
+    count = usage.get("completion_tokens") if isinstance(usage, dict) else None
+    if isinstance(count, bool) or not isinstance(count, int) or count < 0:
+        raise bad("usage has no whole completion_tokens")
+    return 0, count

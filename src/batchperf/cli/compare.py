@@ -2,13 +2,15 @@
 
 A is the reference (a baseline or an earlier results file), B the new run. It
 prints a terminal table (rich) and, with ``--markdown``, the same as Markdown
-for a CI job summary (``--markdown "$GITHUB_STEP_SUMMARY"``).
+for a CI job summary (``--markdown "$GITHUB_STEP_SUMMARY"``). Exit codes: see ``ERROR`` below.
 """
 
 from __future__ import annotations
 
 import argparse
+import sys
 from pathlib import Path
+from typing import NoReturn
 
 from batchperf.regress.compare import (
     add_gate_args,
@@ -33,15 +35,25 @@ def add_cli_args(parser: argparse.ArgumentParser) -> None:
     add_gate_args(parser)
 
 
+# Exit codes (docs/baselines.md): 0 compared; 1 only with --fail-on-regression, when a cell regressed; 2 a usage
+# or input error (as argparse's own): no verdict, so a CI step never reads a broken file as a regression.
+ERROR = 2
+
+
+def refuse(problem: str) -> NoReturn:
+    print(f"batchperf compare: {problem}", file=sys.stderr)
+    raise SystemExit(ERROR)
+
+
 def main(args: argparse.Namespace) -> int:
     if args.markdown not in (None, "-") and not Path(args.markdown).parent.is_dir():
-        raise SystemExit(f"batchperf compare: --markdown {args.markdown}: cannot write it (No such file or directory: "
-                         f"{Path(args.markdown).parent}); create the folder first, or give '-' for stdout")
+        refuse(f"--markdown {args.markdown}: cannot write it (No such file or directory: "
+               f"{Path(args.markdown).parent}); create the folder first, or give '-' for stdout")
     try:
         config = gate_config(args.batchperf_k, args.batchperf_tolerance)
         a, b = load_reference(args.a), load_run(args.b)
     except ValueError as exc:
-        raise SystemExit(f"batchperf compare: {exc}") from None
+        refuse(str(exc))
     verdicts = compare_files(a, b, config)
     extras = {v.name: extra_rows(a, b, v, config) for v in verdicts} if args.all_metrics else None
     if fingerprint_of(a) is None or fingerprint_of(b) is None:
@@ -59,7 +71,7 @@ def main(args: argparse.Namespace) -> int:
                 with open(args.markdown, "a", encoding="utf-8") as fh:
                     fh.write(text + "\n")
             except OSError as exc:
-                raise SystemExit(f"batchperf compare: --markdown {args.markdown}: cannot write it ({exc.strerror}); "
-                                 "give a writable file, or '-' for stdout") from None
+                refuse(f"--markdown {args.markdown}: cannot write it ({exc.strerror}); give a writable file, or '-' "
+                       "for stdout (the table above is the comparison)")
     failed = any(v.failed for v in verdicts)
     return 1 if failed and args.fail_on_regression else 0

@@ -29,16 +29,20 @@ def add_cli_args(parser: argparse.ArgumentParser) -> None:
 
 def main(args: argparse.Namespace) -> int:
     from batchperf.report.export import ExportError, openmetrics, push
-    from batchperf.results.io import atomic_write_text, read_results
+    from batchperf.results.io import read_results
     from batchperf.results.record import ResultsError
 
+    if problem := _usage_problem(args):  # before anything is read, written or pushed
+        raise SystemExit(f"batchperf export: {problem}")
     try:
         results = read_results(args.results)
+        if why := results.incomplete:
+            print(f"note: {args.results} is from an incomplete run ({why}); its unfinished cells have no samples",
+                  file=sys.stderr)
         points = _change_points(args.history) if args.history is not None else None
         text = openmetrics(results, points)
         if args.out is not None:
-            args.out.parent.mkdir(parents=True, exist_ok=True)
-            atomic_write_text(args.out, text)
+            _write(args.out, text)
             print(f"batchperf export: wrote {args.out} ({len(results.records)} cells)", file=sys.stderr)
         elif args.push is None:
             sys.stdout.write(text)
@@ -48,7 +52,44 @@ def main(args: argparse.Namespace) -> int:
                   f"(job {args.job}, fingerprint {key['fingerprint']})", file=sys.stderr)
     except (ResultsError, ExportError) as exc:
         raise SystemExit(f"batchperf export: {exc}") from None
+    except KeyboardInterrupt:
+        print("batchperf export: interrupted (Ctrl-C); the results file is unchanged"
+              + (f"; the push to {args.push} may or may not have landed: push again" if args.push else ""),
+              file=sys.stderr)
+        raise SystemExit(130) from None
     return 0
+
+
+def _usage_problem(args: argparse.Namespace) -> str | None:
+    """What makes this export impossible, found before the results file is read."""
+    from batchperf.measure.urls import url_problem
+
+    if args.push is not None and (why := url_problem(args.push, bare_host_ok=True)):
+        return f"--push {args.push!r}: {why}; give the Pushgateway's URL, e.g. http://HOST:9091"
+    if args.push is not None and not args.job.strip():
+        return "--job is empty: the Pushgateway groups a push by its job; give a name (default batchperf)"
+    if args.out is not None:
+        if args.out.resolve() == args.results.resolve() or (
+                args.out.exists() and args.results.exists() and args.out.samefile(args.results)):
+            return f"--out {args.out} is the results file itself: it would be replaced by OpenMetrics text; " \
+                   "give another file"
+        if args.out.is_dir():
+            return f"--out {args.out}: is a folder; give a file path, e.g. {args.out / 'batchperf.om'}"
+    return None
+
+
+def _write(out: Path, text: str) -> None:
+    """``text`` into ``out`` atomically; a SystemExit saying why and that nothing was written (an older ``out``
+    is kept whole) when the folder cannot be made or the disk is full."""
+    from batchperf.results.io import atomic_write_text
+
+    try:
+        out.parent.mkdir(parents=True, exist_ok=True)
+        atomic_write_text(out, text)
+    except OSError as exc:
+        raise SystemExit(f"batchperf export: --out {out}: cannot write it ({exc.strerror or exc}); nothing was "
+                         "written" + (" (an older file there is unchanged)" if out.is_file() else "")
+                         + "; free space, or give a writable file path") from None
 
 
 def _change_points(folder: Path) -> list:

@@ -19,6 +19,11 @@ def main(args: argparse.Namespace) -> int:
     try:
         index = build_report(args.results, args.out)
     except ValueError as exc:
-        raise SystemExit(f"batchperf report: {exc}")
+        raise SystemExit(f"batchperf report: {exc}") from None
+    except OSError as exc:  # a full disk, a read-only folder, a file where the folder should be
+        where = f" ({exc.filename})" if exc.filename else ""
+        raise SystemExit(f"batchperf report: cannot write the report into {args.out}{where}: "
+                         f"{exc.strerror or exc}; free space or give another --out (the results are only read; "
+                         "figures already written there may be from this run or an older one)") from None
     print(f"batchperf report: wrote {index}")
     return 0

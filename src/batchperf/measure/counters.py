@@ -84,6 +84,13 @@ COUNTERS: tuple[Counter, ...] = (
 )
 BY_NAME: dict[str, Counter] = {c.name: c for c in COUNTERS}
 RAW: frozenset[str] = frozenset(key for c in COUNTERS for key in c.raw)
+# counters that are a fraction of a whole: at most 1 (vLLM's kv_cache_usage_perc too, despite its name)
+FRACTIONS: frozenset[str] = frozenset(c.name for c in COUNTERS if c.unit == "ratio")
+
+
+def fraction_problem(key: str, value: float) -> str | None:
+    """Why ``value`` cannot be counter ``key`` because it is a fraction above 1; None otherwise."""
+    return f"{key} is {value!r}: a fraction of a whole, at most 1" if key in FRACTIONS and value > 1 else None
 
 
 def absent_all(reason: str, except_: Iterable[str] = ()) -> dict[str, str]:
@@ -101,6 +108,8 @@ def round_counters(values: Mapping[str, float], absent: Mapping[str, str], sourc
     for key, value in values.items():
         if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) or value < 0:
             raise ValueError(f"counter {key} is {value!r}, not a finite number >= 0")
+        if why := fraction_problem(key, value):
+            raise ValueError(f"counter {why}")
     unaccounted = [c.name for c in COUNTERS if c.name not in absent and not all(k in values for k in c.raw)]
     if unaccounted:
         raise ValueError(f"counter(s) {', '.join(unaccounted)} neither measured nor said absent (with a reason)")
@@ -161,4 +170,6 @@ def problem(counters: Any) -> str | None:
                 return f"source is {value!r}, not text"
         elif isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) or value < 0:
             return f"{key} is {value!r}, not a finite number >= 0"
+        elif why := fraction_problem(key, value):
+            return why
     return None

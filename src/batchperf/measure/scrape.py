@@ -24,7 +24,7 @@ import urllib.request
 from collections.abc import Callable
 from typing import Any
 
-from batchperf.measure.counters import COUNTERS, absent_all, round_counters
+from batchperf.measure.counters import COUNTERS, absent_all, fraction_problem, round_counters
 
 # raw counter key -> the vLLM sample whose difference over the run it is (summed over engines)
 DELTAS: dict[str, str] = {
@@ -161,7 +161,10 @@ def counters_from_scrapes(url: str, before: str | ScrapeError | None, after: str
     peaks = _peaks(url, samples)
     for counter, (name, combine) in PEAKS.items():
         seen = [combine(s[name]) for s in peaks if name in s]
-        if seen:
+        if seen and fraction_problem(counter, max(seen)):  # a server that says percent: no peak, the reason
+            absent[counter] = (f"{name} read {max(seen)!r}, above 1: not the fraction vLLM publishes (a server "
+                               "that reports percent?); no peak is stored")
+        elif seen:
             values[counter] = max(seen)
         elif interval_s <= 0:
             absent[counter] = f"{name} is a gauge, read only before and after the run (sampling is off)"

@@ -28,6 +28,7 @@ from typing import Any
 
 from batchperf.measure.nvml import Nvml, Unavailable, open_nvml, slowdowns, text
 from batchperf.regress import lock
+from batchperf.results.io import fingerprint_problem
 from batchperf.results.record import CellRecord
 
 UPGRADE_PACKAGES = ("vllm", "torch", "transformers", "pytest-benchmark", "batchperf")
@@ -125,11 +126,8 @@ class Fingerprint:
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> Fingerprint:
         """ValueError naming the part that is not what a fingerprint holds (a hand edit, another tool)."""
-        if not isinstance(data, dict) or "identity" not in data:
-            raise ValueError("not a batchperf fingerprint (no 'identity')")
-        for key in ("upgrade", "soft"):
-            if not isinstance(data.get(key, {}), dict):
-                raise ValueError(f"{key} is a {type(data[key]).__name__}, not a mapping")
+        if data is None or (why := fingerprint_problem(data)) is not None:
+            raise ValueError(f"the fingerprint{why or ' is null'}")
         return cls(HardwareIdentity.from_dict(data["identity"]), dict(data.get("upgrade", {})),
                    dict(data.get("soft", {})))
 

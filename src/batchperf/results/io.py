@@ -13,13 +13,14 @@ import contextlib
 import hashlib
 import json
 import os
+import stat
 import tempfile
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from batchperf.results.record import RERUN, SCHEMA_KEY, CellRecord, ResultsError
+from batchperf.results.record import MAX_DEPTH, RERUN, SCHEMA_KEY, CellRecord, ResultsError, check_json_values
 
 MAKE_ONE = "Make one with `pytest perf_tests -m cpu --benchmark-json=PATH` or `batchperf run`"
 # Top-level key of a results file whose run was interrupted (batchperf.suite.interrupt): why, and which cells
@@ -117,6 +118,11 @@ def read_results(path: str | Path, what: str = "results") -> ResultsFile:
     """Every batchperf cell of ``path``, validated; ResultsError names the file, the cell and the field."""
     path = Path(path)
     try:
+        # a FIFO would block the read, a link to /dev/zero would read without bound: only regular files are read
+        mode = os.stat(path).st_mode
+        if not (stat.S_ISREG(mode) or stat.S_ISDIR(mode)):  # a folder: IsADirectoryError below says so
+            raise ResultsError(path, f"is not a regular file (a FIFO, a socket or a device), not a {what} file",
+                               "Pass the results file itself")
         raw = path.read_bytes()
     except FileNotFoundError:
         raise ResultsError(path, f"no such {what} file", MAKE_ONE.replace("PATH", str(path))) from None
@@ -124,25 +130,33 @@ def read_results(path: str | Path, what: str = "results") -> ResultsFile:
         raise ResultsError(path, f"is a folder, not a {what} file", "Pass the JSON file inside it") from None
     except OSError as exc:
         raise ResultsError(path, f"cannot read the {what} file ({exc.strerror})", "Check its permissions") from None
+    fix = (f"Restore it from git (`git checkout -- {path}`) or make a new one with `batchperf refresh`"
+           if what == "baseline"
+           else "The file is corrupt or truncated; re-run the cells to remake it")
     try:
         data = json.loads(raw)
-    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
-        fix = (f"Restore it from git (`git checkout -- {path}`) or make a new one with `batchperf refresh`"
-               if what == "baseline"
-               else "The file is corrupt or truncated; re-run the cells to remake it")
+    except RecursionError:  # Python's JSON parser recurses: about 1000 levels of [[[...]]] end it
+        raise ResultsError(path, f"not a results file: its JSON is nested deeper than {MAX_DEPTH} levels", fix) from None
+    except ValueError as exc:  # JSONDecodeError, UnicodeDecodeError, an integer past Python's digit limit
         raise ResultsError(path, f"not valid JSON ({exc})", fix) from None
     if not isinstance(data, dict) or not isinstance(data.get("benchmarks"), list):
         raise ResultsError(path, "no 'benchmarks' list: this is not a pytest-benchmark results file",
                            "Pass a file written by `pytest --benchmark-json` or a baseline.json under baselines/")
+    check_json_values({k: v for k, v in data.items() if k != "benchmarks"}, str(path))
     for key in ("machine_info", "commit_info"):
         if not isinstance(data.get(key, {}), dict):
             raise ResultsError(path, f"{key} is a {type(data[key]).__name__}, not an object", RERUN)
+    if (why := fingerprint_problem((data.get("machine_info") or {}).get("batchperf"))) is not None:
+        raise ResultsError(path, f"machine_info.batchperf{why}", "Re-run the cells with this batchperf, or restore "
+                           "the file from git; the fingerprint is written by batchperf's gate plugin, never by hand")
     cells: dict[str, CellRecord] = {}
     benches: dict[str, dict[str, Any]] = {}
     others: list[dict[str, Any]] = []
     by_id: dict[str, str] = {}  # cell id -> fullname: one entry per cell, as merge and recommend require
     for i, bench in enumerate(data["benchmarks"]):
-        info = bench.get("extra_info") if isinstance(bench, dict) else None
+        if not isinstance(bench, dict):  # pytest-benchmark writes objects only; a writer could not sort it back
+            raise ResultsError(path, f"benchmark #{i} is a {type(bench).__name__}, not an object", RERUN)
+        info = bench.get("extra_info")
         if not isinstance(info, dict) or SCHEMA_KEY not in info:
             others.append(bench)  # another plugin's benchmark in the same file
             continue
@@ -152,6 +166,7 @@ def read_results(path: str | Path, what: str = "results") -> ResultsFile:
         if name in cells:
             raise ResultsError(path, f"cell {name} appears twice", "Keep one entry per cell (re-run, or merge shards "
                                "with `batchperf merge`, which refuses duplicates)")
+        check_json_values({k: v for k, v in bench.items() if k != "extra_info"}, f"{path}: {name}")
         cells[name] = record = CellRecord.from_dict(info, where=f"{path}: {name}", fullname=name, source=path.stem)
         if (other := by_id.setdefault(record.id, name)) != name:
             # readers keyed by cell id (report, compare, history) would silently keep one of the two
@@ -164,6 +179,35 @@ def read_results(path: str | Path, what: str = "results") -> ResultsFile:
     header = {k: v for k, v in data.items() if k != "benchmarks"}
     digest = hashlib.sha256(raw).hexdigest()
     return ResultsFile(path, header, cells, benches, tuple(others), digest, ((str(path), digest),))
+
+
+def fingerprint_problem(raw: Any) -> str | None:
+    """What is wrong with the shape of a recorded fingerprint (``machine_info.batchperf``), after its dotted path
+    (e.g. ``.upgrade is a list, not an object``); None when it is absent (null) or has the shape every reader uses.
+
+    The one check of that shape: the reader applies it to every file, and
+    :meth:`batchperf.regress.fingerprint.Fingerprint.from_dict` to whatever it parses."""
+    if raw is None:
+        return None
+    if not isinstance(raw, dict):
+        return f" is a {type(raw).__name__}, not an object"
+    if "identity" not in raw:
+        return " has no 'identity': not a batchperf fingerprint"
+    for key, kind, name in (("identity", dict, "an object"), ("upgrade", dict, "an object"),
+                            ("soft", dict, "an object"), ("key", str, "a string")):
+        if key in raw and not isinstance(raw[key], kind):
+            return f".{key} is a {type(raw[key]).__name__}, not {name}"
+    identity = raw["identity"]
+    if missing := [k for k in ("arch", "cpu_model", "cpu_cores") if k not in identity]:
+        return f".identity lacks {', '.join(missing)}"
+    for key in ("cpu_cores", "cpu_threads"):
+        value = identity.get(key, 1)
+        if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < 1):
+            return f".identity.{key} is {value!r}, not a whole number >= 1"
+    gpus = identity.get("gpus", [])
+    if not isinstance(gpus, list) or not all(isinstance(g, dict) and "name" in g and "memory_mib" in g for g in gpus):
+        return ".identity.gpus is not a list of {name, memory_mib} objects"
+    return None
 
 
 def results_document(header: dict[str, Any], entries: Iterable[dict[str, Any]]) -> dict[str, Any]:

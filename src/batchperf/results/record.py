@@ -172,6 +172,7 @@ class CellRecord:
         """Validate and type ``extra_info``; schema-1 records are upgraded. ResultsError names the field."""
         if not isinstance(data, Mapping):
             raise ResultsError(where, "extra_info is not an object", RERUN)
+        check_json_values(data, where)
         data = upgrade(dict(data), where)
         known = {f.name for f in fields(cls)} - {"other", "fullname", "source"}
         missing = [k for k in REQUIRED if k not in data]
@@ -217,6 +218,37 @@ class CellRecord:
         return record
 
 
+# Containers nested deeper than this are no results file's (a cell nests about 6 deep); Python's JSON reader and
+# writer recurse, so a deeper document would end in RecursionError somewhere later.
+MAX_DEPTH = 64
+# An integer beyond this is no float (a 400-digit "metric"): float(), math.isfinite() and numpy would overflow.
+MAX_INT = 2 ** 1023
+
+
+def check_json_values(data: Any, where: str) -> None:
+    """Refuse what parses as JSON but no reader can use: nesting deeper than MAX_DEPTH, an integer no float holds.
+
+    Walks ``data`` without recursion; the ResultsError names the dotted path (``metrics.output_throughput``)."""
+    stack: list[tuple[Any, str, int]] = [(data, "", 0)]
+    while stack:
+        node, at, depth = stack.pop()
+        if depth > MAX_DEPTH:
+            raise ResultsError(where, f"{at} is nested deeper than {MAX_DEPTH} levels: not a results file's shape",
+                               RERUN)
+        items = node.items() if isinstance(node, Mapping) else enumerate(node)
+        for key, value in items:
+            if isinstance(value, (Mapping, list)):
+                stack.append((value, _child(at, key), depth + 1))
+            elif type(value) is int and not -MAX_INT < value < MAX_INT:
+                digits = len(str(abs(value))) if value.bit_length() < 14_000 else "4000-plus"
+                raise ResultsError(where, f"{_child(at, key)} is a {digits}-digit integer: too large for a number "
+                                   "(a float holds at most about 1.8e308)", RERUN)
+
+
+def _child(at: str, key: Any) -> str:
+    return f"{at}[{key}]" if isinstance(key, int) else f"{at}.{key}" if at else str(key)
+
+
 # Sections whose numbers are measurements: counts, seconds, rates, bytes, %, W, J. None is negative or infinite.
 MEASURED = ("metrics", "kv", "telemetry", "counters", "efficiency", "client")
 
@@ -254,6 +286,9 @@ def upgrade(data: dict[str, Any], where: str = "results") -> dict[str, Any]:
         raise ResultsError(where, f"cell schema {version!r}; this batchperf reads schemas 1 and {SCHEMA_VERSION}",
                            "Read it with the batchperf that wrote it, or re-run the cells with this one")
     data = dict(data)
+    for key in ("memory", "telemetry"):
+        if data.get(key) is not None and not isinstance(data[key], Mapping):
+            raise ResultsError(where, f"{key} is a {type(data[key]).__name__}, not a mapping (schema 1)", RERUN)
     memory = data.pop("memory", None) or {}
     telemetry = dict(data.get("telemetry") or {})
     if "peak_rss_bytes" in telemetry:

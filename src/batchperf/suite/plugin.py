@@ -8,6 +8,7 @@ and build backends live in the repository's ``fixtures/`` (wired by the root
 
 from __future__ import annotations
 
+import math
 import os
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -25,7 +26,8 @@ from batchperf.suite.progress import add_progress_option, register_progress
 # Plugins of their own: the regression gate (baselines, --benchmark-compare, the per-cell verdict),
 # sharding (--batchperf-shard=I/N) and the KV-cache growth check over the session's cells.
 pytest_plugins = ["batchperf.suite.gate_plugin", "batchperf.suite.shard", "batchperf.suite.kv_check",
-                  "batchperf.suite.interrupt"]  # an interrupted run writes its finished cells, marked incomplete
+                  "batchperf.suite.interrupt",  # an interrupted run writes its finished cells, marked incomplete
+                  "batchperf.suite.results_path"]  # --benchmark-json checked and held before any cell
 
 OPTION_AXES = {
     "models": "models (registry names, see `batchperf models`)",
@@ -73,6 +75,10 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     group.addoption("--batchperf-server-url", dest="batchperf_server_url", action="append", default=[],
                     metavar="[BS=]URL", help="a running vLLM server for the vllm-server cells of its model and batch "
                     "size BS (default: its max_num_seqs, where it publishes it); repeatable, one per batch size")
+    group.addoption("--batchperf-request-timeout", dest="batchperf_request_timeout", default=None, metavar="SECONDS",
+                    help="how long one request to a vllm-server may take before it fails (default: scaled to the "
+                    "cell's work: 30 s + 0.25 s per output token per batch a request may queue behind, 60 s to 1 h); "
+                    "a request that fails in the warm-up fails its cell at once")
     add_progress_option(group.addoption)
 
 
@@ -112,8 +118,28 @@ def pytest_configure(config: pytest.Config) -> None:
     config.stash[STATE] = SessionState(tiers, ModelPool(_model_overrides(config.getoption("batchperf_model_path"),
                                                                          tiers)))
     register_progress(config)
-    if urls := config.getoption("batchperf_server_url"):  # read by the vllm-server backend
+    _server_options(config)
+
+
+def _server_options(config: pytest.Config) -> None:
+    """--batchperf-server-url and --batchperf-request-timeout, checked now (a usage error before any cell) and
+    handed to the vllm-server backend through its environment variables."""
+    from batchperf.backends.external_server import parse_entries
+
+    if urls := config.getoption("batchperf_server_url"):
+        try:
+            parse_entries(",".join(urls))
+        except ValueError as exc:
+            raise pytest.UsageError(f"--batchperf-server-url: {exc}") from None
         os.environ["BATCHPERF_SERVER_URL"] = ",".join(urls)
+    if (timeout := config.getoption("batchperf_request_timeout")) is not None:
+        try:
+            seconds = float(timeout)
+        except ValueError:
+            seconds = math.nan
+        if not (math.isfinite(seconds) and seconds > 0):
+            raise pytest.UsageError(f"--batchperf-request-timeout {timeout}: must be a finite number of seconds > 0")
+        os.environ["BATCHPERF_REQUEST_TIMEOUT"] = repr(seconds)
 
 
 def state(config: pytest.Config) -> SessionState:

@@ -1,0 +1,103 @@
+"""Hypothesis against the one results reader (issue 26): random JSON in every place of a results file — wrong
+types, huge and non-finite numbers, deep nesting, missing and extra sections — is either read (and then written
+back, read again and exported) or refused with the reader's own ResultsError, never anything else."""
+
+from __future__ import annotations
+
+import json
+import math
+import tempfile
+from pathlib import Path
+from typing import Any
+
+from gate_samples import bench, cell_info, results_file
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from batchperf.measure.catalogue import CATALOGUE
+from batchperf.report.export import openmetrics
+from batchperf.results.io import read_results, write_results
+from batchperf.results.record import ResultsError
+
+DEEP = "\x00deep\x00"  # placeholders replaced in the JSON text: json.dumps cannot write 5000 levels or NaN as text
+HUGE = "\x00huge\x00"
+
+scalars = st.one_of(st.none(), st.booleans(), st.integers(-(2 ** 70), 2 ** 70),
+                    st.floats(allow_nan=True, allow_infinity=True), st.text(max_size=8),
+                    st.sampled_from([DEEP, HUGE]))
+values = st.recursive(scalars, lambda inner: st.one_of(st.lists(inner, max_size=4),
+                                                        st.dictionaries(st.text(max_size=6), inner, max_size=4)),
+                      max_leaves=12)
+BASE = None
+
+
+def base_document() -> dict[str, Any]:
+    global BASE
+    if BASE is None:
+        with tempfile.TemporaryDirectory() as tmp:
+            path = results_file(Path(tmp) / "r.json", [cell_info("c1"), cell_info("c2", throughput=120.0)])
+            BASE = json.loads(path.read_text())
+            BASE["benchmarks"].append({**bench(cell_info("c3")), "extra_info": {"other_plugin": 1}})
+    return json.loads(json.dumps(BASE))
+
+
+def paths(node: Any, at: tuple = ()) -> list[tuple]:
+    """Every place in ``node`` (dict keys and list items), outermost first."""
+    out = [at]
+    if isinstance(node, dict):
+        for key, value in node.items():
+            out += paths(value, (*at, key))
+    elif isinstance(node, list):
+        for i, value in enumerate(node):
+            out += paths(value, (*at, i))
+    return out
+
+
+@st.composite
+def documents(draw: st.DrawFn) -> str:
+    doc = base_document()
+    for _ in range(draw(st.integers(1, 4))):
+        places = paths(doc)
+        at = draw(st.sampled_from(places))
+        action = draw(st.sampled_from(["replace", "delete", "add"]))
+        if not at:
+            if action == "replace":
+                doc = draw(values)
+            continue
+        parent = doc
+        for key in at[:-1]:
+            parent = parent[key]
+        if action == "replace":
+            parent[at[-1]] = draw(values)
+        elif action == "delete":
+            del parent[at[-1]]
+        elif isinstance(parent[at[-1]], dict):  # an extra section or field
+            parent[at[-1]][draw(st.text(max_size=6))] = draw(values)
+    text = json.dumps(doc)  # NaN and Infinity as Python writes them (pytest-benchmark does too)
+    depth = draw(st.sampled_from([70, 990, 5000]))
+    return (text.replace(json.dumps(DEEP), "[" * depth + "]" * depth)
+            .replace(json.dumps(HUGE), "9" * draw(st.sampled_from([310, 400, 5000]))))
+
+
+@settings(max_examples=int(__import__("os").environ.get("FUZZ_N", "150")), deadline=None, suppress_health_check=[HealthCheck.too_slow,
+                                                                  HealthCheck.function_scoped_fixture])
+@given(text=documents())
+def test_random_json_is_read_or_refused_by_the_reader_never_crashes(tmp_path: Path, text: str) -> None:
+    path = tmp_path / "r.json"
+    path.write_text(text)
+    try:
+        results = read_results(path)
+    except ResultsError as exc:
+        assert str(exc).startswith(str(path))
+        return
+    for record in results.records:  # what every reader does with a cell it was given
+        for metric in CATALOGUE:
+            value = record.value(metric.path)
+            assert value is None or math.isfinite(value)
+        assert record.id and record.batch_size >= 1 and record.concurrency >= 1
+    again = read_results(write_results(tmp_path / "out.json", results.header, results.entries()))
+    def written(run: Any) -> dict[str, str]:  # as text: a NaN kept in a non-measured field equals itself there
+        return {name: json.dumps(rec.to_dict(), sort_keys=True) for name, rec in run.cells.items()}
+
+    assert written(again) == written(results)
+    assert openmetrics(results).endswith("# EOF\n")
