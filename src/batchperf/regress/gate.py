@@ -108,32 +108,37 @@ def _unusable_baseline(rule: Metric, raw: object, spread: float) -> str | None:
     """Why the baseline's value of ``rule``'s metric cannot be judged against, or None."""
     if why := bad_number(raw):
         return f"baseline value {why}"
-    if raw == 0 and rule.direction is Direction.HIGHER:
+    if raw == 0 and rule.direction is Direction.HIGHER and not rule.absolute:
         return "baseline value is 0: nothing completed, no relative change to judge"
     if math.isnan(spread):
         return "a baseline round holds a value that is not a finite number >= 0"
     return None
 
 
-def judge(rule: Metric, baseline: CellRecord, current: CellRecord, tier: str, k: float) -> MetricVerdict | None:
-    """One metric's verdict; None when the baseline does not have the metric (nothing to compare)."""
-    raw = baseline.raw(rule.path, _ABSENT)
+def judge(rule: Metric, baseline: CellRecord, current: CellRecord, tier: str, k: float,
+          tenant: str | None = None) -> MetricVerdict | None:
+    """One metric's verdict (of one ``tenant`` for a per-tenant rule); None when the baseline does not have it."""
+    path, shown = rule.path, rule.path
+    if tenant is not None:  # tenants.attainment of tenant "chat": tenants.chat.attainment, shown as attainment[chat]
+        path, shown = f"{rule.section}.{tenant}.{rule.name}", f"{rule.path}[{tenant or 'all'}]"
+    raw = baseline.raw(path, _ABSENT)
     if raw is _ABSENT:
         return None
-    measured = current.value(rule.path)
-    spread = relative_spread(baseline, rule.path)
+    measured = current.value(path)
+    spread = relative_spread(baseline, path)
     if why := _unusable_baseline(rule, raw, spread):
         base = float(raw) if isinstance(raw, (int, float)) else math.nan
-        return MetricVerdict(rule.path, rule.direction, Verdict.NOT_JUDGED, base, measured, math.nan, math.nan,
-                             note=why)
+        return MetricVerdict(shown, rule.direction, Verdict.NOT_JUDGED, base, measured, math.nan, math.nan,
+                             note=why, absolute=rule.absolute)
     base = float(raw)  # type: ignore[arg-type]  # a finite number >= 0, checked above
     slack, cap = k * spread, rule.cap(tier)
     noisy = rule.direction is not Direction.EXACT and slack > cap
     tolerance = EXACT_REL if rule.direction is Direction.EXACT else max(rule.floor(tier), slack)
     if measured is None:
-        return MetricVerdict(rule.path, rule.direction, Verdict.FAILED, base, None, math.nan, tolerance,
-                             note=MISSING_NOTE)
-    change = relative_change(base, measured)
+        return MetricVerdict(shown, rule.direction, Verdict.FAILED, base, None, math.nan, tolerance,
+                             note=MISSING_NOTE, absolute=rule.absolute)
+    # an absolute rule (SLO attainment) moves in the metric's own unit: points of a ratio, not a share of it
+    change = measured - base if rule.absolute else relative_change(base, measured)
     worse = {Direction.HIGHER: -change, Direction.LOWER: change, Direction.EXACT: abs(change)}[rule.direction]
     note = ""
     if worse > tolerance:  # beyond even the baseline's own noise: a regression, noisy or not
@@ -146,7 +151,17 @@ def judge(rule: Metric, baseline: CellRecord, current: CellRecord, tier: str, k:
         verdict = Verdict.IMPROVEMENT
     else:
         verdict = Verdict.NO_CHANGE
-    return MetricVerdict(rule.path, rule.direction, verdict, base, measured, change, tolerance, note=note)
+    return MetricVerdict(shown, rule.direction, verdict, base, measured, change, tolerance, note=note,
+                         absolute=rule.absolute)
+
+
+def judge_all(rule: Metric, baseline: CellRecord, current: CellRecord, tier: str, k: float) -> list[MetricVerdict]:
+    """``rule``'s verdicts: one, or one per tenant of the baseline for a per-tenant rule."""
+    if not rule.per_tenant:
+        found = judge(rule, baseline, current, tier, k)
+        return [] if found is None else [found]
+    block = baseline.raw(rule.section) or {}
+    return [v for t in sorted(block) if (v := judge(rule, baseline, current, tier, k, t)) is not None]
 
 
 def compare_cell(
@@ -167,7 +182,7 @@ def compare_cell(
     if diffs:
         return CellVerdict(name, Verdict.NO_BASELINE, notes=tuple(diffs))
     tier = current.tier
-    results = [r for rule in config.rules if (r := judge(rule, baseline, current, tier, config.k)) is not None]
+    results = [r for rule in config.rules for r in judge_all(rule, baseline, current, tier, config.k)]
     versions, warnings = {}, ()
     if baseline_fp is not None and current_fp is not None:
         versions = version_diff(baseline_fp.upgrade, current_fp.upgrade)
