@@ -38,7 +38,7 @@ def measure_cell(benchmark: Any, request: pytest.FixtureRequest, cell: Cell, mod
         traces = run_rounds(benchmark, backend, cell, workload)
     except CellUnsupported as exc:  # raised before anything is measured (a given server runs another cell)
         pytest.skip(f"cell {cell.id}: backend {cell.params.backend!r} cannot run it: {exc}")
-    record = cell_record(cell, model, traces, workload)
+    record = cell_record(cell, model, traces, offered=workload)
     keep_record(request.config, record)
     errors = record.token_count_errors
     verdict = None
@@ -77,7 +77,8 @@ def run_rounds(benchmark: Any, backend: Backend, cell: Cell, workload: Workload)
 
 def remeasure(backend: Backend, cell: Cell, workload: Workload, model: LoadedModel) -> CellRecord:
     """The cell's record from fresh rounds, outside pytest-benchmark: the gate's confirmation run."""
-    return cell_record(cell, model, [one_round(backend, cell, workload) for _ in range(cell.params.rounds)], workload)
+    return cell_record(cell, model, [one_round(backend, cell, workload) for _ in range(cell.params.rounds)],
+                       offered=workload)
 
 
 def slo_sections(traces: list[RunTrace], workload: Workload | None) -> tuple[dict[str, Any], dict[str, Any]]:
@@ -91,11 +92,12 @@ def slo_sections(traces: list[RunTrace], workload: Workload | None) -> tuple[dic
     return summarise([s for s, _ in per_round]), summarise_tenants([t for _, t in per_round])
 
 
-def cell_record(cell: Cell, model: LoadedModel, traces: list[RunTrace], workload: Workload | None = None) -> CellRecord:
+def cell_record(cell: Cell, model: LoadedModel, traces: list[RunTrace], *, offered: Workload | None = None
+                ) -> CellRecord:
     """Everything a cell stores: parameters, metrics (median and per round), KV, telemetry, SLO attainment and
-    fairness (per tenant), raw traces."""
+    fairness per tenant (against the ``offered`` workload's requests and SLOs), raw traces."""
     rounds = [compute_metrics(t) for t in traces]
-    slo, tenants = slo_sections(traces, workload)
+    slo, tenants = slo_sections(traces, offered)
     return CellRecord(
         cell={**cell.describe(), "dtype": model.spec.dtype},
         model={"source": str(model.spec.source), "path": str(model.path), "config_hash": config_hash(model.config),
