@@ -61,3 +61,10 @@ def test_a_tenant_missing_from_the_run_fails() -> None:
 def test_a_baseline_without_slo_sections_is_not_judged_on_them() -> None:
     verdict = compare_cell("c", cell_info(), with_slo(cell_info(), 0.1, chat=0.0))
     assert not [m for m in verdict.metrics if "attainment" in m.metric]
+
+
+def test_a_workload_without_tenants_is_judged_once_not_again_per_tenant() -> None:
+    base = with_slo(cell_info(), 0.9, **{"": 0.9})
+    verdict = compare_cell("c", base, with_slo(cell_info(), 0.5, **{"": 0.5}))
+    attainment = [m.metric for m in verdict.metrics if "attainment" in m.metric]
+    assert attainment == ["slo.attainment"] and verdict.verdict is Verdict.REGRESSION
