@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import pytest
-from hypothesis import given
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from batchperf.measure.metrics import SLO, compute_metrics
@@ -192,3 +192,31 @@ def test_a_tenant_that_offered_but_never_returned_is_all_miss() -> None:
 def test_summarise_tenants_takes_the_median_over_rounds() -> None:
     rounds = [{"a": {"attainment": x, "n_ttft": 3}} for x in (0.5, 0.9, 0.7)]
     assert summarise_tenants(rounds) == {"a": {"attainment": 0.7, "n_ttft": 3}}
+
+
+def brute_force_gap(trace: RunTrace) -> float:
+    """Every pair of instants in every interval two tenants were both backlogged, W summed directly."""
+    from batchperf.measure.slo import service_events, tenant_of
+
+    def served(tenant: str, t: float) -> float:
+        return sum(w for r in trace.requests if tenant_of(r) == tenant for at, w in service_events(r) if at <= t)
+
+    spans, worst = backlogged(trace), 0.0
+    names = sorted(spans)
+    for i, f in enumerate(names):
+        for g in names[i + 1:]:
+            for a0, a1 in spans[f]:
+                for b0, b1 in spans[g]:
+                    lo, hi = max(a0, b0), min(a1, b1)
+                    if lo >= hi:
+                        continue
+                    points = [lo] + [at for r in trace.requests for at, _ in service_events(r) if lo < at <= hi]
+                    d = [served(f, t) - served(g, t) for t in points]
+                    worst = max(worst, max(abs(x - y) for x in d for y in d))
+    return worst
+
+
+@given(traces())
+@settings(max_examples=60, deadline=None)
+def test_the_service_gap_matches_a_brute_force(trace: RunTrace) -> None:
+    assert max_service_gap(trace) == pytest.approx(brute_force_gap(trace))

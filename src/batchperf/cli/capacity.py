@@ -16,6 +16,7 @@ from pathlib import Path
 from batchperf.cli.options import real
 from batchperf.cli.run import add_cli_args as add_run_args
 from batchperf.cli.run import pytest_argv, wait_for_child
+from batchperf.measure.capacity import ProbeResult, SearchSettings, search
 
 NOT_CONVERGED = 3  # exit status when the budget or the load range ran out first
 
@@ -43,9 +44,7 @@ def add_cli_args(parser: argparse.ArgumentParser) -> None:
                         help="where each probe's results file goes (default: next to --out, OUT-probes/)")
 
 
-def settings_of(args: argparse.Namespace):  # -> SearchSettings
-    from batchperf.measure.capacity import SearchSettings
-
+def settings_of(args: argparse.Namespace) -> SearchSettings:
     return SearchSettings(target=args.target, resolution=args.resolution, start=args.start, min_load=args.min_load,
                           max_load=args.max_load, margin=args.margin, repeats=args.repeats,
                           budget_s=args.budget_min * 60)
@@ -58,7 +57,6 @@ def probe_argv(args: argparse.Namespace, load: float, out: Path) -> list[str]:
 
 
 def main(args: argparse.Namespace) -> int:
-    from batchperf.measure.capacity import search
     from batchperf.results.capacity import probe_record, probe_result, write_capacity
     from batchperf.results.io import read_results
     from batchperf.results.record import ResultsError
@@ -75,7 +73,7 @@ def main(args: argparse.Namespace) -> int:
     probes.mkdir(parents=True, exist_ok=True)
     files: list[tuple[float, Path]] = []
 
-    def probe(load: float):  # -> ProbeResult
+    def probe(load: float) -> ProbeResult:
         path = probes / f"probe{len(files) + 1:02d}-load{load:g}.json"
         code = wait_for_child(probe_argv(args, load, path))
         if not path.exists():

@@ -27,7 +27,9 @@ import itertools
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
 
-from batchperf.measure.metrics import SLO, compute_metrics
+import numpy as np
+
+from batchperf.measure.metrics import SLO, compute_metrics, summarise
 from batchperf.measure.trace import RequestTrace, RunTrace
 
 W_IN, W_OUT = 1.0, 2.0  # VTC's token weights: a prompt token, an output token
@@ -144,7 +146,17 @@ def jain_fairness(trace: RunTrace) -> float:
 
 
 def _intersect(a: list[tuple[float, float]], b: list[tuple[float, float]]) -> list[tuple[float, float]]:
-    return [(lo, hi) for (a0, a1), (b0, b1) in itertools.product(a, b) if (lo := max(a0, b0)) < (hi := min(a1, b1))]
+    """The overlaps of two sorted lists of disjoint intervals (a two-pointer walk: linear)."""
+    out, i, j = [], 0, 0
+    while i < len(a) and j < len(b):
+        lo, hi = max(a[i][0], b[j][0]), min(a[i][1], b[j][1])
+        if lo < hi:
+            out.append((lo, hi))
+        if a[i][1] < b[j][1]:
+            i += 1
+        else:
+            j += 1
+    return out
 
 
 def max_service_gap(trace: RunTrace) -> float:
@@ -155,17 +167,17 @@ def max_service_gap(trace: RunTrace) -> float:
     spans = backlogged(trace)
     worst = 0.0
     for f, g in itertools.combinations(sorted(events), 2):
-        # D(t) = W_f(t) - W_g(t) steps at each event; over [lo, hi] the largest |D(t2) - D(t1)| is max D - min D
+        # D(t) = W_f(t) - W_g(t), a step function; over [lo, hi] the largest |D(t2) - D(t1)| is max D - min D there
         steps: dict[float, float] = {}  # service delivered at one instant is one step, whoever got it
         for t, w in [*events[f], *((t, -w) for t, w in events[g])]:
             steps[t] = steps.get(t, 0.0) + w
+        times = np.array(sorted(steps))
+        level = np.concatenate(([0.0], np.cumsum([steps[t] for t in times])))  # level[i]: D after i steps
         for lo, hi in _intersect(spans[f], spans[g]):
-            level, top, bottom = 0.0, 0.0, 0.0
-            for t, w in sorted(steps.items()):
-                if lo < t <= hi:  # service at lo belongs to before the interval; at hi, inside it
-                    level += w
-                    top, bottom = max(top, level), min(bottom, level)
-            worst = max(worst, top - bottom)
+            # service at lo belongs to before the interval; at hi, inside it
+            first, last = np.searchsorted(times, lo, side="right"), np.searchsorted(times, hi, side="right")
+            inside = level[first:last + 1]  # D at lo, then after each step in (lo, hi]
+            worst = max(worst, float(inside.max() - inside.min()))
     return worst
 
 
@@ -195,7 +207,5 @@ def slo_summary(trace: RunTrace, slos: Mapping[str, SLO], offered: Mapping[str, 
 
 def summarise_tenants(rounds: list[dict[str, dict[str, float]]]) -> dict[str, dict[str, float]]:
     """Median over rounds of each tenant's numbers (measure.metrics.summarise per tenant)."""
-    from batchperf.measure.metrics import summarise
-
     names = sorted({t for r in rounds for t in r})
     return {t: summarise([r[t] for r in rounds if t in r]) for t in names}

@@ -17,6 +17,7 @@ from dataclasses import asdict, dataclass, replace
 from typing import Literal
 
 from batchperf.measure.metrics import SLO, compute_metrics
+from batchperf.measure.slo import attainment
 from batchperf.results.record import RERUN, CellRecord, ResultsError
 
 Ranking = Literal["throughput", "goodput"]
@@ -181,8 +182,6 @@ def load_of(cell: CellRecord) -> float:
 def attainment_of(cell: CellRecord, slo: SLO | None) -> float:
     """The cell's attainment: stored (its workload's SLOs), or recomputed from its traces holding every request to
     ``slo`` (median over rounds; measure.slo.attainment)."""
-    from batchperf.measure.slo import attainment
-
     if slo is None:
         value = cell.value("slo.attainment")
         if value is None:
