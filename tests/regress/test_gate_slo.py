@@ -68,3 +68,17 @@ def test_a_workload_without_tenants_is_judged_once_not_again_per_tenant() -> Non
     verdict = compare_cell("c", base, with_slo(cell_info(), 0.5, **{"": 0.5}))
     attainment = [m.metric for m in verdict.metrics if "attainment" in m.metric]
     assert attainment == ["slo.attainment"] and verdict.verdict is Verdict.REGRESSION
+
+
+def test_the_rich_table_names_each_tenant(capsys) -> None:
+    """rich reads "[chat]" as markup: unescaped, every tenant's row read "attainment" and its note lost the name."""
+    from rich.console import Console
+
+    from batchperf.regress.verdict import render_rich
+
+    verdict = compare_cell("c", with_slo(cell_info(), 0.9, chat=0.95, batch=0.85),
+                           with_slo(cell_info(), 0.9, chat=0.5))
+    console = Console(record=True, width=160)
+    render_rich([verdict], console)
+    text = console.export_text()
+    assert "attainment[chat]" in text and "attainment[batch]" in text

@@ -228,20 +228,22 @@ def render_text(cell: CellVerdict, ab: bool = False) -> str:
 def render_rich(cells: Sequence[CellVerdict], console: Any, ab: bool = False,
                 extras: Mapping[str, Sequence[tuple[str, ...]]] | None = None) -> None:
     """Each cell as a rich table (a cell without metrics as its title and notes)."""
+    from rich.markup import escape
     from rich.table import Table
 
+    # every text is escaped: rich reads "[...]" as markup, and a per-tenant metric is named attainment[chat]
     for cell in cells:
         if not cell.metrics:
-            console.print(f"[bold]{cell.title}[/bold]", highlight=False)
+            console.print(f"[bold]{escape(cell.title)}[/bold]", highlight=False)
         else:
-            table = Table(title=cell.title, title_justify="left", show_edge=False, pad_edge=False)
+            table = Table(title=escape(cell.title), title_justify="left", show_edge=False, pad_edge=False)
             for i, col in enumerate(header(ab)):
                 table.add_column(col, justify="left" if i == 0 else "right")
             for r in [*rows(cell, ab), *(extras or {}).get(cell.name, [])]:
-                table.add_row(*r, style=_style(r[-1]))
+                table.add_row(*(escape(text) for text in r), style=_style(r[-1]))
             console.print(table)
         for line in notes(cell):
-            console.print(f"  {line}", highlight=False)
+            console.print(f"  {escape(line)}", highlight=False)
 
 
 def render_markdown(cells: Sequence[CellVerdict], ab: bool = False,
