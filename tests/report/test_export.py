@@ -127,3 +127,19 @@ def test_a_pushgateway_that_is_down_is_a_clear_error_and_the_results_file_is_unt
     assert f"to the Pushgateway at {url} failed" in message and "Connection refused" in message
     assert "the results file is unchanged" in message
     assert (results.stat().st_mtime_ns, results.read_bytes()) == before
+
+
+def test_per_tenant_numbers_are_exported_with_a_tenant_label(tmp_path: Path) -> None:
+    record = cell_info()
+    record.slo = {"attainment": 0.75, "request_goodput": 3.0, "offered": 4, "met": 3, "tenant_count": 2,
+                  "jain_fairness": 0.9, "max_service_gap_tokens": 40.0}
+    record.tenants = {"chat": {"attainment": 1.0, "p99_ttft_ms": 120.0},
+                      'we"ird': {"attainment": 0.5, "p99_ttft_ms": 900.0}}
+    parsed = families(openmetrics(read_results(results_file(tmp_path / "r.json", [record]))))
+    per_tenant = {s.labels["tenant"]: s.value for s in parsed["batchperf_tenant_slo_attainment_ratio"].samples}
+    assert per_tenant == {"chat": 1.0, 'we"ird': 0.5}  # a quote in a tenant name escaped by prometheus_client
+    ttft = {(s.labels["tenant"], s.labels["stat"]): s.value for s in parsed["batchperf_tenant_ttft_seconds"].samples}
+    assert ttft == {("chat", "p99"): pytest.approx(0.120), ('we"ird', "p99"): pytest.approx(0.900)}
+    overall = parsed["batchperf_slo_attainment_ratio"].samples
+    assert [s.value for s in overall] == [0.75] and "tenant" not in overall[0].labels
+    assert parsed["batchperf_tenant_jain_fairness_ratio"].samples[0].value == 0.9

@@ -17,8 +17,9 @@ def test_cells_run_and_store_everything(suite: pytest.Pytester) -> None:
     # and the KV-growth check: c1 runs each request alone, c2 pads a pair to the longer target, so the
     # two cells hold different token counts and give a slope
     result.assert_outcomes(passed=3)
-    result.stdout.fnmatch_lines(["*= batchperf =*", "cell *out tok/s*P99 E2EL ms*preempt",
-                                 "cpu-tiny-qwen2-hf-static-bs2-p8-c1 * -", "cpu-tiny-qwen2-hf-static-bs2-p8-c2 * -",
+    result.stdout.fnmatch_lines(["*= batchperf =*", "cell *out tok/s*P99 E2EL ms*preempt SLO att",
+                                 "cpu-tiny-qwen2-hf-static-bs2-p8-c1 * - *100%",
+                                 "cpu-tiny-qwen2-hf-static-bs2-p8-c2 * - *100%",
                                  "models loaded: 1 (tiny-qwen2)"])
     result.stdout.fnmatch_lines(["KV-cache growth of tiny-qwen2 on hf-static: slope 2,048.0 B/token *"])
     benches = json.loads(out.read_text())["benchmarks"]
@@ -27,6 +28,9 @@ def test_cells_run_and_store_everything(suite: pytest.Pytester) -> None:
     for name in ("output_throughput", "p99_ttft_ms", "p99_itl_ms", "p99_tpot_ms", "p99_e2el_ms", "n_itl"):
         assert name in info["metrics"]
     assert len(info["rounds"]) == 1
+    # no tenants, no SLOs: every request completed in full is met; one tenant block, "", repeats the cell's numbers
+    assert info["slo"]["attainment"] == 1.0 and info["slo"]["offered"] == info["metrics"]["completed"]
+    assert list(info["tenants"]) == [""] and info["tenants"][""]["p99_ttft_ms"] == info["metrics"]["p99_ttft_ms"]
     assert info["kv"]["bytes_per_token_measured"] == info["kv"]["bytes_per_token_analytic"] == 2048
     trace = info["traces"][0]
     assert len(trace["requests"]) == 3 and all(len(r["token_times"]) == r["target_len"] for r in trace["requests"])

@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any
 
-from batchperf.measure.catalogue import BY_PATH, SECTIONS
+from batchperf.measure.catalogue import BY_PATH, PER_TENANT, SECTIONS
 from batchperf.regress.gate import RULES
 from batchperf.results.record import CellRecord
 
@@ -22,8 +22,15 @@ CHECKED_BACKENDS = ("hf-static", "continuous", "vllm", "vllm-server")
 def rule_gaps(record: CellRecord, device: str = "cpu") -> tuple[list[str], list[str]]:
     """(rules the cell should produce but its record lacks, rules it should not produce but its record has)."""
     should = [r for r in RULES if r.produced_on(device, record.backend)]
-    missing = [r.path for r in should if record.value(r.path) is None]
-    unexpected = [r.path for r in RULES if r not in should and record.value(r.path) is not None]
+    def has(rule: Any) -> bool:
+        if rule.per_tenant:
+            return bool(record.tenants) and all(record.value(f"{rule.section}.{t}.{rule.name}") is not None
+                                                for t in record.tenants)
+        return record.value(rule.path) is not None
+
+    should = [r for r in should if r.section != "capacity"]  # batchperf capacity's file, not a cell: its own test
+    missing = [r.path for r in should if not has(r)]
+    unexpected = [r.path for r in RULES if r not in should and r.section != "capacity" and has(r)]
     return missing, unexpected
 
 
@@ -33,7 +40,9 @@ def stored_numbers(records: Iterable[CellRecord]) -> set[str]:
     for record in records:
         for section in SECTIONS:
             values: Any = record.raw(section) or {}
-            found |= {f"{section}.{key}" for key, value in values.items()
+            # a per-tenant section holds one block per tenant: its numbers are named by their key in the block
+            blocks = values.values() if section == PER_TENANT else [values]
+            found |= {f"{section}.{key}" for block in blocks for key, value in block.items()
                       if isinstance(value, (int, float)) and not isinstance(value, bool)}
     return found
 

@@ -48,6 +48,7 @@ def measured_cell(model: Any, backend: str, batch_size: str = "2", prompt_len: s
                       output_lens=output_lens).resolve()
     runner = create_backend(backend, model, **options)
     try:
-        return cell_record(cell, model, [one_round(runner, cell, build_workload(cell, model))])
+        workload = build_workload(cell, model)
+        return cell_record(cell, model, [one_round(runner, cell, workload)], offered=workload)
     finally:
         runner.close()

@@ -18,7 +18,10 @@ SUBCOMMANDS: dict[str, tuple[str, str]] = {
     "compare": ("batchperf.cli.compare", "per-cell changes of every metric between two results files, with the gate's verdicts"),
     "refresh": ("batchperf.cli.refresh", "pin a reviewed run as this hardware's baseline (baselines/<fingerprint>/)"),
     "report": ("batchperf.cli.report", "an HTML page of plots (throughput, latency, ITL, KV growth, memory) from results"),
-    "recommend": ("batchperf.cli.recommend", "the batch size with the most throughput whose P99s meet your SLOs"),
+    "recommend": ("batchperf.cli.recommend", "the batch size with the most throughput whose P99s meet your SLOs, or "
+                  "the most capacity under the workload's SLOs"),
+    "capacity": ("batchperf.cli.capacity", "the highest offered load at which one cell's SLO attainment stays >= a "
+                 "target: a bisection of short runs, into a results file"),
     "merge": ("batchperf.cli.merge", "join per-shard results files (--batchperf-shard=I/N) into one results file"),
     "gpu-health": ("batchperf.cli.gpu_health", "record GPU health (other processes, clocks, persistence mode) as JSON"),
     "history": ("batchperf.cli.history", "change points per cell and metric over a folder of nightly results files"),

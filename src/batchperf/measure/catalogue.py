@@ -21,9 +21,13 @@ from batchperf.measure.counters import BY_NAME as COUNTER_BY_NAME
 from batchperf.measure.counters import COUNTERS
 from batchperf.measure.devices import DEVICE_TYPES
 from batchperf.measure.metrics import FAMILIES
+from batchperf.measure.slo import TENANT_FAMILIES, TENANT_STATS
 
 # the measured sections of a cell record
-SECTIONS = ("metrics", "kv", "telemetry", "counters", "efficiency", "client")
+SECTIONS = ("metrics", "kv", "telemetry", "counters", "efficiency", "client", "slo", "tenants", "capacity")
+# a section of one block per tenant ({tenant: {key: value}}): its entries' path ``tenants.KEY`` names KEY in every
+# tenant's block, exported with a ``tenant`` label, gated per tenant
+PER_TENANT = "tenants"
 
 
 class Direction(str, Enum):
@@ -41,6 +45,9 @@ class Tolerance:
     caps: Mapping[str, float] = field(default_factory=dict)  # tier -> the most k × spread may give
     tiers: tuple[str, ...] | None = None  # the tiers it is judged on; None: every tier
     reported: tuple[str, ...] = ()  # tiers where it is judged and shown, but does not decide the cell's verdict
+    # True: floors and caps are in the metric's own unit and the change is measured - baseline (a ratio's
+    # 0.05 is 5 percentage points: SLO attainment), not relative to the baseline
+    absolute: bool = False
 
     def __post_init__(self) -> None:
         for kind, values in (("floor", self.floors), ("cap", self.caps)):
@@ -104,6 +111,15 @@ class Metric:
         """The OpenMetrics unit of its family: the name's unit suffix, if it has one."""
         suffix = self.export.rsplit("_", 1)[-1]
         return suffix if suffix in EXPORT_UNITS else ""
+
+    @property
+    def absolute(self) -> bool:
+        """Judged by its absolute change (percentage points of a ratio), not a relative one."""
+        return self.tolerance is not None and self.tolerance.absolute
+
+    @property
+    def per_tenant(self) -> bool:
+        return self.section == PER_TENANT
 
     def floor(self, tier: str) -> float:
         if self.direction is Direction.EXACT or self.tolerance is None:
@@ -376,8 +392,81 @@ CLIENT_METRICS: tuple[Metric, ...] = (
             "the server's E2E time over duration x requests it could run (>= 1: a full batch on average)"),
 )
 
+# --- SLO attainment, goodput, fairness (batchperf.measure.slo), overall and per tenant -----------------------------
+# Attainment is a ratio judged in percentage points (absolute): a drop of more than the floor is a regression.
+# PROVISIONAL floors, not yet A/A-measured: on the CPU tier a cell offers ~16 requests, so one request is ~6 points
+# and a tight TTFT SLO flips with the machine's load; 15 points there, 5 on a GPU. Set them from A/A runs of the
+# tenant cells (tools/detector_check.py) and say here which runs. Per tenant: fewer requests, so wider (20 / 8).
+ATTAINMENT = Tolerance({"cpu": 0.15, "gpu": 0.05, "*": 0.10}, {"cpu": 0.30, "gpu": 0.15, "*": 0.20}, absolute=True)
+TENANT_ATTAINMENT = Tolerance({"cpu": 0.20, "gpu": 0.08, "*": 0.15}, {"cpu": 0.40, "gpu": 0.20, "*": 0.30},
+                              absolute=True)
+
+SLO_METRICS: tuple[Metric, ...] = (
+    Metric("slo.attainment", "ratio", Direction.HIGHER, "requests meeting all their tenant's SLOs / requests offered "
+           "(a failed, cut-off or refused request is a miss)", export="slo_attainment_ratio", tolerance=ATTAINMENT,
+           tracked=True, column="SLO att", fmt=".0%"),
+    Metric("slo.request_goodput", "requests/s", Direction.HIGHER, "requests meeting all their tenant's SLOs per second",
+           vllm="request_goodput", export="request_goodput_requests_per_second", tracked=True),
+    Metric("slo.offered", "requests", Direction.NONE, "requests the workload offered in a round",
+           export="offered_requests"),
+    Metric("slo.met", "requests", Direction.NONE, "requests that met all their tenant's SLOs in a round"),
+    Metric("slo.tenant_count", "tenants", Direction.NONE, "tenants in the workload (1: no tenants)"),
+    Metric("slo.jain_fairness", "ratio", Direction.HIGHER, "Jain's index of the tenants' service rates while "
+           "backlogged (VTC-weighted tokens; 1 = equal, 1/n = one tenant got it all)",
+           export="tenant_jain_fairness_ratio"),
+    Metric("slo.max_service_gap_tokens", "tokens", Direction.LOWER, "largest difference in service (VTC-weighted "
+           "tokens) between two tenants over an interval both were backlogged", export="tenant_max_service_gap_tokens"),
+)
+
+
+def _tenant_latency(stat: str, family: str) -> Metric:
+    return Metric(f"tenants.{stat}_{family}_ms", "ms", Direction.LOWER, f"{stat} {LATENCIES[family]}, of one tenant",
+                  vllm=f"{stat}_{family}_ms", export=f"tenant_{family}_seconds", labels={"stat": stat}, scale=1e-3,
+                  family_help=f"{LATENCIES[family]}, per tenant (stat: {', '.join(TENANT_STATS)})")
+
+
+def _tenant_metrics() -> tuple[Metric, ...]:
+    return (
+        Metric("tenants.attainment", "ratio", Direction.HIGHER, "one tenant's requests meeting its SLOs / its "
+               "requests offered", export="tenant_slo_attainment_ratio", tolerance=TENANT_ATTAINMENT),
+        Metric("tenants.request_goodput", "requests/s", Direction.HIGHER, "one tenant's requests meeting its SLOs "
+               "per second", export="tenant_request_goodput_requests_per_second"),
+        Metric("tenants.offered", "requests", Direction.NONE, "one tenant's requests offered in a round"),
+        Metric("tenants.met", "requests", Direction.NONE, "one tenant's requests meeting its SLOs in a round"),
+        Metric("tenants.service_tokens", "tokens", Direction.NONE, "VTC-weighted tokens delivered to one tenant "
+               "(1 per prompt token, 2 per output token)", export="tenant_service_tokens"),
+        Metric("tenants.completed", "requests", Direction.NONE, "one tenant's requests completed in a round"),
+        Metric("tenants.output_throughput", "tokens/s", Direction.HIGHER, "one tenant's output tokens per second",
+               export="tenant_output_throughput_tokens_per_second"),
+        *(_tenant_latency(stat, family) for family in TENANT_FAMILIES for stat in TENANT_STATS),
+        *(Metric(f"tenants.n_{family}", "samples", Direction.NONE, f"samples behind one tenant's {family} statistics")
+          for family in TENANT_FAMILIES),
+    )
+
+
+TENANT_METRICS = _tenant_metrics()
+
+# --- capacity (batchperf capacity: batchperf.measure.capacity), in its own results file ---------------------------
+
+CAPACITY_METRICS: tuple[Metric, ...] = (
+    Metric("capacity.max_load", "load factor", Direction.HIGHER, "the highest offered-load factor at which SLO "
+           "attainment stays >= the target (the bracket's lower end)", export="capacity_load_factor",
+           tolerance=THROUGHPUT, tracked=True),
+    Metric("capacity.max_request_rate", "requests/s", Direction.HIGHER, "requests offered per second at the "
+           "capacity load (offered / the probe's duration)", export="capacity_request_rate_requests_per_second",
+           tolerance=THROUGHPUT),
+    Metric("capacity.bracket_high", "load factor", Direction.NONE, "the lowest load factor that missed the target"),
+    Metric("capacity.target_attainment", "ratio", Direction.NONE, "the attainment the search held the load to"),
+    Metric("capacity.resolution", "ratio", Direction.NONE, "the search's stated resolution: bracket width / its "
+           "lower end"),
+    Metric("capacity.attainment_at_max_load", "ratio", Direction.NONE, "SLO attainment measured at the capacity "
+           "load (median of its probes)"),
+    Metric("capacity.probes", "runs", Direction.NONE, "short runs the search made"),
+    Metric("capacity.search_s", "s", Direction.NONE, "wall time of the search"),
+)
+
 CATALOGUE: tuple[Metric, ...] = (*RUN_METRICS, *KV_METRICS, *TELEMETRY_METRICS, *COUNTER_METRICS,
-                                 *EFFICIENCY_METRICS, *CLIENT_METRICS)
+                                 *EFFICIENCY_METRICS, *CLIENT_METRICS, *SLO_METRICS, *TENANT_METRICS, *CAPACITY_METRICS)
 BY_PATH: dict[str, Metric] = {m.path: m for m in CATALOGUE}
 
 # --- the tables every consumer reads --------------------------------------------------------------------------
@@ -386,7 +475,7 @@ GATED: tuple[Metric, ...] = tuple(m for m in CATALOGUE if m.gated)  # the regres
 TRACKED: tuple[Metric, ...] = tuple(m for m in CATALOGUE if m.tracked)  # batchperf history's series
 EXPORTED: tuple[Metric, ...] = tuple(m for m in CATALOGUE if m.export)  # batchperf export's samples
 SUMMARY: tuple[Metric, ...] = tuple(sorted((m for m in CATALOGUE if m.column), key=lambda m: (
-    "out tok/s", "P99 E2EL ms", "mean TTFT ms", "KV B/req", "KV B/tok", "n", "preempt").index(m.column)))
+    "out tok/s", "P99 E2EL ms", "mean TTFT ms", "KV B/req", "KV B/tok", "n", "preempt", "SLO att").index(m.column)))
 # batchperf ab's default deciding metrics: throughput and the two tails a user feels
 AB_DEFAULT: tuple[str, ...] = ("output_throughput", "p99_ttft_ms", "p99_e2el_ms")
 # the GPU check's A/A spread: every gated number of the metrics section (the time-based ones)
@@ -394,8 +483,9 @@ AA_METRICS: tuple[str, ...] = tuple(m.name for m in GATED if m.section == "metri
 
 
 def by_name(name: str) -> Metric:
-    """The entry for ``name`` (``p99_ttft_ms``) or a path (``metrics.p99_ttft_ms``); KeyError names the known."""
-    for m in CATALOGUE:
+    """The entry for ``name`` (``p99_ttft_ms``) or a path (``metrics.p99_ttft_ms``); KeyError names the known.
+    A per-tenant entry repeats a cell-wide name (``tenants.p99_ttft_ms``): the name alone is the cell-wide one."""
+    for m in sorted(CATALOGUE, key=lambda m: m.per_tenant):
         if name in (m.path, m.name):
             return m
     raise KeyError(f"no metric {name!r} in the catalogue (batchperf.measure.catalogue)")

@@ -31,6 +31,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, replace
 
 from batchperf.measure.catalogue import GATED, Direction, Metric
+from batchperf.measure.slo import NO_TENANT
 from batchperf.regress.cell_notes import disagreement, driver_note, power_cap_notes, void_notes
 from batchperf.regress.fingerprint import Fingerprint, cell_identity, identity_diff, soft_warnings, version_diff
 from batchperf.regress.verdict import CellVerdict, MetricVerdict, Verdict, combine, render_text
@@ -113,40 +114,47 @@ def _unusable_baseline(rule: Metric, raw: object, spread: float) -> str | None:
     """Why the baseline's value of ``rule``'s metric cannot be judged against, or None."""
     if why := bad_number(raw):
         return f"baseline value {why}"
-    if raw == 0 and rule.direction is Direction.HIGHER:
+    if raw == 0 and rule.direction is Direction.HIGHER and not rule.absolute:
         return "baseline value is 0: nothing completed, no relative change to judge"
     if math.isnan(spread):
         return "a baseline round holds a value that is not a finite number >= 0"
     return None
 
 
-def judge(rule: Metric, baseline: CellRecord, current: CellRecord, tier: str, k: float) -> MetricVerdict | None:
-    """One metric's verdict; None when the baseline does not have the metric (nothing to compare) or the catalogue
-    does not judge it on ``tier``. ``deciding`` is False where it is reported only (P99 latencies on the GPU)."""
+def judge(rule: Metric, baseline: CellRecord, current: CellRecord, tier: str, k: float,
+          tenant: str | None = None) -> MetricVerdict | None:
+    """One metric's verdict (of one ``tenant`` for a per-tenant rule); None when the baseline does not have it or
+    the catalogue does not judge it on ``tier``. ``deciding`` is False where it is reported only (P99 latencies on
+    the GPU)."""
     if not rule.judged_on(tier):
         return None
-    verdict = _judge(rule, baseline, current, tier, k)
+    verdict = _judge(rule, baseline, current, tier, k, tenant)
     return None if verdict is None else replace(verdict, deciding=rule.decides(tier))
 
 
-def _judge(rule: Metric, baseline: CellRecord, current: CellRecord, tier: str, k: float) -> MetricVerdict | None:
-    raw = baseline.raw(rule.path, _ABSENT)
+def _judge(rule: Metric, baseline: CellRecord, current: CellRecord, tier: str, k: float,
+           tenant: str | None) -> MetricVerdict | None:
+    path, shown = rule.path, rule.path
+    if tenant is not None:  # tenants.attainment of tenant "chat": tenants.chat.attainment, shown as attainment[chat]
+        path, shown = f"{rule.section}.{tenant}.{rule.name}", f"{rule.path}[{tenant or 'all'}]"
+    raw = baseline.raw(path, _ABSENT)
     if raw is _ABSENT:
         return None
-    measured = current.value(rule.path)
-    spread = relative_spread(baseline, rule.path)
+    measured = current.value(path)
+    spread = relative_spread(baseline, path)
     if why := _unusable_baseline(rule, raw, spread):
         base = float(raw) if isinstance(raw, (int, float)) else math.nan
-        return MetricVerdict(rule.path, rule.direction, Verdict.NOT_JUDGED, base, measured, math.nan, math.nan,
-                             note=why)
+        return MetricVerdict(shown, rule.direction, Verdict.NOT_JUDGED, base, measured, math.nan, math.nan,
+                             note=why, absolute=rule.absolute)
     base = float(raw)  # type: ignore[arg-type]  # a finite number >= 0, checked above
     slack, cap = k * spread, rule.cap(tier)
     noisy = rule.direction is not Direction.EXACT and slack > cap
     tolerance = EXACT_REL if rule.direction is Direction.EXACT else max(rule.floor(tier), slack)
     if measured is None:
-        return MetricVerdict(rule.path, rule.direction, Verdict.FAILED, base, None, math.nan, tolerance,
-                             note=MISSING_NOTE)
-    change = relative_change(base, measured)
+        return MetricVerdict(shown, rule.direction, Verdict.FAILED, base, None, math.nan, tolerance,
+                             note=MISSING_NOTE, absolute=rule.absolute)
+    # an absolute rule (SLO attainment) moves in the metric's own unit: points of a ratio, not a share of it
+    change = measured - base if rule.absolute else relative_change(base, measured)
     worse = {Direction.HIGHER: -change, Direction.LOWER: change, Direction.EXACT: abs(change)}[rule.direction]
     note = ""
     if worse > tolerance:  # beyond even the baseline's own noise: a regression, noisy or not
@@ -159,7 +167,19 @@ def _judge(rule: Metric, baseline: CellRecord, current: CellRecord, tier: str, k
         verdict = Verdict.IMPROVEMENT
     else:
         verdict = Verdict.NO_CHANGE
-    return MetricVerdict(rule.path, rule.direction, verdict, base, measured, change, tolerance, note=note)
+    return MetricVerdict(shown, rule.direction, verdict, base, measured, change, tolerance, note=note,
+                         absolute=rule.absolute)
+
+
+def judge_all(rule: Metric, baseline: CellRecord, current: CellRecord, tier: str, k: float) -> list[MetricVerdict]:
+    """``rule``'s verdicts: one, or one per tenant of the baseline for a per-tenant rule."""
+    if not rule.per_tenant:
+        found = judge(rule, baseline, current, tier, k)
+        return [] if found is None else [found]
+    block = baseline.raw(rule.section) or {}
+    if set(block) == {NO_TENANT}:  # a workload without tenants: its one block repeats the cell's own numbers
+        return []
+    return [v for t in sorted(block) if (v := judge(rule, baseline, current, tier, k, t)) is not None]
 
 
 def _latency(path: str) -> bool:
@@ -217,7 +237,7 @@ def compare_cell(
     if diffs:
         return CellVerdict(name, Verdict.NO_BASELINE, notes=tuple(diffs))
     tier = current.tier
-    results = [r for rule in config.rules if (r := judge(rule, baseline, current, tier, config.k)) is not None]
+    results = [r for rule in config.rules for r in judge_all(rule, baseline, current, tier, config.k)]
     results = [client_bound(r, baseline, current) for r in results]
     versions, warnings = {}, ()
     if baseline_fp is not None and current_fp is not None:

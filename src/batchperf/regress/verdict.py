@@ -98,6 +98,7 @@ class MetricVerdict:
     interval: tuple[float, float] | None = None  # ab: the relative interval of B/A - 1
     pairs: int | None = None  # ab: the pairs behind the interval
     deciding: bool = True  # ab: False for a metric reported, not deciding
+    absolute: bool = False  # change and tolerance in the metric's unit (points of a ratio), not relative
 
     @property
     def name(self) -> str:
@@ -150,12 +151,22 @@ def fmt_change(change: float) -> str:
     return f"{change * 100:+.1f}%"
 
 
+def fmt_points(change: float) -> str:
+    """An absolute change of a ratio, in percentage points (SLO attainment)."""
+    return "-" if math.isnan(change) else f"{change * 100:+.1f} pp"
+
+
+def fmt_delta(m: MetricVerdict) -> str:
+    """A metric's change as its rule measures it: relative (%), or in points for an absolute rule."""
+    return fmt_points(m.change) if m.absolute else fmt_change(m.change)
+
+
 def fmt_tolerance(m: MetricVerdict) -> str:
     if m.direction is Direction.EXACT:
         return "exact"
     if math.isnan(m.tolerance):
         return "-"
-    return f"{'-' if m.direction is Direction.HIGHER else '+'}{m.tolerance * 100:.1f}%"
+    return f"{'-' if m.direction is Direction.HIGHER else '+'}{m.tolerance * 100:.1f}{' pp' if m.absolute else '%'}"
 
 
 GATE_HEADER = ("metric", "baseline", "measured", "change", "tolerance", "verdict")
@@ -169,7 +180,7 @@ def row(m: MetricVerdict, ab: bool = False) -> tuple[str, ...]:
         measured += f" (1st {fmt_value(m.first_measured)})"
     label = m.verdict.label if m.deciding else f"({m.verdict.value}; reported)"
     if not ab:
-        return (m.name, fmt_value(m.reference), measured, fmt_change(m.change), fmt_tolerance(m), label)
+        return (m.name, fmt_value(m.reference), measured, fmt_delta(m), fmt_tolerance(m), label)
     exact = m.direction is Direction.EXACT
     interval = ("exact" if exact else "-" if m.interval is None
                 else f"[{fmt_change(m.interval[0])}, {fmt_change(m.interval[1])}]")
@@ -218,20 +229,22 @@ def render_text(cell: CellVerdict, ab: bool = False) -> str:
 def render_rich(cells: Sequence[CellVerdict], console: Any, ab: bool = False,
                 extras: Mapping[str, Sequence[tuple[str, ...]]] | None = None) -> None:
     """Each cell as a rich table (a cell without metrics as its title and notes)."""
+    from rich.markup import escape
     from rich.table import Table
 
+    # every text is escaped: rich reads "[...]" as markup, and a per-tenant metric is named attainment[chat]
     for cell in cells:
         if not cell.metrics:
-            console.print(f"[bold]{cell.title}[/bold]", highlight=False)
+            console.print(f"[bold]{escape(cell.title)}[/bold]", highlight=False)
         else:
-            table = Table(title=cell.title, title_justify="left", show_edge=False, pad_edge=False)
+            table = Table(title=escape(cell.title), title_justify="left", show_edge=False, pad_edge=False)
             for i, col in enumerate(header(ab)):
                 table.add_column(col, justify="left" if i == 0 else "right")
             for r in [*rows(cell, ab), *(extras or {}).get(cell.name, [])]:
-                table.add_row(*r, style=_style(r[-1]))
+                table.add_row(*(escape(text) for text in r), style=_style(r[-1]))
             console.print(table)
         for line in notes(cell):
-            console.print(f"  {line}", highlight=False)
+            console.print(f"  {escape(line)}", highlight=False)
 
 
 def render_markdown(cells: Sequence[CellVerdict], ab: bool = False,

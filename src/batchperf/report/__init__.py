@@ -2,7 +2,8 @@
 
 ``DIR/index.html`` shows throughput (knees marked), tail latency, TTFT vs
 concurrency, the ITL distribution, KV-cache growth against the analytic line,
-and peak memory, with the tables behind them. Several results files (e.g.
+peak memory, SLO attainment against offered load, per-tenant latency CDFs and the timeline of one run, with the
+tables behind them. Several results files (e.g.
 before and after an upgrade) are drawn as separate lines, named by file.
 """
 
@@ -16,6 +17,7 @@ def build_report(results: list[Path], out: Path) -> Path:
     from batchperf.measure.kv_growth import kv_growth
     from batchperf.report.page import write_page
     from batchperf.report.plots import all_figures
+    from batchperf.report.traffic_plots import traffic_figures
     from batchperf.results.io import read_many
 
     files = read_many(results)
@@ -26,5 +28,5 @@ def build_report(results: list[Path], out: Path) -> Path:
         run_fits, run_skipped = kv_growth((c.kv_point() for c in run.records), run=run.name if len(files) > 1 else "")
         fits += run_fits
         skipped += run_skipped
-    figures = all_figures(cells, fits, out)
+    figures = all_figures(cells, fits, out) + traffic_figures(cells, out)
     return write_page(out, cells, files, figures, fits, skipped)

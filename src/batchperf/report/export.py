@@ -5,7 +5,8 @@ label per matrix axis (cell id, model, backend, batch size, prompt length,
 concurrency, tier, dtype) and per run (hardware fingerprint, commit, and the
 version of each upgrade axis: ``torch_version``, ``vllm_version``, ...). Names
 follow Prometheus conventions: the unit in the name, seconds not milliseconds
-(``batchperf_ttft_seconds{stat="p99"}`` is the cell's ``p99_ttft_ms`` / 1000),
+(``batchperf_ttft_seconds{stat="p99"}`` is the cell's ``p99_ttft_ms`` / 1000), a ``tenant`` label on the
+per-tenant families (``batchperf_tenant_slo_attainment_ratio{tenant="chat"}``; ``""``: no tenants),
 and no ``_total``: nothing here is a counter that only grows, every value is a
 figure of one run. A value the cell does not have (an engine counter its
 backend lacks, a metric of another device) has no sample.
@@ -55,10 +56,16 @@ class Family:
 
     @property
     def extra_labels(self) -> tuple[str, ...]:
-        return tuple(self.entries[0].labels)
+        return tuple(self.entries[0].labels) + (("tenant",) if self.entries[0].per_tenant else ())
 
     def samples(self, record: CellRecord) -> Iterator[tuple[dict[str, str], float]]:
         for entry in self.entries:
+            if entry.per_tenant:  # one sample per tenant ("" when the workload has none), told apart by its label
+                for tenant in sorted(record.raw(entry.section) or {}):
+                    value = record.value(f"{entry.section}.{tenant}.{entry.name}")
+                    if value is not None:
+                        yield {**entry.labels, "tenant": tenant}, value * entry.scale
+                continue
             value = record.value(entry.path)
             if value is not None:
                 yield dict(entry.labels), value * entry.scale

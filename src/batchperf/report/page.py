@@ -31,9 +31,20 @@ CAPTIONS: dict[str, tuple[str, str]] = {
                  "KV-cache pool in use, the batch it formed (requests per engine step; dotted: the batch size "
                  "allowed), and tokens per step. Backends without a counter have no line; the cells table gives "
                  "preemptions per round."),
+    "attainment": ("SLO attainment vs offered load", "Requests meeting all their tenant's SLOs over requests offered "
+                   "(a failed, cut-off or refused request is a miss), against the load factor each cell ran at "
+                   "(--batchperf-load); one line per backend and batch size. The dotted line is the 90% target; a "
+                   "bar on it is a `batchperf capacity` result: the bracket within which attainment falls below the "
+                   "target (DistServe, Sarathi-Serve)."),
+    "tenant_cdf": ("Latency per tenant", "TTFT and end-to-end latency of each tenant's requests, every round, as "
+                   "cumulative distributions: how much of each tenant's traffic is served within a time."),
+    "timeline": ("One run, over time", "The last round of one cell (a tenant cell where there is one): requests sent, "
+                 "waiting (sent, not yet admitted), running (admitted, not finished) and the KV tokens they hold "
+                 "(prompt + generated so far, from the trace), stacked per tenant."),
 }
 NO_DATA = {"itl": "the cells kept no raw traces", "counters": "no cell has engine counters",
-           "kv": "no measured KV bytes"}
+           "kv": "no measured KV bytes", "attainment": "no cell stores SLO attainment",
+           "tenant_cdf": "no cell with tenants kept its raw traces", "timeline": "the cells kept no raw traces"}
 
 CSS = """
 body { font-family: system-ui, sans-serif; margin: 2em auto; max-width: 1320px; color: #222; }
@@ -143,6 +154,19 @@ def _client_notes(cells: list[CellRecord]) -> str:
             f"judge them.</p><ul class='meta'>{items}</ul>")
 
 
+def _slo_table(cells: list[CellRecord]) -> str:
+    """Attainment, goodput and tail latencies per tenant, and the cell's fairness (batchperf.measure.slo)."""
+    rows = []
+    for c in sorted((c for c in cells if c.slo), key=lambda c: c.id):
+        for tenant, t in sorted(c.tenants.items()):
+            rows.append([html.escape(c.id), html.escape(tenant or "(all)"), _fmt(100 * t.get("attainment", 0), ".1f"),
+                         f"{int(t.get('met', 0))} / {int(t.get('offered', 0))}", _fmt(t.get("request_goodput"), ".3g"),
+                         _fmt(t.get("p99_ttft_ms")), _fmt(t.get("p99_tpot_ms"), ".2f"), _fmt(t.get("p99_e2el_ms")),
+                         _fmt(c.slo.get("jain_fairness"), ".3f"), _fmt(c.slo.get("max_service_gap_tokens"), ",.0f")])
+    return _table(["cell", "tenant", "attainment %", "met / offered", "goodput req/s", "P99 TTFT ms", "P99 TPOT ms",
+                   "P99 E2EL ms", "Jain (cell)", "max gap tokens (cell)"], rows, left=(0, 1))
+
+
 def _counter(cell: CellRecord, name: str, spec: str) -> str:
     """An engine counter, or "–" with the reason it is absent as the tooltip."""
     value = cell.counters.get(name)
@@ -186,6 +210,8 @@ def write_page(out: Path, cells: list[CellRecord], files: list[ResultsFile],
             parts.append(f"<img src='{html.escape(path.name)}' alt='{html.escape(title)}'>")
         if key == "kv":
             parts.append(_kv_table(fits, skipped))
+        if key == "attainment" and any(c.slo for c in cells):
+            parts.append(_slo_table(cells))
     parts += ["<h2>All cells</h2>", _cells_table(cells), _client_notes(cells), "</body></html>"]
     index = out / "index.html"
     index.write_text("\n".join(parts))

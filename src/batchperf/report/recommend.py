@@ -13,10 +13,11 @@ has no batch size meeting the SLOs, so a CI step can gate on it.
 from __future__ import annotations
 
 import statistics
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from typing import Literal
 
 from batchperf.measure.metrics import SLO, compute_metrics
+from batchperf.measure.slo import attainment
 from batchperf.results.record import RERUN, CellRecord, ResultsError
 
 Ranking = Literal["throughput", "goodput"]
@@ -148,4 +149,122 @@ def render(recs: list[Recommendation], slo: SLOTargets) -> str:
     missing = sum(r.batch_size is None for r in recs)
     lines.append(f"{len(recs) - missing} of {len(recs)} groups have a batch size meeting the SLOs"
                  + (f"; {missing} have none: relax the SLOs, or measure smaller batch sizes" if missing else ""))
+    return "\n".join(lines)
+
+
+# --- capacity under SLOs (issue 24): for each batch size, the highest load meeting the attainment target ---------
+
+
+@dataclass(frozen=True, slots=True)
+class CapacityCandidate:
+    batch_size: int
+    capacity: float  # load factor: the highest one at which attainment >= target (0: none met)
+    request_rate: float | None  # requests/s offered at that load (None: not known)
+    source: str  # "search" (a batchperf capacity result) or "sweep LOADS" (cells at several --batchperf-load)
+    attainment: float  # at the capacity load (0 when none met)
+    verdict: str
+
+
+@dataclass(frozen=True, slots=True)
+class CapacityChoice:
+    group: str  # model · prompt · backend · concurrency · workload
+    target: float
+    batch_size: int | None  # the most capacity; None: no batch size met the target at any load measured
+    candidates: tuple[CapacityCandidate, ...]
+
+
+def load_of(cell: CellRecord) -> float:
+    """The offered-load factor a cell ran at (``--batchperf-load``; 1 when the cell has none)."""
+    raw = cell.raw("workload.load", cell.cell.get("load", 1.0))
+    return float(raw) if isinstance(raw, (int, float)) and not isinstance(raw, bool) else 1.0
+
+
+def attainment_of(cell: CellRecord, slo: SLO | None) -> float:
+    """The cell's attainment: stored (its workload's SLOs), or recomputed from its traces holding every request to
+    ``slo`` (median over rounds; measure.slo.attainment)."""
+    if slo is None:
+        value = cell.value("slo.attainment")
+        if value is None:
+            raise ResultsError(cell.where, "no slo.attainment stored", "Re-run it with this batchperf, or give the "
+                               "SLOs (--ttft-ms, --tpot-ms, --e2el-ms) to compute attainment from its raw traces")
+        return value
+    if not cell.traces:
+        raise ResultsError(cell.where, "kept no raw traces to compute attainment under the given SLOs",
+                           "Re-run keeping traces, or leave the SLOs out to use the workload's own")
+    offered = cell.value("slo.offered")
+    return statistics.median(
+        attainment(t, {tenant: slo for tenant in {r.tenant or "" for r in t.requests}},
+                   {"": int(offered)} if offered else None).ratio for t in cell.run_traces())
+
+
+def _sweep_capacity(cells: list[CellRecord], target: float, slo: SLO | None) -> tuple[float, float, float | None]:
+    """(capacity, attainment there, req/s there) of one batch size from cells at several loads: the highest load
+    below the first one that misses the target (a later recovery is noise, not capacity)."""
+    best = (0.0, 0.0, None)
+    for c in sorted(cells, key=load_of):
+        value = attainment_of(c, slo)
+        if value < target:
+            break
+        offered, duration = c.value("slo.offered"), c.value("metrics.duration")
+        best = (load_of(c), value, offered / duration if offered and duration else None)
+    return best
+
+
+def recommend_capacity(cells: list[CellRecord], target: float = 0.9, slo: SLO | None = None) -> list[CapacityChoice]:
+    """Per model × prompt × backend × concurrency × workload: each batch size's capacity and the best one.
+
+    A cell with a ``capacity`` section (``batchperf capacity``) gives its searched capacity (``slo`` must then be
+    None: it was searched under its workload's SLOs); otherwise the cells of a batch size at several loads give the
+    highest load meeting ``target``. The highest load factor wins (a group has one workload, so its load factors
+    compare); a tie goes to the smaller batch size (lower latency)."""
+    if not 0 < target <= 1:
+        raise ValueError(f"target attainment must be in (0, 1], got {target}")
+    groups: dict[tuple[str, str, str, int, str], dict[int, list[CellRecord]]] = {}
+    for c in cells:
+        key = (c.model_name, c.prompt_label, c.backend, c.concurrency, str(c.cell.get("workload", "synthetic")))
+        groups.setdefault(key, {}).setdefault(c.batch_size, []).append(c)
+    out = []
+    for key, sizes in sorted(groups.items()):
+        scored: list[CapacityCandidate] = []
+        for bs, mine in sorted(sizes.items()):
+            searched = [c for c in mine if c.capacity]
+            if searched:
+                if slo is not None:
+                    raise ValueError(f"{searched[0].id} is a capacity searched under its workload's SLOs; leave "
+                                     "--ttft-ms/--tpot-ms/--e2el-ms out to rank it")
+                cap = searched[-1].capacity
+                scored.append(CapacityCandidate(bs, float(cap["max_load"]), float(cap["max_request_rate"]),
+                                                "search", float(cap["attainment_at_max_load"]), ""))
+                continue
+            capacity, value, rate = _sweep_capacity(mine, target, slo)
+            loads = ",".join(f"{load_of(c):g}" for c in sorted(mine, key=load_of))
+            scored.append(CapacityCandidate(bs, capacity, rate, f"sweep {loads}", value, ""))
+        # one workload per group: its load factors compare across batch sizes (the rate only reports what it meant)
+        score = {c.batch_size: c.capacity for c in scored}
+        feasible = [c.batch_size for c in scored if c.capacity > 0]
+        best = max(feasible, key=lambda b: (score[b], -b)) if feasible else None
+        final = []
+        for c in scored:
+            verdict = ("recommended" if c.batch_size == best else
+                       f"no load measured meets {target:.0%}" if c.capacity == 0 else
+                       f"less capacity than bs {best}")
+            final.append(replace(c, verdict=verdict))
+        out.append(CapacityChoice(" · ".join(str(k) for k in key), target, best, tuple(final)))
+    return out
+
+
+def render_capacity(choices: list[CapacityChoice], slo: SLO | None) -> str:
+    under = ("every request held to " + ", ".join(f"{k.removesuffix('_ms').upper()} <= {v:g} ms"
+                                                  for k, v in asdict(slo).items() if v is not None)
+             if slo is not None else "each workload's own SLOs")
+    lines = [f"capacity: the highest offered load with SLO attainment >= target, under {under}", ""]
+    for ch in choices:
+        lines.append(f"{ch.group}: " + (f"batch size {ch.batch_size}" if ch.batch_size is not None
+                                         else f"NO batch size meets {ch.target:.0%} at any load measured"))
+        lines.append(f"  {'bs':>4} {'capacity':>9} {'req/s':>8} {'attain':>7}  {'from':<16} verdict")
+        for c in ch.candidates:
+            rate = "-" if c.request_rate is None else f"{c.request_rate:.3g}"
+            lines.append(f"  {c.batch_size:>4} {c.capacity:>8.3g}x {rate:>8} {c.attainment:>7.1%}  {c.source:<16} "
+                         f"{c.verdict}")
+        lines.append("")
     return "\n".join(lines)

@@ -28,7 +28,9 @@ SCHEMA_KEY = "batchperf_schema"
 # Sections every cell has; the rest may be absent (older or trimmed records).
 REQUIRED = ("cell", "metrics", "rounds", "kv")
 # the sections a dotted path may start with (CellRecord.raw); any other is looked up in ``other``
-SECTIONS = ("cell", "model", "metrics", "kv", "telemetry", "counters", "efficiency", "client")
+SECTIONS = ("cell", "model", "metrics", "kv", "telemetry", "counters", "efficiency", "client", "slo", "tenants",
+            "capacity")
+OPTIONAL_SECTIONS = ("slo", "tenants", "capacity")  # written only when measured
 CELL_FIELDS = ("id", "tier", "model", "backend", "batch_size", "prompt_len", "concurrency")
 
 
@@ -63,6 +65,11 @@ class CellRecord:
     efficiency: dict[str, Any] = field(default_factory=dict)
     # a server cell's client-lag check over its rounds (batchperf.measure.client_lag); empty for other backends
     client: dict[str, Any] = field(default_factory=dict)
+    # SLO attainment, goodput and fairness over the whole cell (batchperf.measure.slo); empty in older records
+    slo: dict[str, Any] = field(default_factory=dict)
+    # one block per tenant ("" when the workload has none): attainment, goodput, vLLM latencies of its requests
+    tenants: dict[str, dict[str, Any]] = field(default_factory=dict)
+    capacity: dict[str, Any] = field(default_factory=dict)  # batchperf capacity's result (its own results file)
     gate: dict[str, Any] | None = None  # the gate's verdict for this cell, when it was compared
     gate_remeasured: dict[str, Any] | None = None  # metrics/rounds of the gate's re-measurement
     pooled_runs: int | None = None  # in a baseline pooled from several runs: how many
@@ -160,6 +167,8 @@ class CellRecord:
             if f.name in ("other", "fullname", "source") or (f.name == "traces" and not with_traces):
                 continue
             value = getattr(self, f.name)
+            if f.name in OPTIONAL_SECTIONS and not value:  # absent, not empty: records before they existed read alike
+                continue
             if value is not None:
                 data[f.name] = value
         return {**data, **self.other}
@@ -180,7 +189,7 @@ class CellRecord:
             raise ResultsError(where, f"missing {', '.join(missing)} in extra_info; the file was cut or edited", RERUN)
         for key, kind in (("cell", Mapping), ("model", Mapping), ("metrics", Mapping), ("kv", Mapping),
                           ("telemetry", Mapping), ("counters", Mapping), ("efficiency", Mapping), ("client", Mapping),
-                          ("rounds", list),
+                          ("slo", Mapping), ("tenants", Mapping), ("capacity", Mapping), ("rounds", list),
                           ("token_count_errors", list), ("traces", list)):
             if key in data and not isinstance(data[key], kind):
                 raise ResultsError(where, f"{key} is a {type(data[key]).__name__}, not a "
@@ -197,6 +206,8 @@ class CellRecord:
         for key, value in data["metrics"].items():
             if isinstance(value, bool) or not isinstance(value, (int, float)):
                 raise ResultsError(where, f"metrics.{key} is {value!r}, not a number", RERUN)
+        if bad := [t for t, block in (data.get("tenants") or {}).items() if not isinstance(block, Mapping)]:
+            raise ResultsError(where, f"tenants.{bad[0]} is not a mapping of the tenant's metrics", RERUN)
         if not all(isinstance(r, Mapping) for r in data["rounds"]):
             raise ResultsError(where, "rounds holds something other than metric objects", RERUN)
         check_measured_numbers(data, where)
@@ -250,7 +261,7 @@ def _child(at: str, key: Any) -> str:
 
 
 # Sections whose numbers are measurements: counts, seconds, rates, bytes, %, W, J. None is negative or infinite.
-MEASURED = ("metrics", "kv", "telemetry", "counters", "efficiency", "client")
+MEASURED = ("metrics", "kv", "telemetry", "counters", "efficiency", "client", "slo", "capacity")
 
 
 def check_measured_numbers(data: Mapping[str, Any], where: str) -> None:
@@ -260,6 +271,8 @@ def check_measured_numbers(data: Mapping[str, Any], where: str) -> None:
     negative throughput as a huge improvement, so neither is ever read or written (issue 14)."""
     blocks = [(section, data.get(section)) for section in MEASURED]
     blocks += [(f"rounds[{i}]", r) for i, r in enumerate(data.get("rounds") or [])]
+    tenants = data.get("tenants")
+    blocks += [(f"tenants.{t}", b) for t, b in tenants.items()] if isinstance(tenants, Mapping) else []
     for label, block in blocks:
         if not isinstance(block, Mapping):
             continue

@@ -6,6 +6,7 @@ with ``batchperf versus`` (:mod:`batchperf.suite.versus`).
 
 from __future__ import annotations
 
+from collections import Counter
 from typing import Any
 
 import pytest
@@ -18,6 +19,7 @@ from batchperf.measure.devices import device_name
 from batchperf.measure.efficiency import efficiency
 from batchperf.measure.kv import kv_figures
 from batchperf.measure.metrics import compute_metrics, summarise, token_count_errors
+from batchperf.measure.slo import NO_TENANT, slo_summary, summarise_tenants
 from batchperf.measure.telemetry import Sampler
 from batchperf.measure.trace import RunTrace
 from batchperf.measure.workload import Workload
@@ -37,7 +39,7 @@ def measure_cell(benchmark: Any, request: pytest.FixtureRequest, cell: Cell, mod
         traces = run_rounds(benchmark, backend, cell, workload)
     except CellUnsupported as exc:  # raised before anything is measured (a given server runs another cell)
         pytest.skip(f"cell {cell.id}: backend {cell.params.backend!r} cannot run it: {exc}")
-    record = cell_record(cell, model, traces)
+    record = cell_record(cell, model, traces, offered=workload)
     keep_record(request.config, record)
     errors = record.token_count_errors
     verdict = None
@@ -76,12 +78,27 @@ def run_rounds(benchmark: Any, backend: Backend, cell: Cell, workload: Workload)
 
 def remeasure(backend: Backend, cell: Cell, workload: Workload, model: LoadedModel) -> CellRecord:
     """The cell's record from fresh rounds, outside pytest-benchmark: the gate's confirmation run."""
-    return cell_record(cell, model, [one_round(backend, cell, workload) for _ in range(cell.params.rounds)])
+    return cell_record(cell, model, [one_round(backend, cell, workload) for _ in range(cell.params.rounds)],
+                       offered=workload)
 
 
-def cell_record(cell: Cell, model: LoadedModel, traces: list[RunTrace]) -> CellRecord:
-    """Everything a cell stores: parameters, metrics (median and per round), KV, telemetry, raw traces."""
+def slo_sections(traces: list[RunTrace], workload: Workload | None) -> tuple[dict[str, Any], dict[str, Any]]:
+    """The cell's ``slo`` and ``tenants`` sections: each round's (measure.slo), median over rounds. Requests are
+    offered per tenant as the workload built them, so one that never came back is a miss."""
+    slos = getattr(workload, "slos", None) or {}  # Workload.slos: tenant -> SLO (the workloads of issue 24)
+    offered = None
+    if workload is not None:
+        offered = dict(Counter(r.tenant or NO_TENANT for r in workload.requests))
+    per_round = [slo_summary(t, slos, offered) for t in traces]
+    return summarise([s for s, _ in per_round]), summarise_tenants([t for _, t in per_round])
+
+
+def cell_record(cell: Cell, model: LoadedModel, traces: list[RunTrace], *, offered: Workload | None = None
+                ) -> CellRecord:
+    """Everything a cell stores: parameters, metrics (median and per round), KV, telemetry, SLO attainment and
+    fairness per tenant (against the ``offered`` workload's requests and SLOs), raw traces."""
     rounds = [compute_metrics(t) for t in traces]
+    slo, tenants = slo_sections(traces, offered)
     return CellRecord(
         cell={**cell.describe(), "dtype": model.spec.dtype},
         model={"source": str(model.spec.source), "path": str(model.path), "config_hash": config_hash(model.config),
@@ -95,4 +112,6 @@ def cell_record(cell: Cell, model: LoadedModel, traces: list[RunTrace]) -> CellR
         token_count_errors=[f"round {i}: {e}" for i, t in enumerate(traces, 1) for e in token_count_errors(t)],
         traces=[t.to_dict() for t in traces],
         efficiency=efficiency(traces, model.cost(), device_name(model.device), model.spec.dtype),
+        slo=slo,
+        tenants=tenants,
     )

@@ -26,7 +26,7 @@ from batchperf.regress import fingerprint as fp
 from batchperf.regress.compare import add_gate_args, gate_config
 from batchperf.regress.gate import GateConfig, compare_cell, confirm, render_table
 from batchperf.regress.store import DEFAULT_ROOT, fingerprint_of, load_baseline, load_reference, pinned_path
-from batchperf.regress.verdict import CellVerdict, Verdict, count_line, fmt_change
+from batchperf.regress.verdict import CellVerdict, Verdict, count_line, fmt_delta
 from batchperf.results.io import ResultsFile
 from batchperf.results.record import CellRecord, ResultsError
 
@@ -167,11 +167,11 @@ def summary_lines(gate: GateSession) -> list[str]:
     lines = [f"compared with {gate.source or '(nothing)'}: " + (count_line(gate.verdicts) or "no cell checked")]
     for v in gate.verdicts:
         if v.failed:
-            worst = ", ".join(f"{m.name} {fmt_change(m.change) if m.measured is not None else 'missing'}"
+            worst = ", ".join(f"{m.name} {fmt_delta(m) if m.measured is not None else 'missing'}"
                               for m in v.metrics if m.verdict.failed and m.deciding)
             lines.append(f"REGRESSION {v.name}: {worst}")
         elif v.verdict is Verdict.IMPROVEMENT:
-            better = ", ".join(f"{m.name} {fmt_change(m.change)}" for m in v.metrics if m.verdict is Verdict.IMPROVEMENT)
+            better = ", ".join(f"{m.name} {fmt_delta(m)}" for m in v.metrics if m.verdict is Verdict.IMPROVEMENT)
             lines.append(f"improvement {v.name}: {better} — refresh suggested (batchperf refresh)")
         elif v.verdict is Verdict.NO_BASELINE:
             lines.append(f"no baseline {v.name}: " + "; ".join(v.notes[:4]) + (" …" if len(v.notes) > 4 else ""))

@@ -1,0 +1,211 @@
+"""SLO attainment, goodput, per-tenant latencies and fairness between tenants: pure functions of a RunTrace.
+
+Definitions (docs/traffic.md):
+
+- A request *meets its SLOs* when it completed (no error, every one of its target tokens generated) and its
+  tenant's :class:`~batchperf.measure.metrics.SLO` holds (TTFT, TPOT, E2EL, compared as vLLM's goodput does).
+  A tenant without SLOs: completing is meeting.
+- **Attainment** = requests meeting their SLOs ÷ requests *offered*: a failed, errored, cut-off (fewer tokens
+  than its target) or never-returned request is a miss, so shedding load never raises the score
+  (DistServe's and Sarathi-Serve's SLO attainment).
+- **Goodput** = requests meeting their SLOs per second of the run (vLLM's ``request_goodput``).
+- **Service** of a tenant: VTC's weighted tokens (Sheng et al., "Fairness in Serving Large Language Models",
+  OSDI 2024), ``w_in`` × prompt tokens, counted when the request's first token arrives (its prefill is done),
+  plus ``w_out`` × each output token when it arrives; VTC's weights ``w_in = 1``, ``w_out = 2``.
+- A tenant is *backlogged* at time t while one of its requests has been sent and has not finished.
+- **Jain's index** of normalised service: x = a tenant's service ÷ the time it was backlogged (the rate it was
+  served at while it wanted service); J = (Σx)² / (n Σx²), in [1/n, 1], 1 when every tenant was served at the
+  same rate. Tenants never backlogged are left out; one tenant gives 1.
+- **Largest service gap**: for each pair of tenants, over each interval in which both were backlogged, the
+  largest |ΔW_f − ΔW_g| over its sub-intervals (VTC's fairness bound, measured), in weighted tokens; 0 with
+  fewer than two tenants or no interval where two were backlogged.
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Mapping
+from dataclasses import dataclass, replace
+
+import numpy as np
+
+from batchperf.measure.metrics import SLO, compute_metrics, summarise
+from batchperf.measure.trace import RequestTrace, RunTrace
+
+W_IN, W_OUT = 1.0, 2.0  # VTC's token weights: a prompt token, an output token
+NO_TENANT = ""  # the tenant key of requests that have none (the workload has no tenants)
+# the per-tenant latency statistics stored (vLLM's names, from compute_metrics on the tenant's requests)
+TENANT_STATS = ("mean", "median", "p90", "p99")
+TENANT_FAMILIES = ("ttft", "tpot", "itl", "e2el")
+
+
+def tenant_of(request: RequestTrace) -> str:
+    return NO_TENANT if request.tenant is None else request.tenant
+
+
+def meets(request: RequestTrace, slo: SLO | None) -> bool:
+    """Completed in full (no error, every target token) and within ``slo`` (None: no SLO, completing is meeting)."""
+    if request.error is not None or request.output_len == 0 or request.output_len < request.target_len:
+        return False
+    return slo is None or slo.met_by(request)
+
+
+@dataclass(frozen=True, slots=True)
+class Attainment:
+    offered: int
+    met: int
+    duration: float  # s
+
+    @property
+    def ratio(self) -> float:
+        """met ÷ offered; 0 when nothing was offered (no request to attain)."""
+        return self.met / self.offered if self.offered else 0.0
+
+    @property
+    def goodput(self) -> float:
+        """Requests meeting their SLOs per second."""
+        return self.met / self.duration
+
+
+def tenants(trace: RunTrace) -> list[str]:
+    return sorted({tenant_of(r) for r in trace.requests})
+
+
+def attainment(trace: RunTrace, slos: Mapping[str, SLO], offered: Mapping[str, int] | None = None,
+               tenant: str | None = None) -> Attainment:
+    """Attainment of ``tenant``'s requests (None: all). ``slos`` maps a tenant to its SLO (a missing tenant: none);
+    ``offered`` counts what the workload offered per tenant when some requests never made it into the trace."""
+    if trace.duration <= 0:
+        raise ValueError(f"run duration must be > 0 s, got {trace.duration}")
+    mine = [r for r in trace.requests if tenant is None or tenant_of(r) == tenant]
+    met = sum(meets(r, slos.get(tenant_of(r))) for r in mine)
+    wanted = len(mine)
+    if offered is not None:
+        wanted = max(wanted, sum(n for t, n in offered.items() if tenant is None or t == tenant))
+    return Attainment(wanted, met, trace.duration)
+
+
+def tenant_metrics(trace: RunTrace, tenant: str) -> dict[str, float]:
+    """vLLM's latency statistics over ``tenant``'s requests only (measure.metrics.compute_metrics, not a copy)."""
+    sub = replace(trace, requests=[r for r in trace.requests if tenant_of(r) == tenant])
+    full = compute_metrics(sub)
+    keys = [f"{s}_{f}_ms" for f in TENANT_FAMILIES for s in TENANT_STATS] + [f"n_{f}" for f in TENANT_FAMILIES]
+    return {k: full[k] for k in keys} | {"completed": full["completed"], "output_throughput": full["output_throughput"]}
+
+
+# --- service and fairness ----------------------------------------------------------------------------------------
+
+
+def service_events(request: RequestTrace) -> list[tuple[float, float]]:
+    """(time s, weighted tokens) delivered to ``request``'s tenant: its prompt at the first token, each token."""
+    if not request.token_times:
+        return []
+    return [(request.token_times[0], W_IN * request.prompt_len), *((t, W_OUT) for t in request.token_times)]
+
+
+def service(trace: RunTrace) -> dict[str, float]:
+    """Weighted tokens delivered per tenant over the run."""
+    out = dict.fromkeys(tenants(trace), 0.0)
+    for r in trace.requests:
+        out[tenant_of(r)] += sum(w for _, w in service_events(r))
+    return out
+
+
+def _merge(intervals: list[tuple[float, float]]) -> list[tuple[float, float]]:
+    merged: list[tuple[float, float]] = []
+    for a, b in sorted(i for i in intervals if i[1] > i[0]):
+        if merged and a <= merged[-1][1]:
+            merged[-1] = (merged[-1][0], max(merged[-1][1], b))
+        else:
+            merged.append((a, b))
+    return merged
+
+
+def backlogged(trace: RunTrace) -> dict[str, list[tuple[float, float]]]:
+    """Per tenant, the disjoint intervals (s) in which one of its requests was sent and not finished."""
+    spans: dict[str, list[tuple[float, float]]] = {t: [] for t in tenants(trace)}
+    for r in trace.requests:
+        spans[tenant_of(r)].append((r.start, r.finished))
+    return {t: _merge(s) for t, s in spans.items()}
+
+
+def jain(values: list[float]) -> float:
+    """Jain's fairness index (Σx)² / (n Σx²) of non-negative values: 1 when all equal, 1/n when one has it all;
+    1 for no values or all zero (nobody was treated differently)."""
+    if any(v < 0 for v in values):
+        raise ValueError(f"Jain's index needs values >= 0, got {values}")
+    squares = sum(v * v for v in values)
+    return 1.0 if not values or squares == 0 else sum(values) ** 2 / (len(values) * squares)
+
+
+def jain_fairness(trace: RunTrace) -> float:
+    """Jain's index of each tenant's service rate while backlogged."""
+    delivered, spans = service(trace), backlogged(trace)
+    rates = [delivered[t] / busy for t in delivered if (busy := sum(b - a for a, b in spans[t])) > 0]
+    return jain(rates)
+
+
+def _intersect(a: list[tuple[float, float]], b: list[tuple[float, float]]) -> list[tuple[float, float]]:
+    """The overlaps of two sorted lists of disjoint intervals (a two-pointer walk: linear)."""
+    out, i, j = [], 0, 0
+    while i < len(a) and j < len(b):
+        lo, hi = max(a[i][0], b[j][0]), min(a[i][1], b[j][1])
+        if lo < hi:
+            out.append((lo, hi))
+        if a[i][1] < b[j][1]:
+            i += 1
+        else:
+            j += 1
+    return out
+
+
+def max_service_gap(trace: RunTrace) -> float:
+    """The largest service difference (weighted tokens) between two tenants over an interval both were backlogged."""
+    events: dict[str, list[tuple[float, float]]] = {t: [] for t in tenants(trace)}
+    for r in trace.requests:
+        events[tenant_of(r)] += service_events(r)
+    spans = backlogged(trace)
+    worst = 0.0
+    for f, g in itertools.combinations(sorted(events), 2):
+        # D(t) = W_f(t) - W_g(t), a step function; over [lo, hi] the largest |D(t2) - D(t1)| is max D - min D there
+        steps: dict[float, float] = {}  # service delivered at one instant is one step, whoever got it
+        for t, w in [*events[f], *((t, -w) for t, w in events[g])]:
+            steps[t] = steps.get(t, 0.0) + w
+        times = np.array(sorted(steps))
+        level = np.concatenate(([0.0], np.cumsum([steps[t] for t in times])))  # level[i]: D after i steps
+        for lo, hi in _intersect(spans[f], spans[g]):
+            # service at lo belongs to before the interval; at hi, inside it
+            first, last = np.searchsorted(times, lo, side="right"), np.searchsorted(times, hi, side="right")
+            inside = level[first:last + 1]  # D at lo, then after each step in (lo, hi]
+            worst = max(worst, float(inside.max() - inside.min()))
+    return worst
+
+
+# --- what a cell stores --------------------------------------------------------------------------------------------
+
+
+def slo_summary(trace: RunTrace, slos: Mapping[str, SLO], offered: Mapping[str, int] | None = None
+                ) -> tuple[dict[str, float], dict[str, dict[str, float]]]:
+    """One round's ``slo`` section (overall) and its ``tenants`` section (one block per tenant, keyed by name;
+    ``""`` when the workload has no tenants)."""
+    overall = attainment(trace, slos, offered)
+    delivered = service(trace)
+    names = sorted(set(delivered) | set(offered or {}))
+    section = {"attainment": overall.ratio, "request_goodput": overall.goodput, "offered": overall.offered,
+               "met": overall.met, "tenant_count": len(names), "jain_fairness": jain_fairness(trace),
+               "max_service_gap_tokens": max_service_gap(trace)}
+    per_tenant: dict[str, dict[str, float]] = {}
+    for name in names:
+        mine = attainment(trace, slos, offered, name)
+        block = {"attainment": mine.ratio, "request_goodput": mine.goodput, "offered": mine.offered,
+                 "met": mine.met, "service_tokens": delivered.get(name, 0.0)}
+        if name in delivered:
+            block |= tenant_metrics(trace, name)
+        per_tenant[name] = block
+    return section, per_tenant
+
+
+def summarise_tenants(rounds: list[dict[str, dict[str, float]]]) -> dict[str, dict[str, float]]:
+    """Median over rounds of each tenant's numbers (measure.metrics.summarise per tenant)."""
+    names = sorted({t for r in rounds for t in r})
+    return {t: summarise([r[t] for r in rounds if t in r]) for t in names}

@@ -1,0 +1,67 @@
+"""``batchperf capacity``'s results: what a probe measured, and the capacity record made from it.
+
+A probe is one short run of one cell at a load factor (``--batchperf-load``), written as an ordinary results file.
+The capacity is stored as an ordinary results file too: the cell as measured at its capacity load, with the id
+``<cell id>-capacity`` (its load removed from the id and the cell, so the next search compares with this one
+whatever load it finds) and a ``capacity`` section (:meth:`batchperf.measure.capacity.Capacity.section`). The gate,
+``compare``, ``history``, ``export`` and the report read it as they read any cell.
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+from typing import Any
+
+from batchperf.measure.capacity import Capacity, ProbeResult
+from batchperf.results.io import ResultsFile, read_results, write_results
+from batchperf.results.record import CellRecord, ResultsError
+
+SUFFIX = "-capacity"
+_LOAD_IN_ID = re.compile(r"-load[0-9.]+(?=$|-)")  # the load axis in a cell id (suite.matrix): dropped here
+
+
+def probe_record(results: ResultsFile) -> CellRecord:
+    """The one cell of a probe's results file; ResultsError when it holds another number of cells."""
+    records = results.records
+    if len(records) != 1:
+        ids = ", ".join(r.id for r in records)
+        raise ResultsError(results.path, f"a capacity probe must run exactly one cell, it ran {len(records)} ({ids})",
+                           "Narrow the matrix options (--batchperf-backends, --batchperf-batch-sizes, ...) or "
+                           "pass -- -k CELL_ID")
+    return records[0]
+
+
+def probe_result(record: CellRecord) -> ProbeResult:
+    """A probe's attainment and offered rate, from its cell's ``slo`` section."""
+    attainment, offered = record.value("slo.attainment"), record.value("slo.offered")
+    duration = record.value("metrics.duration")
+    if attainment is None or offered is None or not duration:
+        raise ResultsError(record.where, "the cell stores no slo.attainment / slo.offered / metrics.duration",
+                           "Run the probe with a batchperf that measures SLO attainment (issue 24)")
+    return ProbeResult(min(max(attainment, 0.0), 1.0), offered / duration)
+
+
+def base_id(cell_id: str) -> str:
+    return _LOAD_IN_ID.sub("", cell_id)
+
+
+def capacity_record(probe: CellRecord, capacity: Capacity) -> CellRecord:
+    """``probe`` (the run at the capacity load) as the capacity cell: its id, no load, the capacity section."""
+    cell = {k: v for k, v in probe.cell.items() if k != "load"}
+    cell["id"] = base_id(probe.id) + SUFFIX
+    data = {k: v for k, v in probe.to_dict().items() if k not in ("gate", "gate_remeasured")}  # judged on its own
+    data |= {"cell": cell, "capacity": capacity.section()}
+    return CellRecord.from_dict(data, where=f"capacity of {probe.id}")
+
+
+def write_capacity(path: Path, probe_file: Path, capacity: Capacity) -> CellRecord:
+    """Write the capacity results file at ``path`` from the probe file of the capacity load."""
+    results = read_results(probe_file, "probe results")
+    fullname, probe = next(iter(results.cells.items()))
+    record = capacity_record(probe, capacity)
+    name = fullname.split("[", 1)[0] + f"[{record.id}]"
+    bench: dict[str, Any] = {**results.benches[fullname], "fullname": name, "name": name.split("::")[-1],
+                             "extra_info": record.to_dict()}
+    write_results(path, results.header, [bench])
+    return record

@@ -1,0 +1,95 @@
+"""``batchperf capacity``: the search driven through the CLI, each probe a (fake) child pytest writing a results file."""
+
+from __future__ import annotations
+
+import random
+from pathlib import Path
+
+import pytest
+from gate_samples import cell_info, results_file
+
+from batchperf.cli import capacity as cli_capacity
+from batchperf.cli import main
+from batchperf.regress.gate import compare_cell
+from batchperf.regress.verdict import Verdict
+from batchperf.results.io import read_results
+
+EDGE = 2.0  # the fake cell's attainment crosses 0.9 at load 2.0
+
+
+class FakeChild:
+    """Stands in for the child pytest: writes the cell's results at the load it was given (seeded noise)."""
+
+    def __init__(self, noise: float = 0.01, cells: int = 1) -> None:
+        self.argvs: list[list[str]] = []
+        self.rng, self.noise, self.cells = random.Random(3), noise, cells
+
+    def __call__(self, argv: list[str]) -> int:
+        self.argvs.append(argv)
+        load = float(next(a for a in argv if a.startswith("--batchperf-load=")).split("=", 1)[1])
+        out = Path(next(a for a in argv if a.startswith("--benchmark-json=")).split("=", 1)[1])
+        attainment = min(1.0, max(0.0, 0.9 - 0.5 * (load - EDGE) + self.rng.gauss(0, self.noise)))
+        records = []
+        for i in range(self.cells):
+            record = cell_info(f"cpu-tiny-qwen2-continuous-bs4-p64-c8-wtenants-two-load{load:g}" + "-x" * i)
+            record.cell["load"] = load
+            record.slo = {"attainment": attainment, "offered": 16, "met": round(16 * attainment),
+                          "request_goodput": 16 * attainment, "tenant_count": 2}
+            records.append(record)
+        results_file(out, records)
+        return 0
+
+
+@pytest.fixture
+def suite(tmp_path: Path) -> Path:
+    (tmp_path / "perf_tests").mkdir()
+    return tmp_path / "perf_tests"
+
+
+def test_capacity_brackets_the_edge_and_writes_a_gateable_results_file(tmp_path, suite, monkeypatch, capsys) -> None:
+    child = FakeChild()
+    monkeypatch.setattr(cli_capacity, "wait_for_child", child)
+    out = tmp_path / "cap.json"
+    code = main(["capacity", "--suite", str(suite), "--out", str(out), "--batchperf-backends=continuous",
+                 "--resolution", "0.05", "--budget-min", "5"])
+    assert code == 0
+    assert all("--batchperf-backends=continuous" in a and a[-1].startswith("--batchperf-load=") for a in child.argvs)
+    record = read_results(out).records[0]
+    assert record.id == "cpu-tiny-qwen2-continuous-bs4-p64-c8-wtenants-two-capacity" and "load" not in record.cell
+    cap = record.capacity
+    assert cap["converged"] is True and cap["target_attainment"] == 0.9
+    assert cap["bracket_high"] - cap["max_load"] <= 0.05 * cap["max_load"]
+    assert cap["max_load"] - 0.1 <= EDGE <= cap["bracket_high"] + 0.1
+    assert cap["probes"] == len(child.argvs) == len(list((tmp_path / "cap-probes").glob("*.json")))
+    assert cap["max_request_rate"] == pytest.approx(16 / record.metrics["duration"])
+    assert "capacity" in capsys.readouterr().out
+    # gated like any cell: a second search, as good, compares as no change; one at half the capacity regresses
+    same = compare_cell(record.id, record, read_results(out).records[0])
+    assert same.verdict is Verdict.NO_CHANGE
+    worse = read_results(out).records[0]
+    worse.capacity = {**worse.capacity, "max_load": cap["max_load"] / 2, "max_request_rate": cap["max_request_rate"] / 2}
+    verdicts = {m.metric: m.verdict for m in compare_cell(record.id, record, worse).metrics}
+    assert verdicts["capacity.max_load"] is Verdict.REGRESSION
+
+
+def test_a_budget_too_small_says_it_did_not_converge(tmp_path, suite, monkeypatch) -> None:
+    monkeypatch.setattr(cli_capacity, "wait_for_child", FakeChild())
+    # the fake probes take no time: a max load below the edge stops the search instead
+    code = main(["capacity", "--suite", str(suite), "--out", str(tmp_path / "c.json"), "--max-load", "1.5"])
+    assert code == cli_capacity.NOT_CONVERGED
+    cap = read_results(tmp_path / "c.json").records[0].capacity
+    assert cap["converged"] is False and "at least" in cap["why"] and cap["max_load"] == 1.5
+
+
+def test_a_probe_of_several_cells_is_refused_naming_the_fix(tmp_path, suite, monkeypatch) -> None:
+    monkeypatch.setattr(cli_capacity, "wait_for_child", FakeChild(cells=2))
+    with pytest.raises(SystemExit, match="exactly one cell, it ran 2.*Narrow the matrix options"):
+        main(["capacity", "--suite", str(suite), "--out", str(tmp_path / "c.json")])
+
+
+def test_bad_settings_are_usage_errors(tmp_path, suite, capsys) -> None:
+    with pytest.raises(SystemExit):
+        main(["capacity", "--suite", str(suite), "--resolution", "nan"])
+    assert "--resolution: must be a finite number > 0" in capsys.readouterr().err
+    with pytest.raises(SystemExit, match="target attainment must be in"):
+        main(["capacity", "--suite", str(suite), "--target", "1.5"])
