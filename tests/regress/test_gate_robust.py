@@ -154,6 +154,8 @@ def random_baselines(draw: st.DrawFn) -> CellRecord:
     for rule in (RULES[i] for i in draw(st.lists(st.integers(0, len(RULES) - 1), max_size=4, unique=True))):
         section, _, name = rule.path.partition(".")
         target = getattr(base, section)
+        if rule.per_tenant:  # one block per tenant: the number goes into tenant "chat"'s
+            target = target.setdefault("chat", {})
         if draw(st.booleans()):
             target.pop(name, None)
         else:
@@ -182,9 +184,11 @@ def test_the_gate_never_passes_a_cell_it_did_not_judge(base: CellRecord, slowdow
         assert math.isfinite(m.tolerance) and m.tolerance >= 0
     for rule in RULES:
         section, _, name = rule.path.partition(".")
-        raw = getattr(base, section).get(name)
+        block = getattr(base, section).get("chat", {}) if rule.per_tenant else getattr(base, section)
+        raw = block.get(name)
         if raw is not None and not (math.isfinite(raw) and raw >= 0) and rule.judged_on(base.tier):
-            got = next(m for m in verdict.metrics if m.metric == rule.path)
+            shown = f"{rule.path}[chat]" if rule.per_tenant else rule.path
+            got = next(m for m in verdict.metrics if m.metric == shown)
             assert got.verdict is Verdict.NOT_JUDGED, (rule.path, raw, got)
     tput = next((m for m in verdict.metrics if m.metric == TPUT.path), None)
     if tput is not None and tput.verdict is Verdict.NO_CHANGE:
@@ -195,8 +199,9 @@ def test_the_gate_never_passes_a_cell_it_did_not_judge(base: CellRecord, slowdow
                                                                  HealthCheck.too_slow])
 @given(base=random_baselines())
 def test_the_store_refuses_what_the_gate_could_not_judge(tmp_path: Path, base: CellRecord) -> None:
-    numbers = [v for block in (base.metrics, base.kv, base.telemetry, base.counters, *base.rounds) for v in block.values()
-               if isinstance(v, float)]
+    blocks = (base.metrics, base.kv, base.telemetry, base.counters, base.client, base.slo, *base.tenants.values(),
+              *base.rounds)
+    numbers = [v for block in blocks for v in block.values() if isinstance(v, float)]
     bad = any(not (math.isfinite(v) and v >= 0) for v in numbers) or any(  # a fraction counter above 1 too
         fraction_problem(k, v) for k, v in base.counters.items() if isinstance(v, float) and math.isfinite(v))
     entry = {"fullname": "t::test_cell[c]", "name": "test_cell[c]", "extra_info": base.to_dict()}
