@@ -22,7 +22,7 @@ from batchperf.regress.gate import RULES, GateConfig, compare_cell, judge
 from batchperf.regress.store import load_baseline, load_run, write_baseline
 from batchperf.regress.verdict import Verdict
 from batchperf.results.io import write_results
-from batchperf.results.record import CellRecord, ResultsError
+from batchperf.results.record import MEASURED, CellRecord, ResultsError
 
 TPUT = RULES[0]  # metrics.output_throughput
 GATED = [r for r in RULES if r.direction is not Direction.EXACT and r.path.startswith("metrics.")]
@@ -199,8 +199,7 @@ def test_the_gate_never_passes_a_cell_it_did_not_judge(base: CellRecord, slowdow
                                                                  HealthCheck.too_slow])
 @given(base=random_baselines())
 def test_the_store_refuses_what_the_gate_could_not_judge(tmp_path: Path, base: CellRecord) -> None:
-    blocks = (base.metrics, base.kv, base.telemetry, base.counters, base.client, base.slo, *base.tenants.values(),
-              *base.rounds)
+    blocks = (*(getattr(base, section) for section in MEASURED), *base.tenants.values(), *base.rounds)
     numbers = [v for block in blocks for v in block.values() if isinstance(v, float)]
     bad = any(not (math.isfinite(v) and v >= 0) for v in numbers) or any(  # a fraction counter above 1 too
         fraction_problem(k, v) for k, v in base.counters.items() if isinstance(v, float) and math.isfinite(v))
