@@ -22,7 +22,8 @@ from batchperf.measure.counters import COUNTERS
 from batchperf.measure.devices import DEVICE_TYPES
 from batchperf.measure.metrics import FAMILIES
 
-SECTIONS = ("metrics", "kv", "telemetry", "counters", "efficiency")  # the measured sections of a cell record
+# the measured sections of a cell record, and the workload's own numbers (its load factor, expected hit rate)
+SECTIONS = ("metrics", "kv", "telemetry", "counters", "efficiency", "workload")
 
 
 class Direction(str, Enum):
@@ -149,7 +150,8 @@ LATENCIES = {"ttft": "time to first token, from the client's send time",
              "tpot": "time per output token after the first, per request",
              "itl": "inter-token latency, every gap pooled",
              "e2el": "end-to-end request latency",
-             "send_delay": "the client's own time from a free slot to the send (batchperf's own)"}
+             "send_delay": "the client's own time from a free slot to the send (batchperf's own)",
+             "send_lag": "how late an open-loop request was sent: sent - its scheduled time (batchperf's own)"}
 STATS = ("mean", "median", "std", "p50", "p90", "p99")
 EXPORTED_STATS = ("mean", "median", "p90", "p99", "std")  # p50 is the median: exported once
 VLLM_LATENCIES = FAMILIES  # send_delay has no vLLM counterpart
@@ -280,6 +282,11 @@ COUNTER_METRICS: tuple[Metric, ...] = (
              column="preempt", fmt=".3g"),
     _counter("prefix_cache_queries", Direction.NONE, "engine_prefix_cache_queries_tokens"),
     _counter("prefix_cache_hits", Direction.HIGHER, "engine_prefix_cache_hits_tokens"),
+    # Measured beside the workload's expected rate (workload.expected_prefix_hit_rate): a hidden change that turns
+    # prefix caching off, or breaks block sharing, drops it to 0. It counts tokens, not time: a floor of 5% (relative)
+    # absorbs a request or two scheduled differently (a hit lost when two of a group are admitted in other steps).
+    _counter("prefix_cache_hit_rate", Direction.HIGHER, "engine_prefix_cache_hit_ratio", Tolerance({"*": 0.05}),
+             ("continuous", "vllm", "vllm-prefix-cache", "vllm-server"), column="hit%", fmt=".3f"),
     _counter("kv_cache_usage_perc", Direction.NONE, "engine_kv_cache_usage_peak_ratio"),
     _counter("num_requests_running", Direction.NONE, "engine_requests_running_peak"),
     _counter("num_requests_waiting", Direction.NONE, "engine_requests_waiting_peak"),
@@ -307,8 +314,18 @@ EFFICIENCY_METRICS: tuple[Metric, ...] = (
     Metric("efficiency.prefill_steps", "steps", Direction.NONE, "prefill steps behind prefill_mfu"),
 )
 
+# --- the workload's own numbers (batchperf.measure.traffic.describe_workload) ------------------------------------
+
+WORKLOAD_METRICS: tuple[Metric, ...] = (
+    Metric("workload.load", "factor", Direction.NONE, "offered-load factor the workload was built with "
+           "(--batchperf-load)"),
+    Metric("workload.expected_prefix_hit_rate", "ratio", Direction.NONE, "prompt tokens a prefix cache can serve / "
+           "prompt tokens sent (shared-prefix and trace workloads), beside counters.prefix_cache_hit_rate",
+           export="workload_expected_prefix_hit_ratio"),
+)
+
 CATALOGUE: tuple[Metric, ...] = (*RUN_METRICS, *KV_METRICS, *TELEMETRY_METRICS, *COUNTER_METRICS,
-                                 *EFFICIENCY_METRICS)
+                                 *EFFICIENCY_METRICS, *WORKLOAD_METRICS)
 BY_PATH: dict[str, Metric] = {m.path: m for m in CATALOGUE}
 
 # --- the tables every consumer reads --------------------------------------------------------------------------
@@ -317,7 +334,7 @@ GATED: tuple[Metric, ...] = tuple(m for m in CATALOGUE if m.gated)  # the regres
 TRACKED: tuple[Metric, ...] = tuple(m for m in CATALOGUE if m.tracked)  # batchperf history's series
 EXPORTED: tuple[Metric, ...] = tuple(m for m in CATALOGUE if m.export)  # batchperf export's samples
 SUMMARY: tuple[Metric, ...] = tuple(sorted((m for m in CATALOGUE if m.column), key=lambda m: (
-    "out tok/s", "P99 E2EL ms", "mean TTFT ms", "KV B/req", "KV B/tok", "n", "preempt").index(m.column)))
+    "out tok/s", "P99 E2EL ms", "mean TTFT ms", "KV B/req", "KV B/tok", "n", "preempt", "hit%").index(m.column)))
 # batchperf ab's default deciding metrics: throughput and the two tails a user feels
 AB_DEFAULT: tuple[str, ...] = ("output_throughput", "p99_ttft_ms", "p99_e2el_ms")
 # the GPU check's A/A spread: every gated number of the metrics section (the time-based ones)

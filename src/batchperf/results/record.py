@@ -27,7 +27,7 @@ SCHEMA_KEY = "batchperf_schema"
 # Sections every cell has; the rest may be absent (older or trimmed records).
 REQUIRED = ("cell", "metrics", "rounds", "kv")
 # the sections a dotted path may start with (CellRecord.raw); any other is looked up in ``other``
-SECTIONS = ("cell", "model", "metrics", "kv", "telemetry", "counters", "efficiency")
+SECTIONS = ("cell", "model", "metrics", "kv", "telemetry", "counters", "efficiency", "workload")
 CELL_FIELDS = ("id", "tier", "model", "backend", "batch_size", "prompt_len", "concurrency")
 
 
@@ -60,6 +60,9 @@ class CellRecord:
     traces: list[dict[str, Any]] = field(default_factory=list)  # RunTrace.to_dict() of each measured round
     # decode MBU and prefill MFU against the device's peaks (batchperf.measure.efficiency); empty in older records
     efficiency: dict[str, Any] = field(default_factory=dict)
+    # the traffic (batchperf.measure.traffic.describe_workload): kind, load, file hash, SLOs, expected prefix-hit
+    # rate, how the backend treated priorities; empty in older records
+    workload: dict[str, Any] = field(default_factory=dict)
     gate: dict[str, Any] | None = None  # the gate's verdict for this cell, when it was compared
     gate_remeasured: dict[str, Any] | None = None  # metrics/rounds of the gate's re-measurement
     pooled_runs: int | None = None  # in a baseline pooled from several runs: how many
@@ -157,7 +160,7 @@ class CellRecord:
             if f.name in ("other", "fullname", "source") or (f.name == "traces" and not with_traces):
                 continue
             value = getattr(self, f.name)
-            if value is not None:
+            if value is not None and (value or f.name != "workload"):  # no empty workload section in older records
                 data[f.name] = value
         return {**data, **self.other}
 
@@ -175,7 +178,8 @@ class CellRecord:
         if missing:
             raise ResultsError(where, f"missing {', '.join(missing)} in extra_info; the file was cut or edited", RERUN)
         for key, kind in (("cell", Mapping), ("model", Mapping), ("metrics", Mapping), ("kv", Mapping),
-                          ("telemetry", Mapping), ("counters", Mapping), ("efficiency", Mapping), ("rounds", list),
+                          ("telemetry", Mapping), ("counters", Mapping), ("efficiency", Mapping), ("workload", Mapping),
+                          ("rounds", list),
                           ("token_count_errors", list), ("traces", list)):
             if key in data and not isinstance(data[key], kind):
                 raise ResultsError(where, f"{key} is a {type(data[key]).__name__}, not a "

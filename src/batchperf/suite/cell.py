@@ -19,6 +19,7 @@ from batchperf.measure.kv import kv_figures
 from batchperf.measure.metrics import compute_metrics, summarise, token_count_errors
 from batchperf.measure.telemetry import Sampler
 from batchperf.measure.trace import RunTrace
+from batchperf.measure.traffic import describe_workload, shared_prefix_counters
 from batchperf.measure.workload import Workload
 from batchperf.results.record import CellRecord
 from batchperf.suite.gate_plugin import gate_cell, gate_outcome
@@ -36,7 +37,7 @@ def measure_cell(benchmark: Any, request: pytest.FixtureRequest, cell: Cell, mod
         traces = run_rounds(benchmark, backend, cell, workload)
     except CellUnsupported as exc:  # raised before anything is measured (a given server runs another cell)
         pytest.skip(f"cell {cell.id}: backend {cell.params.backend!r} cannot run it: {exc}")
-    record = cell_record(cell, model, traces)
+    record = cell_record(cell, model, traces, workload_section(workload, backend, cell.params.workload))
     keep_record(request.config, record)
     errors = record.token_count_errors
     verdict = None
@@ -53,7 +54,15 @@ def measure_cell(benchmark: Any, request: pytest.FixtureRequest, cell: Cell, mod
 
 
 def build_workload(cell: Cell, model: LoadedModel) -> Workload:
-    return cell.workload.build(model.vocab_size, model.max_model_len)
+    kind = cell.traffic if cell.traffic is not None else cell.workload
+    return kind.build(model.vocab_size, model.max_model_len)
+
+
+def workload_section(workload: Workload, backend: Backend, spec: str) -> dict[str, Any]:
+    """The record's ``workload`` section: the traffic, and how this backend treated its priorities and prefixes."""
+    honours, note = getattr(backend, "priority_support", (False, f"{backend.name} does not say; taken as ignored"))
+    prefix_caching = getattr(backend, "prefix_caching_for", None)
+    return describe_workload(workload, spec, honours, note, None if prefix_caching is None else prefix_caching(workload))
 
 
 def one_round(backend: Backend, cell: Cell, workload: Workload) -> RunTrace:
@@ -75,10 +84,12 @@ def run_rounds(benchmark: Any, backend: Backend, cell: Cell, workload: Workload)
 
 def remeasure(backend: Backend, cell: Cell, workload: Workload, model: LoadedModel) -> CellRecord:
     """The cell's record from fresh rounds, outside pytest-benchmark: the gate's confirmation run."""
-    return cell_record(cell, model, [one_round(backend, cell, workload) for _ in range(cell.params.rounds)])
+    return cell_record(cell, model, [one_round(backend, cell, workload) for _ in range(cell.params.rounds)],
+                       workload_section(workload, backend, cell.params.workload))
 
 
-def cell_record(cell: Cell, model: LoadedModel, traces: list[RunTrace]) -> CellRecord:
+def cell_record(cell: Cell, model: LoadedModel, traces: list[RunTrace],
+                workload: dict[str, Any] | None = None) -> CellRecord:
     """Everything a cell stores: parameters, metrics (median and per round), KV, telemetry, raw traces."""
     rounds = [compute_metrics(t) for t in traces]
     return CellRecord(
@@ -89,8 +100,9 @@ def cell_record(cell: Cell, model: LoadedModel, traces: list[RunTrace]) -> CellR
         rounds=rounds,
         kv=kv_figures(traces, model.config, model.dtype),
         telemetry=traces[-1].telemetry,  # of the last measured round; every round's is in its trace
-        counters=summarise_counters([t.counters for t in traces]),  # every round's is in its trace
+        counters=shared_prefix_counters(summarise_counters([t.counters for t in traces]), workload or {}),
                 token_count_errors=[f"round {i}: {e}" for i, t in enumerate(traces, 1) for e in token_count_errors(t)],
         traces=[t.to_dict() for t in traces],
         efficiency=efficiency(traces, model.cost(), device_name(model.device), model.spec.dtype),
+        workload=workload or {},
     )

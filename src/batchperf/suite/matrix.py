@@ -11,9 +11,24 @@ from __future__ import annotations
 import itertools
 import math
 from dataclasses import dataclass, field, fields, replace
+from typing import Any
 
 from batchperf.measure.devices import DEVICE_TYPES
+from batchperf.measure.traffic import parse_load, parse_workload, workload_label
 from batchperf.measure.workload import Arrival, LengthSpec, WorkloadSpec
+
+SYNTHETIC = "synthetic"
+
+
+@dataclass(frozen=True, slots=True)
+class TrafficCell:
+    """One extra cell of a tier on a workload kind of its own (issue 24): not multiplied over the matrix."""
+
+    backend: str
+    workload: str
+    batch_size: str = "4"
+    prompt_len: str = "64"
+    concurrency: str = "4"
 
 
 @dataclass(frozen=True, slots=True)
@@ -34,18 +49,28 @@ class Tier:
     # backend -> axis -> values: a smaller sub-matrix for that backend (an axis given on the
     # command line replaces the limit too)
     limits: dict[str, dict[str, tuple[str, ...]]] = field(default_factory=dict, hash=False)
+    workloads: tuple[str, ...] = (SYNTHETIC,)  # --batchperf-workloads: synthetic, prefix:…, trace:…, tenants:…
+    load: tuple[str, ...] = ("1",)  # offered-load factors (--batchperf-load)
+    # a few cells on the other workload kinds; dropped when the command line gives any axis they fix
+    traffic: tuple[TrafficCell, ...] = ()
 
     def _axis(self, backend: str, axis: str) -> tuple[str, ...]:
         return self.limits.get(backend, {}).get(axis, getattr(self, axis))
 
     def cells(self) -> list[CellParams]:
-        return [
+        cells = [
             CellParams(self.name, self.device, m, b, bs, p, c, str(self.num_prompts), self.rounds,
-                       self.warmup_rounds, self.arrival, self.output_lens, tp=tp)
+                       self.warmup_rounds, self.arrival, self.output_lens, tp=tp, workload=w, load=x)
             for m, b in itertools.product(self.models, self.backends)
             for bs, p, c in itertools.product(*(self._axis(b, a) for a in ("batch_sizes", "prompt_lens", "concurrency")))
             for tp in (self.tp if takes_tp(b) else ("1",))
+            for w, x in itertools.product(self.workloads, self.load)
         ]
+        cells += [CellParams(self.name, self.device, m, t.backend, t.batch_size, t.prompt_len, t.concurrency,
+                             str(self.num_prompts), self.rounds, self.warmup_rounds, self.arrival, self.output_lens,
+                             workload=t.workload)
+                  for m in self.models for t in self.traffic if t.backend in self.backends]
+        return cells
 
 
 def takes_tp(backend: str) -> bool:
@@ -74,7 +99,9 @@ TIERS: dict[str, Tier] = {
     ),
 }
 
-AXES = ("models", "backends", "batch_sizes", "prompt_lens", "concurrency", "tp")
+AXES = ("models", "backends", "batch_sizes", "prompt_lens", "concurrency", "tp", "workloads", "load")
+# a command-line value for any of these replaces the tier's traffic cells (they fix these axes themselves)
+TRAFFIC_AXES = ("batch_sizes", "prompt_lens", "concurrency", "workloads", "load")
 
 
 def parse_arrival(text: str) -> Arrival:
@@ -122,30 +149,44 @@ class CellParams:
     output_lens: str = "16,32"
     seed: int = 0
     tp: str = "1"
+    workload: str = SYNTHETIC  # a --batchperf-workloads entry
+    load: str = "1"  # the offered-load factor
 
     @property
     def id(self) -> str:
+        """Unchanged for a synthetic cell at load 1 (so its baseline key is); else ``-w<label>`` (kind and the
+        file's hash) and ``-load<X>`` are appended."""
         try:
             plabel = LengthSpec.parse(self.prompt_len).label
         except ValueError:
             plabel = self.prompt_len
         base = f"{self.tier}-{self.model}-{self.backend}-bs{self.batch_size}-p{plabel}-c{self.concurrency}"
-        return f"{base}-tp{self.tp}" if takes_tp(self.backend) and self.tp != "1" else base
+        base = f"{base}-tp{self.tp}" if takes_tp(self.backend) and self.tp != "1" else base
+        if self.workload.strip() != SYNTHETIC:
+            base += f"-w{workload_label(self.workload)}"
+        if self.load.strip() != "1":
+            base += f"-load{self.load.strip()}"
+        return base
 
     def resolve(self) -> Cell:
+        spec = self.base_workload()
         return Cell(
             params=self,
             batch_size=_positive_int("batch size", self.batch_size),
             concurrency=_positive_int("concurrency", self.concurrency),
             tp=_positive_int("tensor-parallel size", self.tp),
-            workload=WorkloadSpec(
-                num_prompts=_positive_int("num_prompts", self.num_prompts),
-                prompt_len=LengthSpec.parse(self.prompt_len),
-                arrival=parse_arrival(self.arrival),
-                output_lens=tuple(_positive_int("output length", v) for v in split_list(self.output_lens)),
-                num_warmup=WorkloadSpec.default_warmup(_positive_int("num_prompts", self.num_prompts)),
-                seed=self.seed,
-            ),
+            workload=spec,
+            traffic=parse_workload(self.workload, spec, parse_load(self.load)),
+        )
+
+    def base_workload(self) -> WorkloadSpec:
+        return WorkloadSpec(
+            num_prompts=_positive_int("num_prompts", self.num_prompts),
+            prompt_len=LengthSpec.parse(self.prompt_len),
+            arrival=parse_arrival(self.arrival),
+            output_lens=tuple(_positive_int("output length", v) for v in split_list(self.output_lens)),
+            num_warmup=WorkloadSpec.default_warmup(_positive_int("num_prompts", self.num_prompts)),
+            seed=self.seed,
         )
 
 
@@ -154,8 +195,9 @@ class Cell:
     params: CellParams
     batch_size: int
     concurrency: int
-    workload: WorkloadSpec
+    workload: WorkloadSpec  # the cell's synthetic spec: lengths, counts, arrival, seed
     tp: int = 1
+    traffic: Any = None  # the workload kind (batchperf.measure.traffic.parse_workload); None: synthetic
 
     @property
     def id(self) -> str:
@@ -175,6 +217,9 @@ class Cell:
             "device": self.params.device,
             # vllm cells only, so the identity of every other cell (and its baseline) is unchanged
             **({"tp": self.tp} if takes_tp(self.params.backend) else {}),
+            # other workloads only, likewise
+            **({"workload": self.params.workload.strip()} if self.params.workload.strip() != SYNTHETIC else {}),
+            **({"load": parse_load(self.params.load)} if self.params.load.strip() != "1" else {}),
         }
 
 
@@ -215,6 +260,8 @@ def narrowed(tier: Tier, **overrides: str | None) -> Tier:
         else:
             changes[key] = value
     limits = {b: {a: v for a, v in axes.items() if a not in changes} for b, axes in tier.limits.items()}
+    if any(a in changes for a in TRAFFIC_AXES):
+        changes["traffic"] = ()
     return replace(tier, **changes, limits=limits)
 
 
