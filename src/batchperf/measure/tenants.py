@@ -30,12 +30,12 @@ listed here is refused with its name (a typo would otherwise be ignored).
 from __future__ import annotations
 
 import math
-import tomllib
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import numpy as np
+import tomllib
 
 from batchperf.measure.metrics import SLO
 from batchperf.measure.trace_file import file_hash

@@ -80,6 +80,7 @@ def takes_tp(backend: str) -> bool:
 
 # The peer backends are measured on a few cells of the CPU tier: enough to exercise them for
 # real on every change, while the two first-principles backends cover the whole matrix.
+TRAFFIC_FIXTURES = "fixtures/traffic"  # made by tools/make_example_trace.py; paths are from the repository root
 _CPU_PEER_CELLS = {"batch_sizes": ("4",), "prompt_lens": ("64",), "concurrency": ("4", "16")}
 
 TIERS: dict[str, Tier] = {
@@ -90,6 +91,12 @@ TIERS: dict[str, Tier] = {
         batch_sizes=("1", "4", "8"), prompt_lens=("64", "256", "512"), concurrency=("4", "8", "16"),
         num_prompts=16, rounds=2,
         limits={name: _CPU_PEER_CELLS for name in ("hf-continuous", "vllm", "vllm-server")},
+        traffic=(  # issue 24: shared prefixes (vLLM's CPU block: 128 tokens), two bursty tenants, a trace
+            TrafficCell("vllm", "prefix:2:128", prompt_len="32"), TrafficCell("continuous", "prefix:2:128", prompt_len="32"),
+            TrafficCell("continuous", f"tenants:{TRAFFIC_FIXTURES}/two_tenants.toml"),
+            TrafficCell("vllm", f"tenants:{TRAFFIC_FIXTURES}/two_tenants.toml"),
+            TrafficCell("continuous", f"trace:{TRAFFIC_FIXTURES}/mini_trace.jsonl"),
+        ),
     ),
     # The GPU tier: real checkpoints, hundreds of requests per cell so P99 means something.
     "gpu": Tier(
