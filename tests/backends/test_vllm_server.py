@@ -97,3 +97,20 @@ def test_real_server_on_a_config_folder_reports_its_counters(stream4_server_run)
                       concurrency="3", num_prompts="6", rounds=1, warmup_rounds=0, arrival="closed").resolve()
     record = cell_record(cell, model, [trace])
     assert rule_gaps(record) == ([], []) and uncatalogued(record) == []
+
+
+def test_a_requests_priority_and_tenant_travel_as_vllm_accepts_them(tiny_model) -> None:
+    """vLLM's OpenAI server takes ``priority`` in the completion body (lower first) and refuses any but 0 on its
+    default fcfs policy, so it is sent only when set; the trace keeps the tenant, priority and due time."""
+    from batchperf.measure.workload import LengthSpec, RequestSpec, Workload, WorkloadSpec
+
+    spec = WorkloadSpec(3, LengthSpec(4, 4), output_lens=(2,))
+    requests = tuple(RequestSpec(i, (1, 2, 3, 4), 2, 0.01 * i, tenant=("chat", "batch")[i % 2], priority=i % 2)
+                     for i in range(3))
+    with fake_server(metrics=None, root=str(tiny_model.path)) as server:
+        backend = create_backend("vllm-server", tiny_model, server_url=f"2={server.url}")
+        trace = backend.run(Workload(spec, requests, unlimited=True), 2, 2)
+    assert sorted(p.get("priority") for p in server.payloads if "priority" in p) == [1]
+    assert sum("priority" not in p for p in server.payloads) == 2
+    assert [(r.tenant, r.priority, r.due) for r in trace.requests] == [("chat", 0, 0.0), ("batch", 1, 0.01),
+                                                                       ("chat", 0, 0.02)]

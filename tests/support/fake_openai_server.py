@@ -35,6 +35,7 @@ class FakeServer(ThreadingHTTPServer):
     models: dict[str, Any]  # the /v1/models answer
     info: dict[str, Any] | None = None  # the /server_info answer; None answers 404
     metrics_gets = 0
+    payloads: list[dict[str, Any]]  # every /v1/completions request body received, in order
 
     @property
     def url(self) -> str:
@@ -77,6 +78,7 @@ class _Handler(BaseHTTPRequestHandler):
 
     def do_POST(self) -> None:
         payload = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+        self.server.payloads.append(payload)
         self.send_response(200)
         self.send_header("Content-Type", "text/event-stream")
         self.end_headers()
@@ -97,6 +99,7 @@ def fake_server(metrics: str | None = None, root: str = "fake", models: dict[str
     server.metrics = metrics
     server.models = models_answer(root) if models is None else models
     server.info = info
+    server.payloads = []
     thread = threading.Thread(target=server.serve_forever, daemon=True)
     thread.start()
     try:
