@@ -292,7 +292,7 @@ COUNTER_METRICS: tuple[Metric, ...] = (
     # Only where the workload shares prefixes (batchperf.measure.traffic.shared_prefix_counters) and the engine has a
     # prefix cache (batchperf's engine shares no blocks: its hits are 0, the rate absent with that reason).
     _counter("prefix_cache_hit_rate", Direction.HIGHER, "engine_prefix_cache_hit_ratio", Tolerance({"*": 0.05}),
-             ("vllm", "vllm-prefix-cache", "vllm-server"), column="prefix hit", fmt=".3f",
+             ("vllm", "vllm-prefix-cache", "vllm-server"),
              workloads=("prefix", "trace")),
     _counter("kv_cache_usage_perc", Direction.NONE, "engine_kv_cache_usage_peak_ratio"),
     _counter("num_requests_running", Direction.NONE, "engine_requests_running_peak"),
@@ -341,7 +341,7 @@ GATED: tuple[Metric, ...] = tuple(m for m in CATALOGUE if m.gated)  # the regres
 TRACKED: tuple[Metric, ...] = tuple(m for m in CATALOGUE if m.tracked)  # batchperf history's series
 EXPORTED: tuple[Metric, ...] = tuple(m for m in CATALOGUE if m.export)  # batchperf export's samples
 SUMMARY: tuple[Metric, ...] = tuple(sorted((m for m in CATALOGUE if m.column), key=lambda m: (
-    "out tok/s", "P99 E2EL ms", "mean TTFT ms", "KV B/req", "KV B/tok", "n", "preempt", "prefix hit").index(m.column)))
+    "out tok/s", "P99 E2EL ms", "mean TTFT ms", "KV B/req", "KV B/tok", "n", "preempt").index(m.column)))
 # batchperf ab's default deciding metrics: throughput and the two tails a user feels
 AB_DEFAULT: tuple[str, ...] = ("output_throughput", "p99_ttft_ms", "p99_e2el_ms")
 # the GPU check's A/A spread: every gated number of the metrics section (the time-based ones)

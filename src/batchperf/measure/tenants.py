@@ -38,8 +38,8 @@ import numpy as np
 import tomllib
 
 from batchperf.measure.metrics import SLO
+from batchperf.measure.synth import TokenSynth, check_fits, file_stem
 from batchperf.measure.trace_file import file_hash
-from batchperf.measure.traffic import TokenSynth, _stem, check_fits
 from batchperf.measure.workload import Arrival, LengthSpec, RequestSpec, Workload, WorkloadSpec
 
 TOP_FIELDS = {"seed", "tenants"}
@@ -143,7 +143,7 @@ class TenantsKind:
 
     @property
     def label(self) -> str:
-        return f"tenants-{_stem(self.path)}-{self.file_hash[:8]}"
+        return f"tenants-{file_stem(self.path)}-{self.file_hash[:8]}"
 
     def build(self, vocab_size: int, max_model_len: int, first_token_id: int = 0) -> Workload:
         seed, tenants = read_tenants(self.path)

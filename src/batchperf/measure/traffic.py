@@ -31,6 +31,8 @@ from pathlib import Path
 
 import numpy as np
 
+from batchperf.measure.synth import TokenSynth, check_fits, file_stem
+from batchperf.measure.tenants import TenantsKind
 from batchperf.measure.trace_file import MOONCAKE_BLOCK_SIZE, TraceRow, file_hash, read_trace
 from batchperf.measure.workload import Arrival, LengthSpec, RequestSpec, Workload, WorkloadSpec
 
@@ -50,36 +52,6 @@ def parse_load(text: str) -> float:
 
 def load_label(load: float) -> str:
     return f"{load:g}"
-
-
-class TokenSynth:
-    """Seeded token ids: a block per hash id (equal ids, equal blocks) and distinct prompts per key."""
-
-    def __init__(self, seed: int, vocab_size: int, first_token_id: int = 0, block_size: int = MOONCAKE_BLOCK_SIZE):
-        if vocab_size - first_token_id < 2:
-            raise ValueError(f"vocabulary range [{first_token_id}, {vocab_size}) is too small for prompts")
-        self.seed, self.low, self.high, self.block_size = seed, first_token_id, vocab_size, block_size
-        self._blocks: dict[int, tuple[int, ...]] = {}
-
-    def tokens(self, stream: int, key: int, n: int) -> tuple[int, ...]:
-        rng = np.random.Generator(np.random.PCG64(np.random.SeedSequence([self.seed, stream, key])))
-        return tuple(int(t) for t in rng.integers(self.low, self.high, size=n))
-
-    def block(self, hash_id: int) -> tuple[int, ...]:
-        if hash_id not in self._blocks:
-            self._blocks[hash_id] = self.tokens(1, hash_id % 2**63, self.block_size)
-        return self._blocks[hash_id]
-
-    def prompt(self, row: TraceRow) -> tuple[int, ...]:
-        if row.hash_ids is None:
-            return self.tokens(2, row.line, row.input_length)
-        return tuple(t for h in row.hash_ids for t in self.block(h))[:row.input_length]
-
-
-def check_fits(prompt_len: int, output_len: int, max_model_len: int, where: str) -> None:
-    if prompt_len + output_len > max_model_len:
-        raise ValueError(f"{where}: prompt of {prompt_len} + {output_len} output tokens = {prompt_len + output_len} "
-                         f"exceeds the model's context of {max_model_len} tokens")
 
 
 @dataclass(frozen=True, slots=True)
@@ -158,7 +130,7 @@ class TraceKind:
 
     @property
     def label(self) -> str:
-        return f"trace-{_stem(self.path)}-{self.file_hash[:8]}"
+        return f"trace-{file_stem(self.path)}-{self.file_hash[:8]}"
 
     def rows(self) -> list[TraceRow]:
         """The window's rows (the file is streamed; only these are kept)."""
@@ -218,10 +190,6 @@ def workload_label(text: str) -> str:
         return re.sub(r"[^A-Za-z0-9.=-]+", "_", text.strip())
 
 
-def _stem(path: Path) -> str:
-    return re.sub(r"[^A-Za-z0-9]+", "_", path.stem)[:24] or "trace"
-
-
 def _options(parts: list[str], allowed: tuple[str, ...], text: str) -> dict[str, str]:
     out = {}
     for part in parts:
@@ -244,8 +212,6 @@ def _positive(name: str, raw: str, text: str) -> float:
 
 def parse_workload(text: str, base: WorkloadSpec, load: float = 1.0, root: Path | None = None):  # noqa: ANN201
     """The kind named by a ``--batchperf-workloads`` entry; ValueError names the entry and the fix."""
-    from batchperf.measure.tenants import TenantsKind
-
     raw = text.strip()
     kind, _, rest = raw.partition(":")
     if kind == "synthetic" and not rest:
