@@ -76,3 +76,11 @@ def test_a_file_without_tenants_or_not_toml_is_refused(tmp_path: Path) -> None:
         build(tmp_path, "seed = 1\n")
     with pytest.raises(ValueError, match="not TOML"):
         build(tmp_path, "[tenants\n")
+
+
+def test_the_warm_up_runs_on_the_priority_policy_of_the_measured_requests(tmp_path: Path) -> None:
+    """Warm-up requests all have priority 0; they must still warm the engine (or server) the measured requests
+    need, not build one of their own."""
+    w = build(tmp_path, GOOD)
+    assert w.uses_priority and all(r.priority == 0 for r in w.warmup) and w.warmup_only().uses_priority
+    assert not build(tmp_path, GOOD.replace("priority = 1", "priority = 0")).warmup_only().uses_priority

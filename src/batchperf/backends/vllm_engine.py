@@ -166,7 +166,7 @@ class VLLMEngineBackend:
 
     def run(self, workload: Workload, batch_size: int, concurrency: int) -> RunTrace:
         caching = self.prefix_caching_for(workload)
-        key = EngineKey(batch_size, caching, any(r.priority != 0 for r in workload.requests))
+        key = EngineKey(batch_size, caching, workload.uses_priority)
         engine = self.engine(*key)
         if caching and not engine.reset_prefix_cache():  # each run starts cold: it measures its own reuse
             raise RuntimeError("vllm: the prefix cache could not be reset before the run (requests still running?)")

@@ -137,7 +137,7 @@ class VLLMServerBackend:
             served = self.given_server(workload, batch_size)
             base, model_name, figures = served.url, served.model_id, served.describe()
         else:
-            priority = any(r.priority != 0 for r in workload.requests)
+            priority = workload.uses_priority
             base, model_name, figures = self.base_url(batch_size, bool(self.prefix_caching_for(workload)),
                                                       priority), SERVED_NAME, {}
         url = base + "/v1/completions"

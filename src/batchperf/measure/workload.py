@@ -203,6 +203,13 @@ class Workload:
     expected_prefix_hit_rate: float | None = None  # prompt tokens a prefix cache can serve / prompt tokens
     file_hash: str | None = None  # of the file it was read from (trace, tenants)
     unlimited: bool = False  # sent at the offsets whatever the concurrency (a trace, tenants): no in-flight limit
+    priorities: bool | None = None  # some request has a priority other than 0 (None: look at the requests)
+
+    @property
+    def uses_priority(self) -> bool:
+        """Some measured request has a priority other than 0: the backend runs its priority policy (its warm-up
+        too, so that the warm-up warms the engine or server the measured requests run on)."""
+        return self.priorities if self.priorities is not None else any(r.priority != 0 for r in self.requests)
 
     @property
     def open_loop(self) -> bool:
@@ -216,4 +223,4 @@ class Workload:
 
     def warmup_only(self) -> Workload:
         """The warm-up requests as a workload of their own (sent closed-loop)."""
-        return replace(self, requests=self.warmup, warmup=())
+        return replace(self, requests=self.warmup, warmup=(), priorities=self.uses_priority)
