@@ -52,7 +52,7 @@ rate = 2.0
 on_s = 0.5              # on/off bursts: sends for 0.5 s, pauses 1 s
 off_s = 1.0
 prompt_len = 256
-output_lens = [32]
+output_lens = [16]
 priority = 1
 slo = { e2el_ms = 20000 }
 """

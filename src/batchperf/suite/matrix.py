@@ -29,6 +29,7 @@ class TrafficCell:
     batch_size: str = "4"
     prompt_len: str = "64"
     concurrency: str = "4"
+    output_lens: str | None = None  # None: the tier's
 
 
 @dataclass(frozen=True, slots=True)
@@ -67,8 +68,8 @@ class Tier:
             for w, x in itertools.product(self.workloads, self.load)
         ]
         cells += [CellParams(self.name, self.device, m, t.backend, t.batch_size, t.prompt_len, t.concurrency,
-                             str(self.num_prompts), self.rounds, self.warmup_rounds, self.arrival, self.output_lens,
-                             workload=t.workload)
+                             str(self.num_prompts), self.rounds, self.warmup_rounds, self.arrival,
+                             t.output_lens or self.output_lens, workload=t.workload)
                   for m in self.models for t in self.traffic if t.backend in self.backends]
         return cells
 
@@ -92,7 +93,10 @@ TIERS: dict[str, Tier] = {
         num_prompts=16, rounds=2,
         limits={name: _CPU_PEER_CELLS for name in ("hf-continuous", "vllm", "vllm-server")},
         traffic=(  # issue 24: shared prefixes (vLLM's CPU block: 128 tokens), two bursty tenants, a trace
-            TrafficCell("vllm", "prefix:2:128", prompt_len="32"), TrafficCell("continuous", "prefix:2:128", prompt_len="32"),
+            # short outputs: the prefix is what these cells measure (they add ~90 s to the CPU tier, vLLM's two
+            # engine builds included: one with prefix caching, one with the priority policy)
+            TrafficCell("vllm", "prefix:2:128", prompt_len="32", output_lens="4,8"),
+            TrafficCell("continuous", "prefix:2:128", prompt_len="32", output_lens="4,8"),
             TrafficCell("continuous", f"tenants:{TRAFFIC_FIXTURES}/two_tenants.toml"),
             TrafficCell("vllm", f"tenants:{TRAFFIC_FIXTURES}/two_tenants.toml"),
             TrafficCell("continuous", f"trace:{TRAFFIC_FIXTURES}/mini_trace.jsonl"),
