@@ -50,10 +50,6 @@ def parse_load(text: str) -> float:
     return value
 
 
-def load_label(load: float) -> str:
-    return f"{load:g}"
-
-
 @dataclass(frozen=True, slots=True)
 class SyntheticKind:
     base: WorkloadSpec
@@ -210,7 +206,10 @@ def _positive(name: str, raw: str, text: str) -> float:
     return value
 
 
-def parse_workload(text: str, base: WorkloadSpec, load: float = 1.0, root: Path | None = None):  # noqa: ANN201
+WorkloadKind = SyntheticKind | PrefixKind | TraceKind | TenantsKind  # each has kind, label, load, build(...)
+
+
+def parse_workload(text: str, base: WorkloadSpec, load: float = 1.0, root: Path | None = None) -> WorkloadKind:
     """The kind named by a ``--batchperf-workloads`` entry; ValueError names the entry and the fix."""
     raw = text.strip()
     kind, _, rest = raw.partition(":")
