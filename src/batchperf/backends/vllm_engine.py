@@ -9,7 +9,7 @@ request (one, or more under speculative decoding) are one chunk. The engine is b
 batch size, prefix-caching setting and scheduling policy and reused across cells
 (building one compiles the model: tens of seconds on a CPU). Prefix caching is on for a
 workload that shares prefixes (a shared-prefix or trace workload with an expected hit rate)
-and emptied before each run, so every round starts cold and measures the workload's own
+and then emptied before each run, so every round starts cold and measures the workload's own
 reuse; the priority policy (``scheduling_policy="priority"``, each request's priority) is
 used when some request has a priority other than 0. On a GPU, one engine at a time
 holds the card: building another (another batch size, or another model's
@@ -168,7 +168,9 @@ class VLLMEngineBackend:
         caching = self.prefix_caching_for(workload)
         key = EngineKey(batch_size, caching, workload.uses_priority)
         engine = self.engine(*key)
-        if caching and not engine.reset_prefix_cache():  # each run starts cold: it measures its own reuse
+        # a workload that shares prefixes starts each run cold, so it measures its own reuse (vllm-prefix-cache on a
+        # synthetic workload keeps its cache across runs, as it always has)
+        if workload.expected_prefix_hit_rate is not None and not engine.reset_prefix_cache():
             raise RuntimeError("vllm: the prefix cache could not be reset before the run (requests still running?)")
         clock = RunClock(self.model.device)
         with torch_threads(self._serving_threads):
