@@ -5,7 +5,7 @@ from __future__ import annotations
 import importlib.util
 
 import pytest
-from fake_openai_server import fake_server
+from fake_openai_server import fake_server, server_info
 from rule_producers import rule_gaps, uncatalogued
 
 from batchperf.backends import BackendUnavailable, create_backend
@@ -114,3 +114,21 @@ def test_a_requests_priority_and_tenant_travel_as_vllm_accepts_them(tiny_model) 
     assert sum("priority" not in p for p in server.payloads) == 2
     assert [(r.tenant, r.priority, r.due) for r in trace.requests] == [("chat", 0, 0.0), ("batch", 1, 0.01),
                                                                        ("chat", 0, 0.02)]
+
+
+def test_a_shared_prefix_workload_empties_the_servers_prefix_cache_before_each_run(tiny_model) -> None:
+    """Every round sends the same prompts: a warm cache would count round 1's prompts as round 2's hits. The cache
+    is emptied (POST /reset_prefix_cache); a server without that development route fails the cell, saying how."""
+    from batchperf.measure.traffic import parse_workload
+    from batchperf.measure.workload import LengthSpec, WorkloadSpec
+
+    workload = parse_workload("prefix:2:8", WorkloadSpec(4, LengthSpec(4, 4), output_lens=(2,))).build(100, 64)
+    with fake_server(metrics=None, root=str(tiny_model.path), info=server_info(2)) as server:
+        backend = create_backend("vllm-server", tiny_model, server_url=f"2={server.url}")
+        backend.run(workload, 2, 2)
+        backend.run(workload, 2, 2)
+        assert server.resets == 2
+    with fake_server(metrics=None, root=str(tiny_model.path)) as server:
+        backend = create_backend("vllm-server", tiny_model, server_url=f"2={server.url}")
+        with pytest.raises(RuntimeError, match="could not empty its prefix cache.*VLLM_SERVER_DEV_MODE=1"):
+            backend.run(workload, 2, 2)

@@ -36,6 +36,7 @@ class FakeServer(ThreadingHTTPServer):
     info: dict[str, Any] | None = None  # the /server_info answer; None answers 404
     metrics_gets = 0
     payloads: list[dict[str, Any]]  # every /v1/completions request body received, in order
+    resets = 0  # POST /reset_prefix_cache received
 
     @property
     def url(self) -> str:
@@ -77,6 +78,10 @@ class _Handler(BaseHTTPRequestHandler):
             self._send(200, json.dumps(answer).encode(), "application/json")
 
     def do_POST(self) -> None:
+        if self.path == "/reset_prefix_cache":  # a development route, as /server_info
+            self.server.resets += 1
+            self._send_json(None if self.server.info is None else {"success": True})
+            return
         payload = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
         self.server.payloads.append(payload)
         self.send_response(200)

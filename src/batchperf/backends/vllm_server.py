@@ -128,6 +128,8 @@ class VLLMServerBackend:
         # the server's engine core runs in its own process, as users run it; only the CPU KV pool is bounded
         env = {**os.environ, "VLLM_CPU_KVCACHE_SPACE": os.environ.get(
             "VLLM_CPU_KVCACHE_SPACE", ENV_DEFAULTS["VLLM_CPU_KVCACHE_SPACE"])}
+        if prefix_caching:  # its development routes include POST /reset_prefix_cache, emptied before each run
+            env["VLLM_SERVER_DEV_MODE"] = "1"
         server = ServerProcess(argv, f"http://127.0.0.1:{port}/health", env=env, name=f"vllm-server-bs{batch_size}")
         server.start(READY_TIMEOUT_S)
         return server
@@ -140,6 +142,8 @@ class VLLMServerBackend:
             priority = workload.uses_priority
             base, model_name, figures = self.base_url(batch_size, bool(self.prefix_caching_for(workload)),
                                                       priority), SERVED_NAME, {}
+        if workload.expected_prefix_hit_rate is not None:  # each run starts cold: it measures its own reuse
+            reset_prefix_cache(base)
         url = base + "/v1/completions"
         clock = RunClock(None)  # client-side times: nothing of ours runs on a device
         kv = {"server": url, "server_started_by_suite": not self.given, **figures}
@@ -162,6 +166,25 @@ class VLLMServerBackend:
         if reason:
             raise CellUnsupported(reason)
         return served
+
+
+def reset_prefix_cache(base: str) -> None:
+    """Empty the server's prefix cache (``POST /reset_prefix_cache``, a vLLM development route); RuntimeError with
+    the fix when it cannot, since a warm cache would count the previous round's prompts as this round's hits."""
+    import urllib.error
+    import urllib.request
+
+    why = ""
+    try:
+        with urllib.request.urlopen(urllib.request.Request(base + "/reset_prefix_cache", method="POST"),
+                                    timeout=30) as response:
+            if json.loads(response.read() or b"{}").get("success", True) is not False:
+                return
+            why = "it answered success=false (requests still running?)"
+    except (urllib.error.URLError, OSError, ValueError) as exc:
+        why = str(exc)
+    raise RuntimeError(f"vllm-server: {base} could not empty its prefix cache before the run ({why}); a shared-prefix "
+                       f"workload needs it (start the server with VLLM_SERVER_DEV_MODE=1)")
 
 
 class _Client:
