@@ -172,3 +172,36 @@ def test_a_config_folder_runs_on_vllms_dummy_load_format(tiny, tmp_path, no_hub)
     assert [r.output_len for r in trace.requests] == [r.target_len for r in trace.requests]
     assert trace.kv["bytes_per_token_backend"] == kv_bytes_per_token(model.config, model.spec.dtype)
     assert no_hub == []
+
+
+@pytest.mark.slow
+def test_shared_prefix_hit_rate_is_the_expected_one_and_caching_turned_off_is_a_gated_regression(
+        backend, tiny, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Issue 24's done-when: vLLM's own prefix-cache counters give the workload's expected hit rate (within 2
+    points); a hidden change that only turns prefix caching off measures about 0 and the gate calls it a regression
+    (throughput alone moved about 6% on this cell: under its 15% CPU floor)."""
+    from batchperf.regress.gate import compare_cell
+    from batchperf.regress.verdict import Verdict
+    from batchperf.suite.cell import build_workload, cell_record, one_round, workload_section
+    from batchperf.suite.matrix import CellParams
+
+    cell = CellParams("cpu", "cpu", "tiny-qwen2", "vllm", str(BS), "32", str(BS), "16", 1, 0, "closed",
+                      workload="prefix:2:128").resolve()  # 128: vLLM's block on CPU, so the whole prefix is reusable
+    wl = build_workload(cell, tiny)
+
+    def measure():
+        return cell_record(cell, tiny, [one_round(backend, cell, wl)], workload_section(wl, backend, "prefix:2:128"))
+
+    on = measure()
+    expected = on.workload["expected_prefix_hit_rate"]
+    assert expected == pytest.approx(14 * 128 / (16 * 160)) and on.workload["prefix_caching"] is True
+    assert abs(on.counters["prefix_cache_hit_rate"] - expected) <= 0.02
+    again = measure()  # each run starts with an empty cache: the second round measures the same reuse, not 100%
+    assert abs(again.counters["prefix_cache_hit_rate"] - expected) <= 0.02
+
+    monkeypatch.setattr(type(backend), "prefix_caching_for", lambda self, workload: False)  # the hidden change
+    off = measure()
+    assert off.workload["prefix_caching"] is False and off.counters["prefix_cache_hit_rate"] <= 0.01
+    verdict = compare_cell(on.id, on, off)
+    hit = next(m for m in verdict.metrics if m.metric == "counters.prefix_cache_hit_rate")
+    assert hit.verdict is Verdict.REGRESSION and verdict.verdict is Verdict.REGRESSION

@@ -5,7 +5,7 @@ from __future__ import annotations
 import importlib.util
 
 import pytest
-from fake_openai_server import fake_server
+from fake_openai_server import fake_server, server_info
 from rule_producers import rule_gaps, uncatalogued
 
 from batchperf.backends import BackendUnavailable, create_backend
@@ -97,3 +97,38 @@ def test_real_server_on_a_config_folder_reports_its_counters(stream4_server_run)
                       concurrency="3", num_prompts="6", rounds=1, warmup_rounds=0, arrival="closed").resolve()
     record = cell_record(cell, model, [trace])
     assert rule_gaps(record) == ([], []) and uncatalogued(record) == []
+
+
+def test_a_requests_priority_and_tenant_travel_as_vllm_accepts_them(tiny_model) -> None:
+    """vLLM's OpenAI server takes ``priority`` in the completion body (lower first) and refuses any but 0 on its
+    default fcfs policy, so it is sent only when set; the trace keeps the tenant, priority and due time."""
+    from batchperf.measure.workload import LengthSpec, RequestSpec, Workload, WorkloadSpec
+
+    spec = WorkloadSpec(3, LengthSpec(4, 4), output_lens=(2,))
+    requests = tuple(RequestSpec(i, (1, 2, 3, 4), 2, 0.01 * i, tenant=("chat", "batch")[i % 2], priority=i % 2)
+                     for i in range(3))
+    with fake_server(metrics=None, root=str(tiny_model.path)) as server:
+        backend = create_backend("vllm-server", tiny_model, server_url=f"2={server.url}")
+        trace = backend.run(Workload(spec, requests, unlimited=True), 2, 2)
+    assert sorted(p.get("priority") for p in server.payloads if "priority" in p) == [1]
+    assert sum("priority" not in p for p in server.payloads) == 2
+    assert [(r.tenant, r.priority, r.due) for r in trace.requests] == [("chat", 0, 0.0), ("batch", 1, 0.01),
+                                                                       ("chat", 0, 0.02)]
+
+
+def test_a_shared_prefix_workload_empties_the_servers_prefix_cache_before_each_run(tiny_model) -> None:
+    """Every round sends the same prompts: a warm cache would count round 1's prompts as round 2's hits. The cache
+    is emptied (POST /reset_prefix_cache); a server without that development route fails the cell, saying how."""
+    from batchperf.measure.traffic import parse_workload
+    from batchperf.measure.workload import LengthSpec, WorkloadSpec
+
+    workload = parse_workload("prefix:2:8", WorkloadSpec(4, LengthSpec(4, 4), output_lens=(2,))).build(100, 64)
+    with fake_server(metrics=None, root=str(tiny_model.path), info=server_info(2)) as server:
+        backend = create_backend("vllm-server", tiny_model, server_url=f"2={server.url}")
+        backend.run(workload, 2, 2)
+        backend.run(workload, 2, 2)
+        assert server.resets == 2
+    with fake_server(metrics=None, root=str(tiny_model.path)) as server:
+        backend = create_backend("vllm-server", tiny_model, server_url=f"2={server.url}")
+        with pytest.raises(RuntimeError, match="could not empty its prefix cache.*VLLM_SERVER_DEV_MODE=1"):
+            backend.run(workload, 2, 2)

@@ -131,3 +131,11 @@ def test_the_engine_but_the_runner_never_imports_torch():
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
     assert result.returncode == 0, result.stderr
     assert result.stdout.strip() == "torch-free"
+
+
+def test_waiting_requests_are_admitted_by_priority_fifo_within_one():
+    blocks = BlockManager(num_blocks=64, block_size=4)
+    scheduler = Scheduler(SchedulerConfig(batch_size=1), blocks)
+    for rid, priority in ((0, 1), (1, 0), (2, 1), (3, 0)):
+        scheduler.add(Request(rid, (1, 2), 1, priority=priority))
+    assert [r.request_id for r in scheduler.waiting] == [1, 3, 0, 2]

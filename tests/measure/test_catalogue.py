@@ -15,7 +15,8 @@ from batchperf.measure import catalogue
 from batchperf.measure.catalogue import BY_PATH, CATALOGUE, CUDA, Direction, Metric, Tolerance
 from batchperf.results.io import read_results
 
-# what the in-process backends store, measured here; vLLM's cells come from a real CPU-tier results file (building a
+# what the in-process backends store, measured here; vLLM's cells (and the traffic cells) come from real CPU-tier
+# results files (building a
 # vLLM engine takes tens of seconds: tests/measure/test_counters_engines.py and tests/backends/test_vllm_server.py
 # check fresh vllm and vllm-server records against the catalogue with uncatalogued())
 IN_PROCESS = ("hf-static", "continuous", "hf-continuous")
@@ -30,6 +31,8 @@ def stored(tiny_model) -> set[str]:
         records.append(measured_cell(tiny_model, "vllm-server", server_url=f"2={server.url}"))
     assert uncatalogued(records[-1]) == [], "vllm-server stores numbers the catalogue has no entry for"
     records += read_results(DATA / "results_cpu_counters.json").records
+    # the traffic cells (shared prefixes on vllm and continuous, tenants, a trace): hit rate, send lag, workload
+    records += read_results(DATA / "results_cpu_traffic.json").records
     for record in records[:len(IN_PROCESS)]:
         assert uncatalogued(record) == [], f"{record.backend} stores numbers the catalogue has no entry for"
     return stored_numbers(records)

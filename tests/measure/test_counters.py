@@ -24,7 +24,8 @@ def engine_round(preempt: float, running: float, steps: float, tokens: float, **
     values = {"num_preemptions": preempt, "kv_cache_usage_perc": 0.5, "num_requests_running": running,
               "num_requests_waiting": 1, "engine_steps": steps, "iteration_tokens_total": tokens,
               "running_request_steps": steps * running}
-    reasons = {"prefix_cache_queries": "none", "prefix_cache_hits": "none", "padding_waste": "none",
+    reasons = {"prefix_cache_queries": "none", "prefix_cache_hits": "none", "prefix_cache_hit_rate": "none",
+               "padding_waste": "none",
                "request_prefill_time_seconds": "none", "request_decode_time_seconds": "none", **absent}
     return round_counters({k: v for k, v in values.items() if k not in absent}, reasons, "test")
 

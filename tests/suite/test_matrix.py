@@ -6,11 +6,14 @@ from batchperf.suite.matrix import TIERS, narrowed, parse_arrival, split_list
 
 
 def test_default_cpu_matrix_with_readable_ids() -> None:
-    """27 cells each for hf-static and continuous; the peers on their few cells (the tier's limits)."""
+    """27 cells each for hf-static and continuous; the peers on their few cells (the tier's limits); the traffic cells
+    (issue 24) on top, each named by its workload."""
     ids = [c.id for c in TIERS["cpu"].cells()]
-    assert len(ids) == len(set(ids)) == 27 * 2 + 2 * 3
+    assert len(ids) == len(set(ids)) == 27 * 2 + 2 * 3 + 5
+    assert len([i for i in ids if "-w" in i]) == 5
+    assert "cpu-tiny-qwen2-vllm-bs4-p32-c4-wprefix2x128" in ids
     assert "cpu-tiny-qwen2-hf-static-bs8-p512-c16" in ids and "cpu-tiny-qwen2-continuous-bs1-p64-c4" in ids
-    assert {i for i in ids if "vllm-bs" in i} == {"cpu-tiny-qwen2-vllm-bs4-p64-c4", "cpu-tiny-qwen2-vllm-bs4-p64-c16"}
+    assert {i for i in ids if "vllm-bs" in i and "-w" not in i} == {"cpu-tiny-qwen2-vllm-bs4-p64-c4", "cpu-tiny-qwen2-vllm-bs4-p64-c16"}
 
 
 def test_an_axis_from_the_command_line_replaces_a_backends_limit() -> None:
@@ -112,3 +115,31 @@ def test_an_axis_given_beside_the_slice_replaces_its_limit() -> None:
 def test_an_unknown_slice_names_the_known_ones() -> None:
     with pytest.raises(ValueError, match="unknown slice 'nightly': the tiers define ci"):
         narrowed(TIERS["cpu"], slice="nightly")
+
+
+def test_a_synthetic_cell_keeps_its_id_and_others_name_their_workload_file_hash_and_load(tmp_path) -> None:
+    """A baseline key never changes for a synthetic cell; a changed trace file is a new cell (its hash in the id)."""
+    from dataclasses import replace
+
+    from batchperf.suite.matrix import CellParams
+
+    trace = tmp_path / "t.jsonl"
+    trace.write_text('{"timestamp": 0, "input_length": 4, "output_length": 1}\n')
+    base = CellParams("cpu", "cpu", "m", "continuous", "4", "64", "4", "16", 2, 1, "closed")
+    assert base.id == "cpu-m-continuous-bs4-p64-c4" and "workload" not in base.resolve().describe()
+    traced = replace(base, workload=f"trace:{trace}")
+    before = traced.id
+    assert before.startswith("cpu-m-continuous-bs4-p64-c4-wtrace-t-") and traced.resolve().describe()["workload"]
+    trace.write_text('{"timestamp": 0, "input_length": 5, "output_length": 1}\n')
+    assert traced.id != before
+    loaded = replace(base, arrival="rate:2", load="1.5")
+    assert loaded.id == "cpu-m-continuous-bs4-p64-c4-load1.5" and loaded.resolve().describe()["load"] == 1.5
+    with pytest.raises(ValueError, match="invalid load factor '-1'"):
+        replace(base, load="-1").resolve()
+
+
+def test_a_workload_or_load_axis_from_the_command_line_replaces_the_traffic_cells() -> None:
+    tier = narrowed(TIERS["cpu"], backends="continuous", workloads="synthetic,prefix:2:16", prompt_lens="64",
+                    batch_sizes="4", concurrency="4")
+    assert [c.id for c in tier.cells()] == ["cpu-tiny-qwen2-continuous-bs4-p64-c4",
+                                            "cpu-tiny-qwen2-continuous-bs4-p64-c4-wprefix2x16"]

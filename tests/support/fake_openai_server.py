@@ -61,6 +61,8 @@ class FakeServer(ThreadingHTTPServer):
     hang = False  # accept completion requests and never answer them
     sse: list[str] | None = None  # the data: payloads a completion streams, verbatim; None: the usual chunks
     stopping: threading.Event
+    payloads: list[dict[str, Any]]  # every /v1/completions request body received, in order
+    resets = 0  # POST /reset_prefix_cache received
 
     @property
     def url(self) -> str:
@@ -106,6 +108,10 @@ class _Handler(BaseHTTPRequestHandler):
             self._send(200, json.dumps(answer).encode(), "application/json")
 
     def do_POST(self) -> None:
+        if self.path == "/reset_prefix_cache":  # a development route, as /server_info
+            self.server.resets += 1
+            self._send_json(None if self.server.info is None else {"success": True})
+            return
         payload = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
         arrival = time.monotonic()
         self.server.completion_connections.add(self.client_address)
@@ -113,6 +119,7 @@ class _Handler(BaseHTTPRequestHandler):
         if self.server.hang:  # read the request, say nothing, hold the connection until the server stops
             self.server.stopping.wait()
             return
+        self.server.payloads.append(payload)
         self.send_response(200)
         self.send_header("Content-Type", "text/event-stream")
         self.send_header("Transfer-Encoding", "chunked")
@@ -166,6 +173,7 @@ def fake_server(metrics: str | None = None, root: str = "fake", models: Any = No
     server.models = models_answer(root) if models is None else models
     server.info = info
     server.hang, server.sse, server.stopping = hang, sse, threading.Event()
+    server.payloads = []
     thread = threading.Thread(target=server.serve_forever, daemon=True)
     thread.start()
     try:

@@ -21,7 +21,8 @@ CHECKED_BACKENDS = ("hf-static", "continuous", "vllm", "vllm-server")
 
 def rule_gaps(record: CellRecord, device: str = "cpu") -> tuple[list[str], list[str]]:
     """(rules the cell should produce but its record lacks, rules it should not produce but its record has)."""
-    should = [r for r in RULES if r.produced_on(device, record.backend)]
+    should = [r for r in RULES if r.produced_on(device, record.backend, record.raw("workload.kind", "synthetic"))]
+
     def has(rule: Any) -> bool:
         if rule.per_tenant:
             return bool(record.tenants) and all(record.value(f"{rule.section}.{t}.{rule.name}") is not None

@@ -12,6 +12,7 @@ return by ``until`` so that the next request is sent on time.
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Any, NamedTuple, Protocol
 
 from batchperf.measure.clock import RunClock
@@ -72,10 +73,12 @@ def drive(backend: str, workload: Workload, batch_size: int, concurrency: int, c
     """Run ``workload.requests`` through ``run`` as the client sends them; the run ends when its last request does."""
     feed = RequestFeed(workload.requests, workload.max_in_flight(concurrency))
     done: list[RequestTrace] = []
+    specs: dict[int, RequestSpec] = {}
     try:
         clock.start()
         while not feed.done:
             for spec, arrival in feed.poll(clock.now()):
+                specs[spec.request_id] = spec
                 run.add(spec, arrival)
             release = feed.next_release()
             if not run.has_work:
@@ -85,7 +88,7 @@ def drive(backend: str, workload: Workload, batch_size: int, concurrency: int, c
                 continue
             for trace, freed_at in run.step(release):
                 feed.complete(trace.request_id, freed_at)
-                done.append(trace)
+                done.append(with_workload_fields(trace, specs.pop(trace.request_id), workload.open_loop))
     finally:
         run.close()
     if not done:
@@ -99,3 +102,8 @@ def drive(backend: str, workload: Workload, batch_size: int, concurrency: int, c
         kv=run.kv_figures(),
         counters=run.counters(),
     )
+
+
+def with_workload_fields(trace: RequestTrace, spec: RequestSpec, open_loop: bool) -> RequestTrace:
+    """``trace`` with its request's tenant and priority and, open loop, the time it was due (every backend's)."""
+    return replace(trace, tenant=spec.tenant, priority=spec.priority, due=spec.offset if open_loop else None)

@@ -45,6 +45,7 @@ STEP_COUNT_SETTLE_S = 5.0  # longest wait for a started thread to reset its step
 
 class HFContinuousBackend:
     name = "hf-continuous"
+    priority_support = (False, "transformers' continuous batching takes no per-request priority: ignored")
 
     def __init__(self, model: LoadedModel) -> None:
         try:

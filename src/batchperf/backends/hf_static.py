@@ -51,6 +51,7 @@ def cache_bytes_and_len(cache: Any) -> tuple[int, int]:
 
 class HFStaticBackend:
     name = "hf-static"
+    priority_support = (False, "hf-static has no scheduler: batches are formed in arrival order, priority ignored")
 
     def __init__(self, model: LoadedModel) -> None:
         self.model = model
@@ -188,6 +189,7 @@ class _Tally:
                 "num_preemptions": no_scheduler,
                 "prefix_cache_queries": no_scheduler,
                 "prefix_cache_hits": no_scheduler,
+                "prefix_cache_hit_rate": no_scheduler,
                 "kv_cache_usage_perc": "a dense cache sized to each batch: there is no pool to be a fraction of",
                 "request_prefill_time_seconds": "generate does not time prefill and decode apart",
                 "request_decode_time_seconds": "generate does not time prefill and decode apart",

@@ -6,8 +6,12 @@ sent when the workload's feed releases them; each asks for exactly its target
 every ``step()`` the clock is read and each token the step returned gets that
 time, so TTFT and ITL are per step, not averages; the tokens one step gave a
 request (one, or more under speculative decoding) are one chunk. The engine is built once per
-batch size and prefix-caching setting and reused across cells (building one
-compiles the model: tens of seconds on a CPU). On a GPU, one engine at a time
+batch size, prefix-caching setting and scheduling policy and reused across cells
+(building one compiles the model: tens of seconds on a CPU). Prefix caching is on for a
+workload that shares prefixes (a shared-prefix or trace workload with an expected hit rate)
+and then emptied before each run, so every round starts cold and measures the workload's own
+reuse; the priority policy (``scheduling_policy="priority"``, each request's priority) is
+used when some request has a priority other than 0. On a GPU, one engine at a time
 holds the card: building another (another batch size, or another model's
 backend) shuts the others down first, and ``gpu_memory_utilization`` is
 computed from the free memory then (``_vllm.gpu_memory_utilization``), so that
@@ -27,7 +31,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, NamedTuple
 
 from batchperf.backends._vllm import (
     cuda_memory_utilization,
@@ -84,6 +88,7 @@ class _Live:
 class VLLMEngineBackend:
     name = "vllm"
     prefix_caching = False  # a warm prefix cache inflates numbers; ``vllm-prefix-cache`` turns it on
+    priority_support = (True, "vLLM's priority scheduling policy, each request's priority (lower first)")
 
     def __init__(self, model: LoadedModel, *, enforce_eager: bool = False, tensor_parallel_size: int = 1,
                  kv_blocks: int | None = None, max_model_len: int | None = None) -> None:
@@ -95,8 +100,8 @@ class VLLMEngineBackend:
         self.tensor_parallel_size = tensor_parallel_size
         self.kv_blocks = kv_blocks
         self.max_model_len = max_model_len or model.max_model_len
-        self._engines: dict[int, Any] = {}  # max_num_seqs -> LLMEngine
-        self._sinks: dict[int, StepSink] = {}  # max_num_seqs -> its engine's per-step stats
+        self._engines: dict[EngineKey, Any] = {}  # (max_num_seqs, prefix caching, priority policy) -> LLMEngine
+        self._sinks: dict[EngineKey, StepSink] = {}  # the same key -> its engine's per-step stats
         self._serving_threads = 1  # torch threads vLLM chose for its engine
 
     def close(self) -> None:
@@ -106,9 +111,14 @@ class VLLMEngineBackend:
         self._sinks.clear()
         _ON_GPU.discard(self)
 
-    def engine(self, batch_size: int) -> Any:
-        """The engine for ``batch_size``, built on first use."""
-        if batch_size not in self._engines:
+    def prefix_caching_for(self, workload: Workload) -> bool:
+        """Prefix caching on for a workload that shares prefixes (and always for ``vllm-prefix-cache``)."""
+        return self.prefix_caching or workload.expected_prefix_hit_rate is not None
+
+    def engine(self, batch_size: int, prefix_caching: bool | None = None, priority: bool = False) -> Any:
+        """The engine for ``batch_size`` (and a prefix-caching setting, a scheduling policy), built on first use."""
+        key = EngineKey(batch_size, self.prefix_caching if prefix_caching is None else prefix_caching, priority)
+        if key not in self._engines:
             from vllm import EngineArgs
             from vllm.v1.engine.llm_engine import LLMEngine
 
@@ -122,7 +132,8 @@ class VLLMEngineBackend:
                 max_num_seqs=batch_size,
                 max_model_len=self.max_model_len,
                 num_gpu_blocks_override=self.kv_blocks,
-                enable_prefix_caching=self.prefix_caching,
+                enable_prefix_caching=key.prefix_caching,
+                scheduling_policy="priority" if key.priority else "fcfs",
                 enforce_eager=self.enforce_eager,
                 tensor_parallel_size=self.tensor_parallel_size,
                 seed=0,
@@ -140,9 +151,9 @@ class VLLMEngineBackend:
             try:
                 sink = StepSink()
                 with third_party_warnings_ignored():
-                    self._engines[batch_size] = LLMEngine.from_engine_args(
+                    self._engines[key] = LLMEngine.from_engine_args(
                         args, stat_loggers=[stat_logger_factory(sink)])
-                self._sinks[batch_size] = sink
+                self._sinks[key] = sink
                 # vLLM's in-process CPU worker sets torch to its serving thread count (1) and replaces
                 # torch.set_num_threads with a no-op for the whole process; every other backend in this
                 # session would then run single-threaded. Keep vLLM's count for vLLM's runs only.
@@ -152,20 +163,27 @@ class VLLMEngineBackend:
                 set_threads(threads)
             if on_gpu:
                 _ON_GPU.add(self)
-        return self._engines[batch_size]
+        return self._engines[key]
 
     def run(self, workload: Workload, batch_size: int, concurrency: int) -> RunTrace:
-        engine = self.engine(batch_size)
+        caching = self.prefix_caching_for(workload)
+        key = EngineKey(batch_size, caching, workload.uses_priority)
+        engine = self.engine(*key)
+        # a workload that shares prefixes starts each run cold, so it measures its own reuse (vllm-prefix-cache on a
+        # synthetic workload keeps its cache across runs, as it always has)
+        if workload.expected_prefix_hit_rate is not None and not engine.reset_prefix_cache():
+            raise RuntimeError("vllm: the prefix cache could not be reset before the run (requests still running?)")
         clock = RunClock(self.model.device)
         with torch_threads(self._serving_threads):
             return drive(self.name, workload, batch_size, concurrency, clock,
-                         _VllmRun(self, engine, clock, self._sinks[batch_size]))
+                         _VllmRun(self, engine, clock, self._sinks[key], caching))
 
 
 class _VllmRun:
     """One run: a request enters the engine when sent; each step is one ``engine.step()``."""
 
-    def __init__(self, backend: VLLMEngineBackend, engine: Any, clock: RunClock, sink: StepSink) -> None:
+    def __init__(self, backend: VLLMEngineBackend, engine: Any, clock: RunClock, sink: StepSink,
+                 prefix_caching: bool) -> None:
         core = getattr(engine.engine_core, "engine_core", None)  # only the in-process client has it
         if core is None:
             raise RuntimeError("vllm: the engine core runs in another process, so its block tables cannot be "
@@ -174,7 +192,7 @@ class _VllmRun:
         self.clock = clock
         self.sink = sink
         sink.reset()  # this run's steps only (the engine is reused across runs)
-        self.prefix_caching = backend.prefix_caching
+        self.prefix_caching = prefix_caching
         self.scheduler = core.scheduler
         self.kv_manager = self.scheduler.kv_cache_manager
         self.block_size, self.block_bytes = kv_block_figures(self.scheduler.kv_cache_config)
@@ -196,7 +214,7 @@ class _VllmRun:
         )
         prompt = TokensPrompt(prompt_token_ids=list(spec.prompt_ids))
         sent = self.clock.now()  # before add_request, which processes the input as a server would after the POST
-        internal = self.engine.add_request(str(spec.request_id), prompt, params)
+        internal = self.engine.add_request(str(spec.request_id), prompt, params, priority=spec.priority)
         self.live[internal] = _Live(spec, arrival, sent)
         self.by_external[str(spec.request_id)] = internal
 
@@ -251,6 +269,12 @@ class _VllmRun:
     def close(self) -> None:
         if self.by_external:  # a failed run must not leave requests in the reused engine
             self.engine.abort_request(list(self.by_external), internal=False)
+
+
+class EngineKey(NamedTuple):
+    batch_size: int
+    prefix_caching: bool
+    priority: bool  # scheduling_policy="priority"
 
 
 class VLLMPrefixCacheBackend(VLLMEngineBackend):

@@ -77,6 +77,8 @@ METRICS_SAMPLE_S = float(os.environ.get("BATCHPERF_METRICS_SAMPLE_S", "0.5"))
 
 
 class VLLMServerBackend:
+    priority_support = (True, "sent as the request's priority; the suite's server runs --scheduling-policy priority "
+                              "when a request has one (a given server must run it too, or refuses the request)")
     name = "vllm-server"
 
     def __init__(self, model: LoadedModel, server_url: str | None = None, server_args: Sequence[str] = (),
@@ -109,7 +111,7 @@ class VLLMServerBackend:
                                          f"(--batchperf-server-url or ${SERVER_URL_ENV}); {INSTALL_HINT}")
         self.server_args = tuple(server_args)
         self.server: ServerProcess | None = None
-        self._server_batch_size = 0
+        self._server_key: tuple[int, bool, bool] = (0, False, False)  # (batch size, prefix caching, priority)
         self._served: dict[str, ServedModel] = {}  # a given server's answer, by URL, asked once
 
     def close(self) -> None:
@@ -117,15 +119,21 @@ class VLLMServerBackend:
             self.server.stop()
             self.server = None
 
-    def base_url(self, batch_size: int) -> str:
-        """Our server for ``batch_size``: started, or restarted when it ran another batch size."""
-        if self.server is None or self._server_batch_size != batch_size or not self.server.running():
+    def base_url(self, batch_size: int, prefix_caching: bool = False, priority: bool = False) -> str:
+        """Our server for ``batch_size`` (with prefix caching, the priority policy): started, or restarted when it
+        ran another batch size or setting."""
+        key = (batch_size, prefix_caching, priority)
+        if self.server is None or self._server_key != key or not self.server.running():
             self.close()
-            self.server = self._start_server(batch_size)
-            self._server_batch_size = batch_size
+            self.server = self._start_server(*key)
+            self._server_key = key
         return self.server.health_url.removesuffix("/health")
 
-    def _start_server(self, batch_size: int) -> ServerProcess:
+    def prefix_caching_for(self, workload: Workload) -> bool | None:
+        """Prefix caching on for a workload that shares prefixes; None (not known) for a given server."""
+        return None if self.given else workload.expected_prefix_hit_rate is not None
+
+    def _start_server(self, batch_size: int, prefix_caching: bool = False, priority: bool = False) -> ServerProcess:
         port = free_port()
         argv = [
             sys.executable, "-m", "vllm.entrypoints.openai.api_server",
@@ -133,7 +141,8 @@ class VLLMServerBackend:
             "--host", "127.0.0.1", "--port", str(port),
             "--dtype", self.model.spec.dtype, "--max-num-seqs", str(batch_size),
             "--max-model-len", str(self.model.max_model_len),
-            "--no-enable-prefix-caching", "--seed", "0", "--disable-uvicorn-access-log", *self.server_args,
+            "--enable-prefix-caching" if prefix_caching else "--no-enable-prefix-caching",
+            *(["--scheduling-policy", "priority"] if priority else []), "--seed", "0", "--disable-uvicorn-access-log", *self.server_args,
             *weights_flags(self.model.weights),  # dummy weights: vLLM makes its own from the same config folder
         ]
         if self.model.device.type == "cuda":  # room for the suite's own HF copy, already on the card
@@ -143,6 +152,8 @@ class VLLMServerBackend:
         # the server's engine core runs in its own process, as users run it; only the CPU KV pool is bounded
         env = {**os.environ, "VLLM_CPU_KVCACHE_SPACE": os.environ.get(
             "VLLM_CPU_KVCACHE_SPACE", ENV_DEFAULTS["VLLM_CPU_KVCACHE_SPACE"])}
+        if prefix_caching:  # its development routes include POST /reset_prefix_cache, emptied before each run
+            env["VLLM_SERVER_DEV_MODE"] = "1"
         server = ServerProcess(argv, f"http://127.0.0.1:{port}/health", env=env, name=f"vllm-server-bs{batch_size}")
         server.start(READY_TIMEOUT_S)
         return server
@@ -152,7 +163,11 @@ class VLLMServerBackend:
             served = self.given_server(workload, batch_size)
             base, model_name, figures = served.url, served.model_id, served.describe()
         else:
-            base, model_name, figures = self.base_url(batch_size), SERVED_NAME, {}
+            priority = workload.uses_priority
+            base, model_name, figures = self.base_url(batch_size, bool(self.prefix_caching_for(workload)),
+                                                      priority), SERVED_NAME, {}
+        if workload.expected_prefix_hit_rate is not None:  # each run starts cold: it measures its own reuse
+            reset_prefix_cache(base)
         url = base + "/v1/completions"
         clock = RunClock(None)  # client-side times: nothing of ours runs on a device
         kv = {"server": url, "server_started_by_suite": not self.given, **figures}
@@ -193,6 +208,25 @@ def request_timeout(workload: Workload, batch_size: int, concurrency: int) -> fl
     longest = max((r.target_len for r in (*workload.requests, *workload.warmup)), default=1)
     queue = math.ceil(workload.max_in_flight(concurrency) / batch_size)
     return min(TIMEOUT_CEILING_S, max(TIMEOUT_FLOOR_S, 30.0 + TIMEOUT_PER_TOKEN_S * longest * queue))
+
+
+def reset_prefix_cache(base: str) -> None:
+    """Empty the server's prefix cache (``POST /reset_prefix_cache``, a vLLM development route); RuntimeError with
+    the fix when it cannot, since a warm cache would count the previous round's prompts as this round's hits."""
+    import urllib.error
+    import urllib.request
+
+    why = ""
+    try:
+        with urllib.request.urlopen(urllib.request.Request(base + "/reset_prefix_cache", method="POST"),
+                                    timeout=30) as response:
+            if json.loads(response.read() or b"{}").get("success", True) is not False:
+                return
+            why = "it answered success=false (requests still running?)"
+    except (urllib.error.URLError, OSError, ValueError) as exc:
+        why = str(exc)
+    raise RuntimeError(f"vllm-server: {base} could not empty its prefix cache before the run ({why}); a shared-prefix "
+                       f"workload needs it (start the server with VLLM_SERVER_DEV_MODE=1)")
 
 
 class _Client:
@@ -277,6 +311,9 @@ async def _request(session: Any, url: str, model_name: str, spec: RequestSpec, a
         "model": model_name, "prompt": list(spec.prompt_ids), "max_tokens": spec.target_len,
         "temperature": 0.0, "ignore_eos": True, "return_token_ids": True,
         "stream": True, "stream_options": {"include_usage": True},
+        # vLLM's per-request priority (lower first); sent only when set, since a server on the default fcfs
+        # policy refuses any other than 0
+        **({"priority": spec.priority} if spec.priority != 0 else {}),
     }
     times: list[float] = []
     chunks: list[int] = []

@@ -26,7 +26,8 @@ class StepSink:
         self.values = dict.fromkeys(
             ("num_preemptions", "prefix_cache_queries", "prefix_cache_hits", "kv_cache_usage_perc",
              "num_requests_running", "num_requests_waiting", "engine_steps", "iteration_tokens_total",
-             "running_request_steps", "prefill_time_seconds_sum", "decode_time_seconds_sum", "finished_requests"),
+             "running_request_steps", "prefill_time_seconds_sum", "decode_time_seconds_sum", "finished_requests",
+             "prompt_tokens"),
             0.0)
 
     def record(self, scheduler_stats: Any, iteration_stats: Any) -> None:
@@ -45,6 +46,7 @@ class StepSink:
             return
         v["num_preemptions"] += iteration_stats.num_preempted_reqs
         v["engine_steps"] += 1
+        v["prompt_tokens"] += iteration_stats.prompt_token_stats.total  # as vllm:prompt_tokens_total counts them
         v["iteration_tokens_total"] += (iteration_stats.prompt_token_stats.computed
                                         + iteration_stats.num_generation_tokens)
         if scheduler_stats is not None:

@@ -34,6 +34,7 @@ class Request:
     peak_blocks: int = 0  # most blocks held at once
     peak_tokens: int = 0  # most tokens with K/V held at once
     preemptions: int = 0
+    priority: int = 0  # lower is admitted first (vLLM's per-request priority); ties in arrival order
 
     def __post_init__(self) -> None:
         if not self.prompt_ids:

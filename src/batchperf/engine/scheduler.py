@@ -7,7 +7,8 @@ Torch-free. Every step:
    hold them; when blocks run out, the newest running request is preempted —
    its blocks are freed and it goes back to the head of the queue, to be
    recomputed (prompt and the tokens it has generated) when readmitted;
-2. if nothing was preempted, waiting requests are admitted in FIFO order while
+2. if nothing was preempted, waiting requests are admitted in priority order (lower first, FIFO within a
+   priority; a preempted request goes back first) while
    fewer than ``batch_size`` run, the budget lasts and their blocks are free.
 
 The model runner then runs ONE forward pass over everything scheduled, and
@@ -74,7 +75,11 @@ class Scheduler:
                 f"{self.blocks.num_blocks}; give the backend more KV blocks or use shorter prompts"
             )
         request.status = Status.WAITING
-        self.waiting.append(request)
+        # behind every waiting request of the same or a better (lower) priority: FIFO within a priority
+        at = len(self.waiting)
+        while at > 0 and self.waiting[at - 1].priority > request.priority:
+            at -= 1
+        self.waiting.insert(at, request)
 
     def schedule(self, now: float = 0.0) -> list[Scheduled]:
         """This step's work; ``now`` (s) stamps first admissions."""

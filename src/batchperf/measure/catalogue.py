@@ -23,8 +23,8 @@ from batchperf.measure.devices import DEVICE_TYPES
 from batchperf.measure.metrics import FAMILIES
 from batchperf.measure.slo import TENANT_FAMILIES, TENANT_STATS
 
-# the measured sections of a cell record
-SECTIONS = ("metrics", "kv", "telemetry", "counters", "efficiency", "client", "slo", "tenants", "capacity")
+# the measured sections of a cell record, and the workload's own numbers (its load factor, expected hit rate)
+SECTIONS = ("metrics", "kv", "telemetry", "counters", "efficiency", "client", "workload", "slo", "tenants", "capacity")
 # a section of one block per tenant ({tenant: {key: value}}): its entries' path ``tenants.KEY`` names KEY in every
 # tenant's block, exported with a ``tenant`` label, gated per tenant
 PER_TENANT = "tenants"
@@ -78,6 +78,7 @@ class Metric:
     tolerance: Tolerance | None = None  # None: the gate does not judge it
     devices: tuple[str, ...] = DEVICE_TYPES  # where a cell writes it (torch's CUDA peaks: only on "cuda")
     backends: tuple[str, ...] | None = None  # the backends whose cells write it; None: every backend
+    workloads: tuple[str, ...] | None = None  # the workload kinds whose cells write it; None: every kind
     tracked: bool = False  # a history series (batchperf history)
     column: str = ""  # its column in the end-of-session summary ("" = none)
     fmt: str = ".4g"  # how the summary writes it
@@ -140,10 +141,12 @@ class Metric:
         caps = self.tolerance.caps if self.tolerance is not None else {}
         return max(caps.get(tier, caps.get("*", 0.0)), self.floor(tier))
 
-    def produced_on(self, device: str, backend: str | None = None) -> bool:
-        """Whether a cell on ``device`` ("cpu", "cuda", "cuda:1") of ``backend`` (None: any) writes this metric."""
+    def produced_on(self, device: str, backend: str | None = None, workload: str | None = None) -> bool:
+        """Whether a cell on ``device`` ("cpu", "cuda", "cuda:1") of ``backend`` running a ``workload`` kind
+        (None: any) writes this metric."""
         return device.split(":")[0] in self.devices and (
-            backend is None or self.backends is None or backend in self.backends)
+            backend is None or self.backends is None or backend in self.backends) and (
+            workload is None or self.workloads is None or workload in self.workloads)
 
 
 # --- tolerances --------------------------------------------------------------------------------------------------
@@ -191,7 +194,8 @@ LATENCIES = {"ttft": "time to first token, from the client's send time",
              "tpot": "time per output token after the first, per request",
              "itl": "inter-token latency, every gap pooled",
              "e2el": "end-to-end request latency",
-             "send_delay": "the client's own time from a free slot to the send (batchperf's own)"}
+             "send_delay": "the client's own time from a free slot to the send (batchperf's own)",
+             "send_lag": "how late an open-loop request was sent: sent - its scheduled time (batchperf's own)"}
 STATS = ("mean", "median", "std", "p50", "p90", "p99")
 EXPORTED_STATS = ("mean", "median", "p90", "p99", "std")  # p50 is the median: exported once
 VLLM_LATENCIES = FAMILIES  # send_delay has no vLLM counterpart
@@ -324,10 +328,11 @@ TELEMETRY_METRICS: tuple[Metric, ...] = (
 
 
 def _counter(name: str, direction: Direction, export: str, tolerance: Tolerance | None = None,
-             backends: tuple[str, ...] | None = None, column: str = "", fmt: str = ".4g") -> Metric:
+             backends: tuple[str, ...] | None = None, column: str = "", fmt: str = ".4g",
+             workloads: tuple[str, ...] | None = None) -> Metric:
     c = COUNTER_BY_NAME[name]
     return Metric(f"counters.{name}", c.unit, direction, c.help, vllm=c.vllm, export=export, tolerance=tolerance,
-                  backends=backends, column=column, fmt=fmt)
+                  backends=backends, column=column, fmt=fmt, workloads=workloads)
 
 
 COUNTER_METRICS: tuple[Metric, ...] = (
@@ -337,6 +342,14 @@ COUNTER_METRICS: tuple[Metric, ...] = (
              column="preempt", fmt=".3g"),
     _counter("prefix_cache_queries", Direction.NONE, "engine_prefix_cache_queries_tokens"),
     _counter("prefix_cache_hits", Direction.HIGHER, "engine_prefix_cache_hits_tokens"),
+    # Measured beside the workload's expected rate (workload.expected_prefix_hit_rate): a hidden change that turns
+    # prefix caching off, or breaks block sharing, drops it to 0. It counts tokens, not time: a floor of 5% (relative)
+    # absorbs a request or two scheduled differently (a hit lost when two of a group are admitted in other steps).
+    # Only where the workload shares prefixes (batchperf.measure.traffic.shared_prefix_counters) and the engine has a
+    # prefix cache (batchperf's engine shares no blocks: its hits are 0, the rate absent with that reason).
+    _counter("prefix_cache_hit_rate", Direction.HIGHER, "engine_prefix_cache_hit_ratio", Tolerance({"*": 0.05}),
+             ("vllm", "vllm-prefix-cache", "vllm-server"),
+             workloads=("prefix", "trace")),
     _counter("kv_cache_usage_perc", Direction.NONE, "engine_kv_cache_usage_peak_ratio"),
     _counter("num_requests_running", Direction.NONE, "engine_requests_running_peak"),
     _counter("num_requests_waiting", Direction.NONE, "engine_requests_waiting_peak"),
@@ -465,8 +478,19 @@ CAPACITY_METRICS: tuple[Metric, ...] = (
     Metric("capacity.search_s", "s", Direction.NONE, "wall time of the search"),
 )
 
+# --- the workload's own numbers (batchperf.measure.traffic.describe_workload) ------------------------------------
+
+WORKLOAD_METRICS: tuple[Metric, ...] = (
+    Metric("workload.load", "factor", Direction.NONE, "offered-load factor the workload was built with "
+           "(--batchperf-load)"),
+    Metric("workload.expected_prefix_hit_rate", "ratio", Direction.NONE, "prompt tokens a prefix cache can serve / "
+           "prompt tokens sent (shared-prefix and trace workloads), beside counters.prefix_cache_hit_rate",
+           export="workload_expected_prefix_hit_ratio", workloads=("prefix", "trace")),
+)
+
 CATALOGUE: tuple[Metric, ...] = (*RUN_METRICS, *KV_METRICS, *TELEMETRY_METRICS, *COUNTER_METRICS,
-                                 *EFFICIENCY_METRICS, *CLIENT_METRICS, *SLO_METRICS, *TENANT_METRICS, *CAPACITY_METRICS)
+                                 *EFFICIENCY_METRICS, *CLIENT_METRICS, *WORKLOAD_METRICS, *SLO_METRICS,
+                                 *TENANT_METRICS, *CAPACITY_METRICS)
 BY_PATH: dict[str, Metric] = {m.path: m for m in CATALOGUE}
 
 # --- the tables every consumer reads --------------------------------------------------------------------------

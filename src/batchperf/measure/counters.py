@@ -61,6 +61,9 @@ COUNTERS: tuple[Counter, ...] = (
             "vllm:prefix_cache_queries"),
     Counter("prefix_cache_hits", Kind.COUNT, "tokens", "prompt tokens found in the prefix cache",
             "vllm:prefix_cache_hits"),
+    Counter("prefix_cache_hit_rate", Kind.RATIO, "ratio", "share of the prompt tokens sent that the prefix cache "
+            "served (0 when caching is off or the engine shares no blocks)",
+            "vllm:prefix_cache_hits / vllm:prompt_tokens", ("prefix_cache_hits", "prompt_tokens")),
     Counter("kv_cache_usage_perc", Kind.PEAK, "ratio", "peak fraction of the KV-cache pool in use (0..1)",
             "vllm:kv_cache_usage_perc"),
     Counter("num_requests_running", Kind.PEAK, "requests", "peak requests running in one engine step",

@@ -13,6 +13,8 @@
 - Percentiles: numpy's linear interpolation; ``std``: population std (numpy default).
 - Throughputs divide by ``duration``; output tokens are the tokens actually produced.
 - Goodput: requests meeting every given SLO (ms), per second.
+- ``send_lag`` (batchperf's own, open-loop runs only): sent − due, the request's scheduled send time
+  (``RequestTrace.due``): how late the client sent it. A trace replay should keep its P99 within a few ms.
 
 Each percentile family also reports its sample count (``n_ttft``, ``n_itl``, …),
 since a P99 over 16 samples is only the maximum.
@@ -104,6 +106,8 @@ def compute_metrics(trace: RunTrace, slo: SLO | None = None) -> dict[str, float]
     metrics |= _summary("itl", itl_samples(trace))
     metrics |= _summary("e2el", [r.e2el for r in ok])
     metrics |= _summary("send_delay", [r.send_delay for r in ok])
+    if any(r.due is not None for r in ok):  # open loop: how late each request went out
+        metrics |= _summary("send_lag", [max(r.start - r.due, 0.0) for r in ok if r.due is not None])
     if slo is not None and slo.any:
         metrics["request_goodput"] = sum(slo.met_by(r) for r in ok) / duration
     return metrics

@@ -31,6 +31,7 @@ DELTAS: dict[str, str] = {
     "num_preemptions": "vllm:num_preemptions_total",
     "prefix_cache_queries": "vllm:prefix_cache_queries_total",
     "prefix_cache_hits": "vllm:prefix_cache_hits_total",
+    "prompt_tokens": "vllm:prompt_tokens_total",
     "engine_steps": "vllm:iteration_tokens_total_count",
     "iteration_tokens_total": "vllm:iteration_tokens_total_sum",
     "prefill_time_seconds_sum": "vllm:request_prefill_time_seconds_sum",

@@ -10,10 +10,13 @@ from __future__ import annotations
 
 import math
 import re
-from dataclasses import dataclass, replace
-from typing import Literal
+from dataclasses import dataclass, field, replace
+from typing import TYPE_CHECKING, Literal
 
 import numpy as np
+
+if TYPE_CHECKING:
+    from batchperf.measure.metrics import SLO
 
 PROMPT_CLASSES: dict[str, int] = {"short": 128, "medium": 512, "long": 2048}
 DEFAULT_OUTPUT_LENS: tuple[int, ...] = (16, 32)  # alternating, as in the study
@@ -188,13 +191,36 @@ class WorkloadSpec:
 
 @dataclass(frozen=True, slots=True)
 class Workload:
+    """Concrete requests, and what the metrics need to know of the traffic (:mod:`batchperf.measure.traffic`)."""
+
     spec: WorkloadSpec
     requests: tuple[RequestSpec, ...]
     warmup: tuple[RequestSpec, ...] = ()
+    kind: str = "synthetic"  # synthetic, prefix, trace, tenants
+    label: str = "synthetic"  # short text for cell ids and reports
+    load: float = 1.0  # the offered-load factor it was built with (--batchperf-load)
+    slos: dict[str, SLO] = field(default_factory=dict)  # tenant -> SLO ("": no tenants); {}: no SLO
+    expected_prefix_hit_rate: float | None = None  # prompt tokens a prefix cache can serve / prompt tokens
+    file_hash: str | None = None  # of the file it was read from (trace, tenants)
+    unlimited: bool = False  # sent at the offsets whatever the concurrency (a trace, tenants): no in-flight limit
+    priorities: bool | None = None  # some request has a priority other than 0 (None: look at the requests)
+
+    @property
+    def uses_priority(self) -> bool:
+        """Some measured request has a priority other than 0: the backend runs its priority policy (its warm-up
+        too, so that the warm-up warms the engine or server the measured requests run on)."""
+        return self.priorities if self.priorities is not None else any(r.priority != 0 for r in self.requests)
+
+    @property
+    def open_loop(self) -> bool:
+        """Requests are due at their offsets (RequestTrace.due), not sent as others finish."""
+        return self.unlimited or self.spec.arrival.kind == "rate"
 
     def max_in_flight(self, concurrency: int) -> int:
+        if self.unlimited:
+            return max(len(self.requests), 1)
         return self.spec.arrival.max_in_flight(concurrency, len(self.requests))
 
     def warmup_only(self) -> Workload:
         """The warm-up requests as a workload of their own (sent closed-loop)."""
-        return replace(self, requests=self.warmup, warmup=())
+        return replace(self, requests=self.warmup, warmup=(), priorities=self.uses_priority)

@@ -28,9 +28,9 @@ SCHEMA_KEY = "batchperf_schema"
 # Sections every cell has; the rest may be absent (older or trimmed records).
 REQUIRED = ("cell", "metrics", "rounds", "kv")
 # the sections a dotted path may start with (CellRecord.raw); any other is looked up in ``other``
-SECTIONS = ("cell", "model", "metrics", "kv", "telemetry", "counters", "efficiency", "client", "slo", "tenants",
-            "capacity")
-OPTIONAL_SECTIONS = ("slo", "tenants", "capacity")  # written only when measured
+SECTIONS = ("cell", "model", "metrics", "kv", "telemetry", "counters", "efficiency", "client", "workload", "slo",
+            "tenants", "capacity")
+OPTIONAL_SECTIONS = ("workload", "slo", "tenants", "capacity")  # written only when measured
 CELL_FIELDS = ("id", "tier", "model", "backend", "batch_size", "prompt_len", "concurrency")
 
 
@@ -70,6 +70,9 @@ class CellRecord:
     # one block per tenant ("" when the workload has none): attainment, goodput, vLLM latencies of its requests
     tenants: dict[str, dict[str, Any]] = field(default_factory=dict)
     capacity: dict[str, Any] = field(default_factory=dict)  # batchperf capacity's result (its own results file)
+    # the traffic (batchperf.measure.traffic.describe_workload): kind, load, file hash, SLOs, expected prefix-hit
+    # rate, how the backend treated priorities; empty in older records
+    workload: dict[str, Any] = field(default_factory=dict)
     gate: dict[str, Any] | None = None  # the gate's verdict for this cell, when it was compared
     gate_remeasured: dict[str, Any] | None = None  # metrics/rounds of the gate's re-measurement
     pooled_runs: int | None = None  # in a baseline pooled from several runs: how many
@@ -189,7 +192,8 @@ class CellRecord:
             raise ResultsError(where, f"missing {', '.join(missing)} in extra_info; the file was cut or edited", RERUN)
         for key, kind in (("cell", Mapping), ("model", Mapping), ("metrics", Mapping), ("kv", Mapping),
                           ("telemetry", Mapping), ("counters", Mapping), ("efficiency", Mapping), ("client", Mapping),
-                          ("slo", Mapping), ("tenants", Mapping), ("capacity", Mapping), ("rounds", list),
+                          ("workload", Mapping), ("slo", Mapping), ("tenants", Mapping), ("capacity", Mapping),
+                          ("rounds", list),
                           ("token_count_errors", list), ("traces", list)):
             if key in data and not isinstance(data[key], kind):
                 raise ResultsError(where, f"{key} is a {type(data[key]).__name__}, not a "

@@ -22,6 +22,7 @@ from batchperf.measure.metrics import compute_metrics, summarise, token_count_er
 from batchperf.measure.slo import NO_TENANT, slo_summary, summarise_tenants
 from batchperf.measure.telemetry import Sampler
 from batchperf.measure.trace import RunTrace
+from batchperf.measure.traffic import describe_workload, shared_prefix_counters
 from batchperf.measure.workload import Workload
 from batchperf.results.record import CellRecord
 from batchperf.suite.gate_plugin import gate_cell, gate_outcome
@@ -39,7 +40,8 @@ def measure_cell(benchmark: Any, request: pytest.FixtureRequest, cell: Cell, mod
         traces = run_rounds(benchmark, backend, cell, workload)
     except CellUnsupported as exc:  # raised before anything is measured (a given server runs another cell)
         pytest.skip(f"cell {cell.id}: backend {cell.params.backend!r} cannot run it: {exc}")
-    record = cell_record(cell, model, traces, offered=workload)
+    record = cell_record(cell, model, traces, workload_section(workload, backend, cell.params.workload),
+                         offered=workload)
     keep_record(request.config, record)
     errors = record.token_count_errors
     verdict = None
@@ -56,7 +58,15 @@ def measure_cell(benchmark: Any, request: pytest.FixtureRequest, cell: Cell, mod
 
 
 def build_workload(cell: Cell, model: LoadedModel) -> Workload:
-    return cell.workload.build(model.vocab_size, model.max_model_len)
+    kind = cell.traffic if cell.traffic is not None else cell.workload
+    return kind.build(model.vocab_size, model.max_model_len)
+
+
+def workload_section(workload: Workload, backend: Backend, spec: str) -> dict[str, Any]:
+    """The record's ``workload`` section: the traffic, and how this backend treated its priorities and prefixes."""
+    honours, note = getattr(backend, "priority_support", (False, f"{backend.name} does not say; taken as ignored"))
+    prefix_caching = getattr(backend, "prefix_caching_for", None)
+    return describe_workload(workload, spec, honours, note, None if prefix_caching is None else prefix_caching(workload))
 
 
 def one_round(backend: Backend, cell: Cell, workload: Workload) -> RunTrace:
@@ -79,13 +89,13 @@ def run_rounds(benchmark: Any, backend: Backend, cell: Cell, workload: Workload)
 def remeasure(backend: Backend, cell: Cell, workload: Workload, model: LoadedModel) -> CellRecord:
     """The cell's record from fresh rounds, outside pytest-benchmark: the gate's confirmation run."""
     return cell_record(cell, model, [one_round(backend, cell, workload) for _ in range(cell.params.rounds)],
-                       offered=workload)
+                       workload_section(workload, backend, cell.params.workload), offered=workload)
 
 
 def slo_sections(traces: list[RunTrace], workload: Workload | None) -> tuple[dict[str, Any], dict[str, Any]]:
     """The cell's ``slo`` and ``tenants`` sections: each round's (measure.slo), median over rounds. Requests are
     offered per tenant as the workload built them, so one that never came back is a miss."""
-    slos = getattr(workload, "slos", None) or {}  # Workload.slos: tenant -> SLO (the workloads of issue 24)
+    slos = workload.slos if workload is not None else {}
     offered = None
     if workload is not None:
         offered = dict(Counter(r.tenant or NO_TENANT for r in workload.requests))
@@ -93,10 +103,10 @@ def slo_sections(traces: list[RunTrace], workload: Workload | None) -> tuple[dic
     return summarise([s for s, _ in per_round]), summarise_tenants([t for _, t in per_round])
 
 
-def cell_record(cell: Cell, model: LoadedModel, traces: list[RunTrace], *, offered: Workload | None = None
-                ) -> CellRecord:
-    """Everything a cell stores: parameters, metrics (median and per round), KV, telemetry, SLO attainment and
-    fairness per tenant (against the ``offered`` workload's requests and SLOs), raw traces."""
+def cell_record(cell: Cell, model: LoadedModel, traces: list[RunTrace], workload: dict[str, Any] | None = None,
+                *, offered: Workload | None = None) -> CellRecord:
+    """Everything a cell stores: parameters, metrics (median and per round), KV, telemetry, the workload section,
+    SLO attainment and fairness per tenant (against the ``offered`` workload's requests and SLOs), raw traces."""
     rounds = [compute_metrics(t) for t in traces]
     slo, tenants = slo_sections(traces, offered)
     return CellRecord(
@@ -107,11 +117,12 @@ def cell_record(cell: Cell, model: LoadedModel, traces: list[RunTrace], *, offer
         rounds=rounds,
         kv=kv_figures(traces, model.config, model.dtype),
         telemetry=traces[-1].telemetry,  # of the last measured round; every round's is in its trace
-        counters=summarise_counters([t.counters for t in traces]),  # every round's is in its trace
+        counters=shared_prefix_counters(summarise_counters([t.counters for t in traces]), workload or {}),
         client=summarise_client([t.client for t in traces]),  # every round's is in its trace
         token_count_errors=[f"round {i}: {e}" for i, t in enumerate(traces, 1) for e in token_count_errors(t)],
         traces=[t.to_dict() for t in traces],
         efficiency=efficiency(traces, model.cost(), device_name(model.device), model.spec.dtype),
+        workload=workload or {},
         slo=slo,
         tenants=tenants,
     )

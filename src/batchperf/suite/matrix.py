@@ -11,9 +11,25 @@ from __future__ import annotations
 import itertools
 import math
 from dataclasses import dataclass, field, fields, replace
+from typing import Any
 
 from batchperf.measure.devices import DEVICE_TYPES
+from batchperf.measure.traffic import parse_load, parse_workload, workload_label
 from batchperf.measure.workload import Arrival, LengthSpec, WorkloadSpec
+
+SYNTHETIC = "synthetic"
+
+
+@dataclass(frozen=True, slots=True)
+class TrafficCell:
+    """One extra cell of a tier on a workload kind of its own (issue 24): not multiplied over the matrix."""
+
+    backend: str
+    workload: str
+    batch_size: str = "4"
+    prompt_len: str = "64"
+    concurrency: str = "4"
+    output_lens: str | None = None  # None: the tier's
 
 
 @dataclass(frozen=True, slots=True)
@@ -37,18 +53,28 @@ class Tier:
     # slice name -> backend ("*": every backend) -> axis -> values: a named subset of the tier's cells, with the
     # same ids (and so the same baselines); ``--batchperf-slice NAME`` selects it
     slices: dict[str, dict[str, dict[str, tuple[str, ...]]]] = field(default_factory=dict, hash=False)
+    workloads: tuple[str, ...] = (SYNTHETIC,)  # --batchperf-workloads: synthetic, prefix:…, trace:…, tenants:…
+    load: tuple[str, ...] = ("1",)  # offered-load factors (--batchperf-load)
+    # a few cells on the other workload kinds; dropped when the command line gives any axis they fix
+    traffic: tuple[TrafficCell, ...] = ()
 
     def _axis(self, backend: str, axis: str) -> tuple[str, ...]:
         return self.limits.get(backend, {}).get(axis, getattr(self, axis))
 
     def cells(self) -> list[CellParams]:
-        return [
+        cells = [
             CellParams(self.name, self.device, m, b, bs, p, c, str(self.num_prompts), self.rounds,
-                       self.warmup_rounds, self.arrival, self.output_lens, tp=tp)
+                       self.warmup_rounds, self.arrival, self.output_lens, tp=tp, workload=w, load=x)
             for m, b in itertools.product(self.models, self.backends)
             for bs, p, c in itertools.product(*(self._axis(b, a) for a in ("batch_sizes", "prompt_lens", "concurrency")))
             for tp in (self.tp if takes_tp(b) else ("1",))
+            for w, x in itertools.product(self.workloads, self.load)
         ]
+        cells += [CellParams(self.name, self.device, m, t.backend, t.batch_size, t.prompt_len, t.concurrency,
+                             str(self.num_prompts), self.rounds, self.warmup_rounds, self.arrival,
+                             t.output_lens or self.output_lens, workload=t.workload)
+                  for m in self.models for t in self.traffic if t.backend in self.backends]
+        return cells
 
 
 def takes_tp(backend: str) -> bool:
@@ -58,6 +84,7 @@ def takes_tp(backend: str) -> bool:
 
 # The peer backends are measured on a few cells of the CPU tier: enough to exercise them for
 # real on every change, while the two first-principles backends cover the whole matrix.
+TRAFFIC_FIXTURES = "fixtures/traffic"  # made by tools/make_example_trace.py; paths are from the repository root
 _CPU_PEER_CELLS = {"batch_sizes": ("4",), "prompt_lens": ("64",), "concurrency": ("4", "16")}
 _CPU_PEERS = ("hf-continuous", "vllm", "vllm-server")
 # CI's slice of the CPU tier (`make test`; `make bench` runs it all): every backend, the extremes of each axis
@@ -77,6 +104,15 @@ TIERS: dict[str, Tier] = {
         num_prompts=16, rounds=2,
         limits={name: _CPU_PEER_CELLS for name in _CPU_PEERS},
         slices={"ci": _CPU_CI_SLICE},
+        traffic=(  # issue 24: shared prefixes (vLLM's CPU block: 128 tokens), two bursty tenants, a trace
+            # short outputs: the prefix is what these cells measure (they add ~90 s to the CPU tier, vLLM's two
+            # engine builds included: one with prefix caching, one with the priority policy)
+            TrafficCell("vllm", "prefix:2:128", prompt_len="32", output_lens="4,8"),
+            TrafficCell("continuous", "prefix:2:128", prompt_len="32", output_lens="4,8"),
+            TrafficCell("continuous", f"tenants:{TRAFFIC_FIXTURES}/two_tenants.toml"),
+            TrafficCell("vllm", f"tenants:{TRAFFIC_FIXTURES}/two_tenants.toml"),
+            TrafficCell("continuous", f"trace:{TRAFFIC_FIXTURES}/mini_trace.jsonl"),
+        ),
     ),
     # The GPU tier: real checkpoints, hundreds of requests per cell so P99 means something.
     "gpu": Tier(
@@ -86,7 +122,9 @@ TIERS: dict[str, Tier] = {
     ),
 }
 
-AXES = ("models", "backends", "batch_sizes", "prompt_lens", "concurrency", "tp")
+AXES = ("models", "backends", "batch_sizes", "prompt_lens", "concurrency", "tp", "workloads", "load")
+# a command-line value for any of these replaces the tier's traffic cells (they fix these axes themselves)
+TRAFFIC_AXES = ("batch_sizes", "prompt_lens", "concurrency", "workloads", "load")
 
 
 def parse_arrival(text: str) -> Arrival:
@@ -134,30 +172,44 @@ class CellParams:
     output_lens: str = "16,32"
     seed: int = 0
     tp: str = "1"
+    workload: str = SYNTHETIC  # a --batchperf-workloads entry
+    load: str = "1"  # the offered-load factor
 
     @property
     def id(self) -> str:
+        """Unchanged for a synthetic cell at load 1 (so its baseline key is); else ``-w<label>`` (kind and the
+        file's hash) and ``-load<X>`` are appended."""
         try:
             plabel = LengthSpec.parse(self.prompt_len).label
         except ValueError:
             plabel = self.prompt_len
         base = f"{self.tier}-{self.model}-{self.backend}-bs{self.batch_size}-p{plabel}-c{self.concurrency}"
-        return f"{base}-tp{self.tp}" if takes_tp(self.backend) and self.tp != "1" else base
+        base = f"{base}-tp{self.tp}" if takes_tp(self.backend) and self.tp != "1" else base
+        if self.workload.strip() != SYNTHETIC:
+            base += f"-w{workload_label(self.workload)}"
+        if self.load.strip() != "1":
+            base += f"-load{self.load.strip()}"
+        return base
 
     def resolve(self) -> Cell:
+        spec = self.base_workload()
         return Cell(
             params=self,
             batch_size=_positive_int("batch size", self.batch_size),
             concurrency=_positive_int("concurrency", self.concurrency),
             tp=_positive_int("tensor-parallel size", self.tp),
-            workload=WorkloadSpec(
-                num_prompts=_positive_int("num_prompts", self.num_prompts),
-                prompt_len=LengthSpec.parse(self.prompt_len),
-                arrival=parse_arrival(self.arrival),
-                output_lens=tuple(_positive_int("output length", v) for v in split_list(self.output_lens)),
-                num_warmup=WorkloadSpec.default_warmup(_positive_int("num_prompts", self.num_prompts)),
-                seed=self.seed,
-            ),
+            workload=spec,
+            traffic=parse_workload(self.workload, spec, parse_load(self.load)),
+        )
+
+    def base_workload(self) -> WorkloadSpec:
+        return WorkloadSpec(
+            num_prompts=_positive_int("num_prompts", self.num_prompts),
+            prompt_len=LengthSpec.parse(self.prompt_len),
+            arrival=parse_arrival(self.arrival),
+            output_lens=tuple(_positive_int("output length", v) for v in split_list(self.output_lens)),
+            num_warmup=WorkloadSpec.default_warmup(_positive_int("num_prompts", self.num_prompts)),
+            seed=self.seed,
         )
 
 
@@ -166,8 +218,9 @@ class Cell:
     params: CellParams
     batch_size: int
     concurrency: int
-    workload: WorkloadSpec
+    workload: WorkloadSpec  # the cell's synthetic spec: lengths, counts, arrival, seed
     tp: int = 1
+    traffic: Any = None  # the workload kind (batchperf.measure.traffic.parse_workload); None: synthetic
 
     @property
     def id(self) -> str:
@@ -187,6 +240,9 @@ class Cell:
             "device": self.params.device,
             # vllm cells only, so the identity of every other cell (and its baseline) is unchanged
             **({"tp": self.tp} if takes_tp(self.params.backend) else {}),
+            # other workloads only, likewise
+            **({"workload": self.params.workload.strip()} if self.params.workload.strip() != SYNTHETIC else {}),
+            **({"load": parse_load(self.params.load)} if self.params.load.strip() != "1" else {}),
         }
 
 
@@ -245,6 +301,8 @@ def narrowed(tier: Tier, **overrides: str | None) -> Tier:
         else:
             changes[key] = value
     limits = {b: {a: v for a, v in axes.items() if a not in changes} for b, axes in tier.limits.items()}
+    if any(a in changes for a in TRAFFIC_AXES):
+        changes["traffic"] = ()
     return replace(tier, **changes, limits=limits)
 
 

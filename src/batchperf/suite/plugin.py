@@ -36,6 +36,10 @@ OPTION_AXES = {
     "prompt_lens": "prompt lengths: 512, short/medium/long, a range 64-512, or a mix [64,256,512]",
     "concurrency": "concurrencies (max requests in flight)",
     "tp": "tensor-parallel sizes of vllm cells (GPUs per cell; a cell skips when fewer are visible)",
+    "workloads": "workloads: synthetic (default), prefix:GROUPS:PREFIX_LEN, trace:PATH[:speed=X][:window=A-B]"
+                 "[:block=N], tenants:PATH (docs/workloads.md)",
+    "load": "offered-load factors, each a finite number > 0 (default 1): scale a trace's pace, tenants' rates and a "
+            "rate: arrival",
 }
 
 

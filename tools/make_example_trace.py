@@ -1,0 +1,68 @@
+"""Write the example traffic files in fixtures/traffic/: a short Mooncake-style JSONL trace and a two-tenant file.
+
+No third-party data: the trace is drawn from a seeded generator. Four "system prompts" of one 512-token block each
+are shared by the requests (hash_ids), each request adding its own block of user text, so replaying it exercises a
+prefix cache; two tenants, the interactive one at priority 0. Run from the repository root:
+
+    python tools/make_example_trace.py
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+
+OUT = Path("fixtures/traffic")
+BLOCK = 512  # tokens per hash id (Mooncake's)
+
+
+def trace_lines(n: int = 12, seed: int = 0) -> list[str]:
+    rng = np.random.default_rng(seed)
+    gaps_ms = rng.gamma(shape=0.5, scale=100.0, size=n)  # bursty: mean 50 ms between requests
+    t, lines = 0.0, []
+    for i in range(n):
+        system = int(rng.integers(0, 4))
+        user_len = int(rng.integers(16, 128))
+        tenant = "interactive" if i % 3 else "batch"
+        lines.append(json.dumps({"timestamp": round(t, 3), "input_length": BLOCK + user_len,
+                                 "output_length": int(rng.integers(4, 12)), "hash_ids": [system, 100 + i],
+                                 "tenant": tenant, "priority": 0 if tenant == "interactive" else 1}))
+        t += float(gaps_ms[i])
+    return lines
+
+
+TENANTS = """\
+# Two tenants sharing one deployment (docs/workloads.md). Rates are the CPU tier's: the tiny model on 2 cores.
+seed = 0
+
+[tenants.interactive]
+requests = 12
+rate = 8.0
+burstiness = 0.5        # gamma gaps, burstier than Poisson
+prompt_len = "16-64"
+output_lens = [8, 16]
+priority = 0
+slo = { ttft_ms = 500, tpot_ms = 100 }
+
+[tenants.batch]
+requests = 4
+rate = 2.0
+on_s = 0.5              # on/off bursts: sends for 0.5 s, pauses 1 s
+off_s = 1.0
+prompt_len = 256
+output_lens = [16]
+priority = 1
+slo = { e2el_ms = 20000 }
+"""
+
+
+def main() -> None:
+    OUT.mkdir(parents=True, exist_ok=True)
+    (OUT / "mini_trace.jsonl").write_text("\n".join(trace_lines()) + "\n")
+    (OUT / "two_tenants.toml").write_text(TENANTS)
+
+
+if __name__ == "__main__":
+    main()
