@@ -96,14 +96,15 @@ def test_bad_tp_fails_its_cell() -> None:
         cell.resolve()
 
 
-def test_the_ci_slice_keeps_every_backend_the_kv_fit_and_the_cell_ids() -> None:
+def test_the_ci_slice_keeps_every_backend_every_workload_kind_the_kv_fit_and_the_cell_ids() -> None:
     whole = {c.id for c in TIERS["cpu"].cells()}
     cells = narrowed(TIERS["cpu"], slice="ci").cells()
     ids = {c.id for c in cells}
     assert ids < whole  # a subset, same ids: the same baselines
     assert {c.backend for c in cells} == set(TIERS["cpu"].backends)
+    assert {c.workload.split(":")[0] for c in cells} == {"synthetic", "prefix", "tenants", "trace"}
     for backend in ("hf-static", "continuous"):  # two prompt lengths each: the KV-growth check can fit a slope
-        assert {c.prompt_len for c in cells if c.backend == backend} == {"64", "512"}
+        assert {c.prompt_len for c in cells if c.backend == backend and c.workload == "synthetic"} == {"64", "512"}
     assert "cpu-tiny-qwen2-vllm-server-bs4-p64-c16" in ids
 
 
