@@ -47,7 +47,7 @@ compare: setup
 	$(BIN)/batchperf run --tier cpu -- --benchmark-compare
 
 # Unit, property and plugin tests, then CI's slice of the CPU tier (every backend, the KV-growth check; the
-# README says which cells and why), then the gate on a real cell (ci/gate_check.sh: a cell slowed ~2x
+# README says which cells and why), then the gate on a real cell (ci/gate_check.sh: a cell slowed ~3x
 # must fail as a confirmed regression). No --benchmark-compare on the slice: wall-clock numbers on a shared CI
 # machine swing more than the gate's CPU floors (docs/baselines.md). `make bench` runs the whole tier.
 test: setup

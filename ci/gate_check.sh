@@ -1,16 +1,16 @@
 #!/usr/bin/env bash
 # The regression gate on a real cell, end to end (part of `make test`, after the CPU tier's CI slice):
 # pin one cell of the slice's results as a baseline in a temporary folder, run that cell again with 10 ms
-# slept after each forward pass (BATCHPERF_INJECT_DELAY_MS=10: about 2x its round's time; a proportional
-# BATCHPERF_INJECT_SLOWDOWN=1 makes this tiny cell only ~1.3x slower, as its forward passes are a minority
-# of a step's time), and require the gate to fail it as a regression confirmed by a re-measurement. No A/A
+# slept after each forward pass (BATCHPERF_INJECT_DELAY_MS=10: about 3x its round's time on this tiny model,
+# whose forward passes are a minority of a step's time), and require the gate to fail it as a regression
+# confirmed by a re-measurement (about 20 s). No A/A
 # check here: on a shared CI machine wall-clock numbers can swing past the CPU floors (docs/baselines.md).
 #
 #   bash ci/gate_check.sh [RESULTS]   # RESULTS: the slice's results (default results/ci-cpu.json)
 set -euo pipefail
 RESULTS="${1:-results/ci-cpu.json}"
 BIN="${BIN:-.venv/bin}"
-CELL="cpu-tiny-qwen2-continuous-bs8-p64-c16"
+CELL="cpu-tiny-qwen2-hf-static-bs8-p64-c16"  # hf-static: the hook slows its model's forward (the continuous runner runs its own)
 TMP="$(mktemp -d)"
 trap 'rm -rf "$TMP"' EXIT
 

@@ -78,3 +78,23 @@ def test_a_pool_too_small_for_one_request_says_so(tiny_model):
 def test_bad_settings_are_refused(tiny_model, kwargs, message):
     with pytest.raises(ValueError, match=message):
         ContinuousBackend(tiny_model, **kwargs)
+
+
+def test_the_slowdown_hook_slows_the_runners_own_forward(tiny_model, monkeypatch):
+    """BATCHPERF_INJECT_*: the runner runs the weights through its own forward, which the module's hook never sees;
+    every step's forward must still sleep (ci/gate_check.sh and `ab`'s detector rely on the hook). Counted, not timed."""
+    from batchperf.measure import inject
+
+    sleeps: list[float] = []
+    monkeypatch.setattr(inject.time, "sleep", sleeps.append)
+    monkeypatch.setenv(inject.ENV_DELAY_MS, "7")
+    backend = ContinuousBackend(tiny_model)
+    workload = WorkloadSpec(num_prompts=3, prompt_len=LengthSpec.parse("8"), output_lens=(4,)).build(
+        tiny_model.vocab_size, tiny_model.max_model_len)
+    run_cell(backend, workload, batch_size=2, concurrency=2)
+    assert len(sleeps) >= 4 and set(sleeps) >= {0.007} and all(s >= 0.007 for s in sleeps)  # one per step, at least
+    monkeypatch.delenv(inject.ENV_DELAY_MS)
+    unhooked = ContinuousBackend(tiny_model)
+    sleeps.clear()
+    run_cell(unhooked, workload, batch_size=2, concurrency=2)
+    assert sleeps == []

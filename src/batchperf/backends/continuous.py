@@ -24,6 +24,7 @@ from batchperf.engine.block_manager import BlockManager, blocks_for
 from batchperf.engine.llm_engine import LLMEngine
 from batchperf.engine.request import Request
 from batchperf.engine.scheduler import SchedulerConfig
+from batchperf.measure import inject
 from batchperf.measure.clock import RunClock
 from batchperf.measure.counters import round_counters
 from batchperf.measure.kv import kv_tokens_held
@@ -75,6 +76,8 @@ class ContinuousBackend:
             self.runner = ModelRunner(model.model, block_size, suppress_ids=_eos_ids(model))
         except ValueError as exc:
             raise BackendUnavailable(f"continuous: model {model.name!r}: {exc}") from exc
+        # BATCHPERF_INJECT_*: the runner runs the weights through its own forward, which the module's hook never sees
+        self.runner.logits = inject.slowed(self.runner.logits, device=self.runner.device)  # type: ignore[method-assign]
 
     def close(self) -> None:
         self.runner.kv = None

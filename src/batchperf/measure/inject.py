@@ -9,17 +9,22 @@ comes from, so every forward pass of every backend goes through it):
 - ``BATCHPERF_INJECT_DELAY_MS=2``: after each forward pass, sleep 2 ms.
 
 Both may be set; neither set means no hook at all. Out-of-process engines
-(a vLLM server) are not affected.
+(a vLLM server) are not affected. The ``continuous`` backend's runner runs the model's
+weights through its own forward, not the module's: :func:`slowed` wraps that forward the
+same way.
 """
 
 from __future__ import annotations
 
 import os
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeVar
 
 from batchperf.measure.clock import synchronize
+
+T = TypeVar("T")
 
 ENV_SLOWDOWN = "BATCHPERF_INJECT_SLOWDOWN"
 ENV_DELAY_MS = "BATCHPERF_INJECT_DELAY_MS"
@@ -74,3 +79,20 @@ def install(module: Any, injection: Injection | None = None, device: Any = None)
         time.sleep(injection.extra_seconds(elapsed))
 
     return (module.register_forward_pre_hook(before), module.register_forward_hook(after))
+
+
+def slowed(forward: Callable[..., T], injection: Injection | None = None, device: Any = None) -> Callable[..., T]:
+    """``forward`` (a callable that runs one forward pass) slowed as :func:`install` slows a module's."""
+    injection = Injection.from_env() if injection is None else injection
+    if not injection.active:
+        return forward
+
+    def run(*args: Any, **kwargs: Any) -> T:
+        synchronize(device)
+        started = time.perf_counter()
+        out = forward(*args, **kwargs)
+        synchronize(device)
+        time.sleep(injection.extra_seconds(time.perf_counter() - started))
+        return out
+
+    return run
