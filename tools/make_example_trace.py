@@ -58,10 +58,37 @@ slo = { e2el_ms = 20000 }
 """
 
 
+SUSTAINED = """\
+# A sustained two-tenant load for `batchperf capacity` on the CPU tier (docs/traffic.md):
+# 60 requests, tighter SLOs, so a probe overloads the tiny model on 2 cores before the search's max load
+seed = 0
+
+[tenants.interactive]
+requests = 48
+rate = 8.0
+burstiness = 0.5
+prompt_len = "16-64"
+output_lens = [8, 16]
+priority = 0
+slo = { ttft_ms = 150, tpot_ms = 40 }
+
+[tenants.batch]
+requests = 12
+rate = 2.0
+on_s = 0.5
+off_s = 1.0
+prompt_len = 256
+output_lens = [16]
+priority = 1
+slo = { e2el_ms = 5000 }
+"""
+
+
 def main() -> None:
     OUT.mkdir(parents=True, exist_ok=True)
     (OUT / "mini_trace.jsonl").write_text("\n".join(trace_lines()) + "\n")
     (OUT / "two_tenants.toml").write_text(TENANTS)
+    (OUT / "sustained_tenants.toml").write_text(SUSTAINED)
 
 
 if __name__ == "__main__":

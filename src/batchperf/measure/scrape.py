@@ -138,15 +138,21 @@ class ServerScrape:
         return self.result
 
 
+def _before_after(url: str, before: str | ScrapeError | None, after: str | ScrapeError) -> tuple[Any, Any]:
+    """The parsed scrapes before and after a run; ScrapeError when either is missing or failed."""
+    if before is None:
+        raise ScrapeError("no scrape before the run")
+    start = parse(before, url) if isinstance(before, str) else _raise(before)
+    end = parse(after, url) if isinstance(after, str) else _raise(after)
+    return start, end
+
+
 def counters_from_scrapes(url: str, before: str | ScrapeError | None, after: str | ScrapeError,
                           samples: list[str], interval_s: float) -> dict[str, Any]:
     """The run's counters from the text before and after it and the texts sampled during it."""
     source = f"{url}: before/after the run, {len(samples)} sample(s) during it"
     try:
-        if before is None:
-            raise ScrapeError("no scrape before the run")
-        start = parse(before, url) if isinstance(before, str) else _raise(before)
-        end = parse(after, url) if isinstance(after, str) else _raise(after)
+        start, end = _before_after(url, before, after)
     except ScrapeError as exc:
         return round_counters({}, absent_all(str(exc)), source)
     values: dict[str, float] = {}
@@ -201,10 +207,7 @@ def server_latencies(url: str, before: str | ScrapeError | None, after: str | Sc
     ``server_mean_{ttft,e2el,queue,tpot}_ms`` and ``server_requests`` (the requests its E2E histogram counted);
     what it cannot give is in ``absent``. Only means: a histogram keeps bucket counts, not the values."""
     try:
-        if before is None:
-            raise ScrapeError("no scrape before the run")
-        start = parse(before, url) if isinstance(before, str) else _raise(before)
-        end = parse(after, url) if isinstance(after, str) else _raise(after)
+        start, end = _before_after(url, before, after)
     except ScrapeError as exc:
         return {"absent": {"server_latencies": str(exc)}}
     out: dict[str, Any] = {}
