@@ -182,7 +182,7 @@ def test_shared_prefix_hit_rate_is_the_expected_one_and_caching_turned_off_is_a_
     (throughput alone moved about 6% on this cell: under its 15% CPU floor)."""
     from batchperf.regress.gate import compare_cell
     from batchperf.regress.verdict import Verdict
-    from batchperf.suite.cell import build_workload, cell_record, one_round, workload_section
+    from batchperf.suite.cell import build_workload, cell_record, one_round
     from batchperf.suite.matrix import CellParams
 
     cell = CellParams("cpu", "cpu", "tiny-qwen2", "vllm", str(BS), "32", str(BS), "16", 1, 0, "closed",
@@ -190,7 +190,7 @@ def test_shared_prefix_hit_rate_is_the_expected_one_and_caching_turned_off_is_a_
     wl = build_workload(cell, tiny)
 
     def measure():
-        return cell_record(cell, tiny, [one_round(backend, cell, wl)], workload_section(wl, backend, "prefix:2:128"))
+        return cell_record(cell, tiny, [one_round(backend, cell, wl)], wl, backend)
 
     on = measure()
     expected = on.workload["expected_prefix_hit_rate"]

@@ -49,6 +49,6 @@ def measured_cell(model: Any, backend: str, batch_size: str = "2", prompt_len: s
     runner = create_backend(backend, model, **options)
     try:
         workload = build_workload(cell, model)
-        return cell_record(cell, model, [one_round(runner, cell, workload)], offered=workload)
+        return cell_record(cell, model, [one_round(runner, cell, workload)], workload)
     finally:
         runner.close()

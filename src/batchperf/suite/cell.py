@@ -40,8 +40,7 @@ def measure_cell(benchmark: Any, request: pytest.FixtureRequest, cell: Cell, mod
         traces = run_rounds(benchmark, backend, cell, workload)
     except CellUnsupported as exc:  # raised before anything is measured (a given server runs another cell)
         pytest.skip(f"cell {cell.id}: backend {cell.params.backend!r} cannot run it: {exc}")
-    record = cell_record(cell, model, traces, workload_section(workload, backend, cell.params.workload),
-                         offered=workload)
+    record = cell_record(cell, model, traces, workload, backend)
     keep_record(request.config, record)
     errors = record.token_count_errors
     verdict = None
@@ -89,7 +88,7 @@ def run_rounds(benchmark: Any, backend: Backend, cell: Cell, workload: Workload)
 def remeasure(backend: Backend, cell: Cell, workload: Workload, model: LoadedModel) -> CellRecord:
     """The cell's record from fresh rounds, outside pytest-benchmark: the gate's confirmation run."""
     return cell_record(cell, model, [one_round(backend, cell, workload) for _ in range(cell.params.rounds)],
-                       workload_section(workload, backend, cell.params.workload), offered=workload)
+                       workload, backend)
 
 
 def slo_sections(traces: list[RunTrace], workload: Workload | None) -> tuple[dict[str, Any], dict[str, Any]]:
@@ -103,12 +102,14 @@ def slo_sections(traces: list[RunTrace], workload: Workload | None) -> tuple[dic
     return summarise([s for s, _ in per_round]), summarise_tenants([t for _, t in per_round])
 
 
-def cell_record(cell: Cell, model: LoadedModel, traces: list[RunTrace], workload: dict[str, Any] | None = None,
-                *, offered: Workload | None = None) -> CellRecord:
-    """Everything a cell stores: parameters, metrics (median and per round), KV, telemetry, the workload section,
-    SLO attainment and fairness per tenant (against the ``offered`` workload's requests and SLOs), raw traces."""
+def cell_record(cell: Cell, model: LoadedModel, traces: list[RunTrace], workload: Workload | None = None,
+                backend: Backend | None = None) -> CellRecord:
+    """Everything a cell stores: parameters, metrics (median and per round), KV, telemetry, SLO attainment and
+    fairness per tenant (against the ``workload`` offered: its requests and SLOs), raw traces; with the
+    ``backend`` too, the workload section (how that backend treated the traffic's priorities and prefixes)."""
+    section = {} if workload is None or backend is None else workload_section(workload, backend, cell.params.workload)
     rounds = [compute_metrics(t) for t in traces]
-    slo, tenants = slo_sections(traces, offered)
+    slo, tenants = slo_sections(traces, workload)
     return CellRecord(
         cell={**cell.describe(), "dtype": model.spec.dtype},
         model={"source": str(model.spec.source), "path": str(model.path), "config_hash": config_hash(model.config),
@@ -117,12 +118,12 @@ def cell_record(cell: Cell, model: LoadedModel, traces: list[RunTrace], workload
         rounds=rounds,
         kv=kv_figures(traces, model.config, model.dtype),
         telemetry=traces[-1].telemetry,  # of the last measured round; every round's is in its trace
-        counters=shared_prefix_counters(summarise_counters([t.counters for t in traces]), workload or {}),
+        counters=shared_prefix_counters(summarise_counters([t.counters for t in traces]), section),
         client=summarise_client([t.client for t in traces]),  # every round's is in its trace
         token_count_errors=[f"round {i}: {e}" for i, t in enumerate(traces, 1) for e in token_count_errors(t)],
         traces=[t.to_dict() for t in traces],
         efficiency=efficiency(traces, model.cost(), device_name(model.device), model.spec.dtype),
-        workload=workload or {},
+        workload=section,
         slo=slo,
         tenants=tenants,
     )
