@@ -19,8 +19,8 @@ while steps are still slow, the rule drops to batch 1. That is what the suite me
 
 Defaults: the study gives the rule and the names, not values we can quote, so these are batchperf's:
 ``threshold_high=8``, ``optimal_batch=4`` (or ``max_batch`` when that is smaller), ``max_batch`` = the cell's
-batch size, ``sla_ms`` = the context's per-step target (the tightest tenant TPOT, or half the tightest TTFT: ``PolicyContext.step_target_ms``),
-``window=4`` steps. Without any such SLO, ``sla_ms`` must be given.
+batch size, ``sla_ms`` = the context's per-step target (the tightest tenant TPOT, or half the tightest TTFT:
+``PolicyContext.step_target_ms``), ``window=4`` steps. Without any such SLO, ``sla_ms`` must be given.
 """
 
 from __future__ import annotations
