@@ -179,7 +179,7 @@ class Scheduler:
         for victim in victims:
             step[:] = [item for item in step if item.request is not victim]
             self._preempt(victim)
-        self.policy.preemptions_asked += len(victims)
+        self.policy.displaced += len(victims)
         return True
 
     def _preempt(self, request: Request) -> None:

@@ -45,7 +45,7 @@ def test_an_urgent_arrival_displaces_the_least_urgent_newest_running_request_whe
     assert run_step(scheduler, runner) == [0, 2]  # new_low's decode was unscheduled, urgent prefilled
     assert new_low.status is Status.WAITING and new_low.preemptions == 1 and new_low.block_table == []
     assert new_low.num_cached == 0 and new_low.num_generated == 1  # recompute: its token is kept, its KV is not
-    assert scheduler.policy.state()["preemptions_asked"] == 1 and scheduler.num_preemptions == 1
+    assert scheduler.policy.state()["displaced"] == 1 and scheduler.num_preemptions == 1
     while scheduler.has_work:
         run_step(scheduler, runner)
     assert all(r.output_ids == reference(r) for r in (old_low, new_low, urgent))

@@ -94,5 +94,5 @@ def test_a_burst_runs_big_then_collapses_to_batch_one_while_steps_are_slow():
     # 15 ms bring the mean to 32.5), then the optimal 4 (30 ms steps), the other 4 running keep their blocks
     assert log.caps[:10] == [8] * 7 + [1, 1, 4]
     assert log.sizes[7:9] == [1, 1] and log.running[7:9] == [8, 8]
-    assert policy.state() | {"policy": "seed"} == {"policy": "seed", "preemptions_asked": 0, "steps_queue": 7,
+    assert policy.state() | {"policy": "seed"} == {"policy": "seed", "displaced": 0, "steps_queue": 7,
                                                    "steps_sla": 2, "steps_optimal": len(log.caps) - 9}

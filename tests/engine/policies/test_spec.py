@@ -38,3 +38,16 @@ def test_a_malformed_parameter_list_says_how_to_write_one(text):
 def test_policy_context_rejects_a_batch_size_below_one():
     with pytest.raises(ValueError, match="batch_size must be an integer >= 1, got 0"):
         PolicyContext(batch_size=0)
+
+
+def test_specs_compare_and_hash_by_their_normalised_text():
+    a, b = parse_policy("aimd:step=1,decrease=0.70"), parse_policy("aimd: decrease=.7 , step=1")
+    assert a == b and hash(a) == hash(b) and len({a, b, parse_policy("aimd")}) == 2
+    assert a.given == {"decrease": 0.7, "step": 1} and a.params["window"] == 4
+
+
+def test_every_policy_builds_fresh_state_per_run():
+    spec, ctx = parse_policy("fair"), PolicyContext(2)
+    first, second = spec.build(ctx), spec.build(ctx)
+    first.counters["a"] = 5.0
+    assert first is not second and second.counters["a"] == 0.0

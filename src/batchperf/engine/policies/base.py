@@ -138,7 +138,7 @@ class Policy:
     def __init__(self, ctx: PolicyContext, **params: int | float | None) -> None:
         self.ctx = ctx
         self.params = self.resolve(params)
-        self.preemptions_asked = 0  # running requests this policy chose to preempt (victims and displaced)
+        self.displaced = 0  # running requests preempted to admit a waiting one (the scheduler counts them)
 
     @classmethod
     def resolve(cls, params: Mapping[str, int | float | None]) -> dict[str, int | float | None]:
@@ -195,4 +195,4 @@ class Policy:
 
     def state(self) -> dict[str, int | float | str]:
         """What this policy did, for the run's record."""
-        return {"policy": self.name, "preemptions_asked": self.preemptions_asked}
+        return {"policy": self.name, "displaced": self.displaced}

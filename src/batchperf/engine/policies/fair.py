@@ -77,7 +77,6 @@ class Fair(Policy):
             self.last_left = self.counters[request.tenant]
 
     def victim(self, candidates: Sequence[Request]) -> Request:
-        self.preemptions_asked += 1
         most = max(self.counters[r.tenant] for r in candidates)
         return [r for r in candidates if self.counters[r.tenant] == most][-1]
 

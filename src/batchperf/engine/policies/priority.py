@@ -33,7 +33,6 @@ class Priority(Policy):
         return min(waiting, key=lambda r: r.priority) if waiting else None  # min keeps the first of a tie
 
     def victim(self, candidates: Sequence[Request]) -> Request:
-        self.preemptions_asked += 1
         return _least_urgent_newest(candidates)[0]
 
     def displaceable(self, request: Request, running: Sequence[Request]) -> Sequence[Request]:

@@ -28,6 +28,9 @@ class PolicySpec:
     text: str  # the normalised entry: NAME, or NAME:k=v,... with the given parameters sorted
     given: Mapping[str, int | float]  # the parameters the entry set
 
+    def __hash__(self) -> int:  # the mappings are not hashable; the normalised text identifies the spec
+        return hash(self.text)
+
     @property
     def label(self) -> str:
         """Short and id-safe: ``fcfs``, ``aimd-decrease0.7-step1``."""
