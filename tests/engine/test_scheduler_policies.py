@@ -56,17 +56,6 @@ def test_every_policy_keeps_the_schedulers_invariants(name, rows, batch_size, bl
     assert blocks.num_used == 0
 
 
-def test_no_policy_is_fcfs_and_schedules_step_for_step_as_an_explicit_fcfs():
-    def steps(policy):
-        requests = [Request(i, tuple(range(1, 3 + 2 * i)), 3 + i % 3, priority=i % 2) for i in range(7)]
-        blocks = BlockManager(9, 2)
-        _, runner, _ = drive(requests, SchedulerConfig(2), blocks, policy)
-        return [[(item.request.request_id, item.num_new) for item in step] for step in runner.steps]
-
-    explicit = steps(parse_policy("fcfs").build(PolicyContext(2)))
-    assert steps(None) == explicit and len(explicit) > 7
-
-
 def test_a_policy_built_for_another_batch_size_is_refused():
     with pytest.raises(ValueError, match="built for batch size 4, the scheduler runs 2"):
         Scheduler(SchedulerConfig(2), BlockManager(8, 4), parse_policy("fcfs").build(PolicyContext(4)))
