@@ -10,7 +10,8 @@ verdict and a table: regression rate, median pairs used, median minutes, median 
 issue's targets (A/A "regression" <= 1/20 per cell; compute-bound 5% caught >= 18/20; dispatch-bound 10%
 caught >= 18/20; each verdict within 10 minutes). Then, from the pairs measured, three more tables:
 
-- an estimate: ab's own judging (``judge_metric``, the per-look level, the minutes rule) replayed on
+- an estimate: ab's own judging (``judge_metric`` with the test the verdicts ran, ``--test``: its per-look level
+  or t boundaries, the minutes rule) replayed on
   verdicts drawn from the measured pairs (A/A ones with a random label swap: the null the design
   guarantees), and the chance that a set of 20 meets the target;
 - what a verdict would need to meet it (pairs and minutes, a normal approximation from the pairs' spread);
@@ -42,6 +43,7 @@ from pathlib import Path
 
 import numpy as np
 
+from batchperf.ab import judge as ab_judge
 from batchperf.ab.env import Environment, default_checkout
 from batchperf.ab.run import PairSeries, Settings, cell_verdict, judge_metric, run_ab
 from batchperf.ab.stats import relative
@@ -186,6 +188,7 @@ def replay(bank: Bank, metric: str, rng: np.random.Generator) -> Score:
     """
     s = bank.settings
     result = PairSeries(metric, by_name(metric).direction, True, s["margin"])
+    judge = ab_judge.from_settings(s)  # the test the measured verdicts ran with, at their level or boundaries
     elapsed, spent = bank.overhead_s, []
     while len(spent) < s["max_pairs"]:
         if spent and elapsed + statistics.mean(spent) > s["max_minutes"] * 60:
@@ -197,7 +200,7 @@ def replay(bank: Bank, metric: str, rng: np.random.Generator) -> Score:
         result.b.append(b)
         spent.append(seconds)
         elapsed += seconds
-        judge_metric(result, s["per_look_level"])
+        judge_metric(result, judge)
         if result.call is not Verdict.INCONCLUSIVE:
             break
     iv = result.interval
@@ -309,6 +312,9 @@ def main() -> int:
     parser.add_argument("--max-minutes", type=float, default=MINUTES_TARGET,
                         help=f"ab's budget of minutes per verdict (default {MINUTES_TARGET:g}, the target)")
     parser.add_argument("--rounds", type=int, default=3, help="measured rounds per process (default 3)")
+    parser.add_argument("--test", choices=ab_judge.TESTS, default=ab_judge.DEFAULT_TEST,
+                        help=f"ab's test (default {ab_judge.DEFAULT_TEST}); the estimate replays the one the verdicts "
+                             "ran with")
     parser.add_argument("--extra", default="", metavar="ARGS",
                         help="more pytest arguments for every process, e.g. '--batchperf-num-prompts 8' (smoke runs)")
     parser.add_argument("--keep", type=Path, default=None,
@@ -340,7 +346,7 @@ def main() -> int:
     first = next(iter(measured(work).values()))[0]["settings"]
     print(f"\nsettings: alpha {first['alpha']}, margin ±{first['margin']:.0%}, deciding {', '.join(first['metrics'])}, "
           f"at most {first['max_pairs']} pairs / {first['max_minutes']:g} min per verdict, {first['rounds']} rounds per "
-          f"process (per-look level {first['per_look_level']:.4g}); every verdict's files in {work}")
+          f"process ({ab_judge.from_settings(first).describe()}); every verdict's files in {work}")
     if args.estimate:
         print(f"\nestimate: ab's judging replayed on {args.estimate} verdicts per row, each drawing pairs (with "
               "replacement) from that row's measured pairs, under the budget those verdicts ran with:\n")
@@ -368,12 +374,13 @@ def measure(args: argparse.Namespace, kinds: list[str], work: Path, metrics: tup
         settings = Settings(Environment("A", python, dir=here), Environment("B", python, b_vars, here),
                             (*KINDS[kind].selection, *shlex.split(args.extra)), work / f"{kind}-{slowdown:g}-{i:02d}",
                             margin=args.margin, metrics=metrics, alpha=args.alpha, max_pairs=args.max_pairs,
-                            max_minutes=args.max_minutes, rounds=args.rounds)
+                            max_minutes=args.max_minutes, rounds=args.rounds, test=args.test)
         doc, status, reason = finished(settings.out), "kept", ""
         wanted = {"margin": settings.margin, "metrics": list(metrics), "alpha": settings.alpha, "rounds": settings.rounds,
-                  "max_pairs": settings.max_pairs, "max_minutes": settings.max_minutes,
+                  "max_pairs": settings.max_pairs, "max_minutes": settings.max_minutes, "test": settings.test,
                   "pytest_args": list(settings.pytest_args)}
-        if doc is not None and (differ := [k for k, v in wanted.items() if doc["settings"][k] != v]):
+        recorded = {"test": "signed-rank", **doc["settings"]} if doc is not None else {}  # before --test: signed-rank
+        if doc is not None and (differ := [k for k, v in wanted.items() if recorded[k] != v]):
             sys.exit(f"ab_detector: {settings.out} was measured with other settings ({', '.join(differ)}); "
                      "give the same options to resume it, or another --keep folder")
         if doc is None:
