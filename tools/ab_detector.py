@@ -180,7 +180,16 @@ def banks(work: Path, metric: str) -> dict[tuple[str, float], Bank]:
     return out
 
 
-def replay(bank: Bank, metric: str, rng: np.random.Generator) -> Score:
+def judge_for(bank: Bank, test: str | None) -> ab_judge.Judge:
+    """The test the bank's verdicts ran with, or ``test`` made for their budget and alpha (one cell: alpha over the
+    deciding metrics), to ask what the other test would have said on the same measured pairs."""
+    s = bank.settings
+    if test is None or test == s.get("test", "signed-rank"):
+        return ab_judge.from_settings(s)
+    return ab_judge.make(test, s["max_pairs"], s["alpha"] / len(s["metrics"]))
+
+
+def replay(bank: Bank, metric: str, rng: np.random.Generator, test: str | None = None) -> Score:
     """One verdict as ``ab`` reaches it (its judging code, its budget rule) on pairs drawn from the bank.
 
     A/A banks are drawn with a random label swap: a few dozen measured pairs have a median B/A off 1 by chance
@@ -188,7 +197,7 @@ def replay(bank: Bank, metric: str, rng: np.random.Generator) -> Score:
     """
     s = bank.settings
     result = PairSeries(metric, by_name(metric).direction, True, s["margin"])
-    judge = ab_judge.from_settings(s)  # the test the measured verdicts ran with, at their level or boundaries
+    judge = judge_for(bank, test)  # by default the test the measured verdicts ran with, at their level or boundaries
     elapsed, spent = bank.overhead_s, []
     while len(spent) < s["max_pairs"]:
         if spent and elapsed + statistics.mean(spent) > s["max_minutes"] * 60:
@@ -209,7 +218,7 @@ def replay(bank: Bank, metric: str, rng: np.random.Generator) -> Score:
                  relative(iv.estimate) if iv is not None else None)
 
 
-def estimate(work: Path, metric: str, verdicts: int, seed: int = 1) -> str:
+def estimate(work: Path, metric: str, verdicts: int, seed: int = 1, test: str | None = None) -> str:
     """A table of rates from ``verdicts`` resampled verdicts per (kind, slowdown), and the chance a set of 20
     meets the issue's target."""
     from scipy import stats
@@ -219,7 +228,7 @@ def estimate(work: Path, metric: str, verdicts: int, seed: int = 1) -> str:
               "| improvement | inconclusive | median pairs | median minutes | P(a set of 20 meets the target) |"),
              "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
     for (kind, slowdown), bank in sorted(banks(work, metric).items()):
-        scores = [replay(bank, metric, rng) for _ in range(verdicts)]
+        scores = [replay(bank, metric, rng, test) for _ in range(verdicts)]
         rate = {v: sum(x.verdict == v for x in scores) / verdicts
                 for v in ("regression", "no change", "improvement", "inconclusive")}
         meets = (stats.binom.cdf(AA_TARGET, 20, rate["regression"]) if not slowdown
@@ -323,6 +332,9 @@ def main() -> int:
     parser.add_argument("--estimate", type=int, default=2000, metavar="N",
                         help="after the verdicts, replay ab's judging on N verdicts' worth of pairs resampled from "
                              "those measured (default 2000; 0: no estimate)")
+    parser.add_argument("--estimate-test", action="append", default=[], choices=ab_judge.TESTS,
+                        help="also replay the measured pairs with this test (repeatable): which test resolves "
+                             "sooner on this machine's own pairs")
     parser.add_argument("--estimate-only", action="store_true",
                         help="measure nothing: print the table and the estimate from the verdicts in --keep")
     args = parser.parse_args()
@@ -350,7 +362,10 @@ def main() -> int:
     if args.estimate:
         print(f"\nestimate: ab's judging replayed on {args.estimate} verdicts per row, each drawing pairs (with "
               "replacement) from that row's measured pairs, under the budget those verdicts ran with:\n")
-        print(estimate(work, metrics[0], args.estimate))
+        for test in [None, *args.estimate_test]:
+            if test is not None:
+                print(f"\nthe same estimate, judged with --test {test} instead (same pairs, budget and alpha):\n")
+            print(estimate(work, metrics[0], args.estimate, test=test))
         print(f"\nwhat a verdict would need (alpha {first['alpha']}, 90% power, normal approximation from the "
               "measured pairs; see needed()):\n")
         print(needed(work, metrics[0], first["alpha"]))

@@ -147,14 +147,14 @@ def test_a_link_planted_as_the_summary_is_replaced_not_written_through(tmp_path:
 
 def test_the_test_and_the_deciding_metrics_are_chosen_on_the_command_line(tmp_path: Path, capsys,
                                                                           monkeypatch) -> None:
-    """Default: the sequential t, throughput alone deciding; --test signed-rank and --latency-decides restore the
-    older run; a test that does not exist, or --latency-decides beside --metrics, is a usage error (3)."""
+    """Default: signed-rank, throughput alone deciding; --test t picks the sequential t; --latency-decides restores
+    the older deciding set; a test that does not exist, or --latency-decides beside --metrics, is a usage error."""
     fakes = FakeEnvs(cells=CELLS[:1], speed={"A": 1.0, "B": 0.9})
     faked(monkeypatch, fakes)
-    assert main(ab(tmp_path / "t")) == 1
+    assert main(ab(tmp_path / "t", "--test", "t")) == 1
     saved = json.loads((tmp_path / "t" / "out" / "ab.json").read_text())["settings"]
     assert saved["test"] == "t" and saved["metrics"] == ["output_throughput"] and saved["t_boundaries"]
-    assert main(ab(tmp_path / "sr", "--test", "signed-rank", "--latency-decides")) == 1
+    assert main(ab(tmp_path / "sr", "--latency-decides")) == 1
     saved = json.loads((tmp_path / "sr" / "out" / "ab.json").read_text())["settings"]
     assert saved["test"] == "signed-rank" and saved["metrics"] == ["output_throughput", "p99_ttft_ms", "p99_e2el_ms"]
     assert saved["per_look_level"] > 0 and saved["t_boundaries"] is None

@@ -115,3 +115,15 @@ def test_replay_judges_with_the_test_the_verdicts_ran(tool, tmp_path: Path, monk
     s = tool.replay(bank, "output_throughput", np.random.default_rng(0))
     assert s.verdict == "regression" and s.pairs == t.needs
     assert t.needs < min_pairs(per_look_level(14, 0.05)[0])
+
+
+def test_the_estimate_can_replay_the_same_pairs_with_the_other_test(tool, tmp_path: Path,
+                                                                      monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("BATCHPERF_CACHE", str(tmp_path / "cache"))
+    keep(tmp_path / "compute-0.05-00", verdict_doc([0.89 + 0.01 * (i % 3) for i in range(14)], 50.0, "done"))
+    bank = tool.banks(tmp_path, "output_throughput")[("compute", 0.05)]
+    assert tool.judge_for(bank, None).test == "signed-rank"  # what the verdicts ran (their ab.json predates --test)
+    t = tool.judge_for(bank, "t")
+    assert t.test == "t" and len(t.crit) == 14
+    s = tool.replay(bank, "output_throughput", np.random.default_rng(0), "t")
+    assert s.verdict == "regression" and s.pairs == t.needs

@@ -57,9 +57,11 @@ def add_verdict_args(parser: argparse.ArgumentParser) -> None:
                         help=f"the older deciding set, {','.join(LATENCY_METRICS)} (alpha is split over them, so a "
                              "verdict needs more pairs); not with --metrics")
     parser.add_argument("--test", choices=TESTS, default=DEFAULT_TEST,
-                        help=f"the interval of each look (default {DEFAULT_TEST}): 't', a sequential t-interval with "
-                             "O'Brien-Fleming-type alpha spending (resolves sooner); 'signed-rank', Wilcoxon at a "
-                             "constant per-look level (no assumption beyond symmetric noise). docs/ab.md says why")
+                        help=f"the interval of each look (default {DEFAULT_TEST}): 'signed-rank', Wilcoxon at a "
+                             "constant per-look level (no assumption beyond symmetric noise; the fewest pairs on "
+                             "average, robust to outlier processes); 't', a sequential t-interval with "
+                             "O'Brien-Fleming-type alpha spending (more power by the end of the budget when pairs are "
+                             "near normal, later calls). docs/ab.md, 'Which test', says why")
     parser.add_argument("--alpha", type=float, default=0.05,
                         help="false-alarm rate of the whole run, over every cell and deciding metric, however "
                              "often it looks (default 0.05)")
