@@ -122,7 +122,7 @@ def main() -> int:
             for test, judge in judges(m, args.alpha):
                 r = simulate(judge, data, args.margin)
                 print(f"| {law} | {m} | {test} | {r['excluded']:.3f} | {r['no change']:.3f} |", flush=True)
-    print(f"\npower against a 5% slowdown (normal pairs, alpha {args.alpha}, {args.sims} sequences a row):\n")
+    print(f"\npower against a 5% slowdown (alpha {args.alpha}, {args.sims} sequences a row):\n")
     print("| pairs | max pairs | test | caught (regression) | caught by pair 10 | median pairs to the catch "
           "| mean pairs spent (inconclusive: the budget) |")
     print("|---|---:|---|---:|---:|---:|---:|")

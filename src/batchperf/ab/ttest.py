@@ -6,7 +6,7 @@ critical values ``c_1 .. c_max`` are chosen so that, for normal pairs, P(some lo
 shift) is the spending function's share of ``alpha`` spent up to that look:
 
 - **O'Brien-Fleming-type** (``obf``, the default): ``α(t) = 2 - 2Φ(z_{1-α/2} / sqrt(t))``, ``t = n / max_pairs``.
-  The first looks keep almost nothing (at a third of the budget about 0.1% of a 5% α), so the last look is
+  The first looks keep almost nothing (at a third of the budget 1.4% of α), so the last look is
   judged at nearly the fixed-sample level: most of the power of a test that looks once, and a large effect
   still stops early.
 - **Pocock-type** (``pocock``): ``α(t) = α · ln(1 + (e - 1) t)``: evenly spread, stops earlier on large
