@@ -220,7 +220,13 @@ def main() -> int:
     work = args.keep or Path(tempfile.mkdtemp(prefix="batchperf-ab-noise-"))
     work.mkdir(parents=True, exist_ok=True)
     code = 0
+    wanted = {"rounds": args.rounds, "extra": args.extra}  # what a kept process must have been measured with
+    recorded = work / "settings.json"
+    if recorded.exists() and (kept := json.loads(recorded.read_text())) != wanted and not args.estimate_only:
+        parser.error(f"{work} holds processes measured with {kept}; give the same --rounds/--extra to resume, "
+                     "or another --keep folder")
     if not args.estimate_only:
+        recorded.write_text(json.dumps(wanted))
         plan = [(i, kind) for i in range(args.processes) for kind in kinds]
         began = time.monotonic()
         try:
