@@ -10,7 +10,8 @@ verdict and a table: regression rate, median pairs used, median minutes, median 
 issue's targets (A/A "regression" <= 1/20 per cell; compute-bound 5% caught >= 18/20; dispatch-bound 10%
 caught >= 18/20; each verdict within 10 minutes). Then, from the pairs measured, three more tables:
 
-- an estimate: ab's own judging (``judge_metric``, the per-look level, the minutes rule) replayed on
+- an estimate: ab's own judging (``judge_metric`` with the test the verdicts ran, ``--test``: its per-look level
+  or t boundaries, the minutes rule) replayed on
   verdicts drawn from the measured pairs (A/A ones with a random label swap: the null the design
   guarantees), and the chance that a set of 20 meets the target;
 - what a verdict would need to meet it (pairs and minutes, a normal approximation from the pairs' spread);
@@ -42,6 +43,7 @@ from pathlib import Path
 
 import numpy as np
 
+from batchperf.ab import judge as ab_judge
 from batchperf.ab.env import Environment, default_checkout
 from batchperf.ab.run import PairSeries, Settings, cell_verdict, judge_metric, run_ab
 from batchperf.ab.stats import relative
@@ -178,7 +180,16 @@ def banks(work: Path, metric: str) -> dict[tuple[str, float], Bank]:
     return out
 
 
-def replay(bank: Bank, metric: str, rng: np.random.Generator) -> Score:
+def judge_for(bank: Bank, test: str | None) -> ab_judge.Judge:
+    """The test the bank's verdicts ran with, or ``test`` made for their budget and alpha (one cell: alpha over the
+    deciding metrics), to ask what the other test would have said on the same measured pairs."""
+    s = bank.settings
+    if test is None or test == s.get("test", "signed-rank"):
+        return ab_judge.from_settings(s)
+    return ab_judge.make(test, s["max_pairs"], s["alpha"] / len(s["metrics"]))
+
+
+def replay(bank: Bank, metric: str, rng: np.random.Generator, test: str | None = None) -> Score:
     """One verdict as ``ab`` reaches it (its judging code, its budget rule) on pairs drawn from the bank.
 
     A/A banks are drawn with a random label swap: a few dozen measured pairs have a median B/A off 1 by chance
@@ -186,6 +197,7 @@ def replay(bank: Bank, metric: str, rng: np.random.Generator) -> Score:
     """
     s = bank.settings
     result = PairSeries(metric, by_name(metric).direction, True, s["margin"])
+    judge = judge_for(bank, test)  # by default the test the measured verdicts ran with, at their level or boundaries
     elapsed, spent = bank.overhead_s, []
     while len(spent) < s["max_pairs"]:
         if spent and elapsed + statistics.mean(spent) > s["max_minutes"] * 60:
@@ -197,7 +209,7 @@ def replay(bank: Bank, metric: str, rng: np.random.Generator) -> Score:
         result.b.append(b)
         spent.append(seconds)
         elapsed += seconds
-        judge_metric(result, s["per_look_level"])
+        judge_metric(result, judge)
         if result.call is not Verdict.INCONCLUSIVE:
             break
     iv = result.interval
@@ -206,7 +218,7 @@ def replay(bank: Bank, metric: str, rng: np.random.Generator) -> Score:
                  relative(iv.estimate) if iv is not None else None)
 
 
-def estimate(work: Path, metric: str, verdicts: int, seed: int = 1) -> str:
+def estimate(work: Path, metric: str, verdicts: int, seed: int = 1, test: str | None = None) -> str:
     """A table of rates from ``verdicts`` resampled verdicts per (kind, slowdown), and the chance a set of 20
     meets the issue's target."""
     from scipy import stats
@@ -216,7 +228,7 @@ def estimate(work: Path, metric: str, verdicts: int, seed: int = 1) -> str:
               "| improvement | inconclusive | median pairs | median minutes | P(a set of 20 meets the target) |"),
              "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
     for (kind, slowdown), bank in sorted(banks(work, metric).items()):
-        scores = [replay(bank, metric, rng) for _ in range(verdicts)]
+        scores = [replay(bank, metric, rng, test) for _ in range(verdicts)]
         rate = {v: sum(x.verdict == v for x in scores) / verdicts
                 for v in ("regression", "no change", "improvement", "inconclusive")}
         meets = (stats.binom.cdf(AA_TARGET, 20, rate["regression"]) if not slowdown
@@ -309,6 +321,9 @@ def main() -> int:
     parser.add_argument("--max-minutes", type=float, default=MINUTES_TARGET,
                         help=f"ab's budget of minutes per verdict (default {MINUTES_TARGET:g}, the target)")
     parser.add_argument("--rounds", type=int, default=3, help="measured rounds per process (default 3)")
+    parser.add_argument("--test", choices=ab_judge.TESTS, default=ab_judge.DEFAULT_TEST,
+                        help=f"ab's test (default {ab_judge.DEFAULT_TEST}); the estimate replays the one the verdicts "
+                             "ran with")
     parser.add_argument("--extra", default="", metavar="ARGS",
                         help="more pytest arguments for every process, e.g. '--batchperf-num-prompts 8' (smoke runs)")
     parser.add_argument("--keep", type=Path, default=None,
@@ -317,6 +332,9 @@ def main() -> int:
     parser.add_argument("--estimate", type=int, default=2000, metavar="N",
                         help="after the verdicts, replay ab's judging on N verdicts' worth of pairs resampled from "
                              "those measured (default 2000; 0: no estimate)")
+    parser.add_argument("--estimate-test", action="append", default=[], choices=ab_judge.TESTS,
+                        help="also replay the measured pairs with this test (repeatable): which test resolves "
+                             "sooner on this machine's own pairs")
     parser.add_argument("--estimate-only", action="store_true",
                         help="measure nothing: print the table and the estimate from the verdicts in --keep")
     args = parser.parse_args()
@@ -340,11 +358,14 @@ def main() -> int:
     first = next(iter(measured(work).values()))[0]["settings"]
     print(f"\nsettings: alpha {first['alpha']}, margin ±{first['margin']:.0%}, deciding {', '.join(first['metrics'])}, "
           f"at most {first['max_pairs']} pairs / {first['max_minutes']:g} min per verdict, {first['rounds']} rounds per "
-          f"process (per-look level {first['per_look_level']:.4g}); every verdict's files in {work}")
+          f"process ({ab_judge.from_settings(first).describe()}); every verdict's files in {work}")
     if args.estimate:
         print(f"\nestimate: ab's judging replayed on {args.estimate} verdicts per row, each drawing pairs (with "
               "replacement) from that row's measured pairs, under the budget those verdicts ran with:\n")
-        print(estimate(work, metrics[0], args.estimate))
+        for test in [None, *args.estimate_test]:
+            if test is not None:
+                print(f"\nthe same estimate, judged with --test {test} instead (same pairs, budget and alpha):\n")
+            print(estimate(work, metrics[0], args.estimate, test=test))
         print(f"\nwhat a verdict would need (alpha {first['alpha']}, 90% power, normal approximation from the "
               "measured pairs; see needed()):\n")
         print(needed(work, metrics[0], first["alpha"]))
@@ -368,12 +389,13 @@ def measure(args: argparse.Namespace, kinds: list[str], work: Path, metrics: tup
         settings = Settings(Environment("A", python, dir=here), Environment("B", python, b_vars, here),
                             (*KINDS[kind].selection, *shlex.split(args.extra)), work / f"{kind}-{slowdown:g}-{i:02d}",
                             margin=args.margin, metrics=metrics, alpha=args.alpha, max_pairs=args.max_pairs,
-                            max_minutes=args.max_minutes, rounds=args.rounds)
+                            max_minutes=args.max_minutes, rounds=args.rounds, test=args.test)
         doc, status, reason = finished(settings.out), "kept", ""
         wanted = {"margin": settings.margin, "metrics": list(metrics), "alpha": settings.alpha, "rounds": settings.rounds,
-                  "max_pairs": settings.max_pairs, "max_minutes": settings.max_minutes,
+                  "max_pairs": settings.max_pairs, "max_minutes": settings.max_minutes, "test": settings.test,
                   "pytest_args": list(settings.pytest_args)}
-        if doc is not None and (differ := [k for k, v in wanted.items() if doc["settings"][k] != v]):
+        recorded = {"test": "signed-rank", **doc["settings"]} if doc is not None else {}  # before --test: signed-rank
+        if doc is not None and (differ := [k for k, v in wanted.items() if recorded[k] != v]):
             sys.exit(f"ab_detector: {settings.out} was measured with other settings ({', '.join(differ)}); "
                      "give the same options to resume it, or another --keep folder")
         if doc is None:

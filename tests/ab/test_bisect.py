@@ -12,6 +12,7 @@ from paths import REPO
 
 from batchperf.ab.bisect import BAD, GOOD, INCONCLUSIVE, INTERRUPTED, SKIPPED, judge, run_bisect
 from batchperf.ab.env import Environment, EnvironmentProblem
+from batchperf.ab.judge import DEFAULT_TEST, fewest_max_pairs
 from batchperf.ab.run import Settings, UsageProblem, run_ab
 from batchperf.cli.bisect import environments
 from batchperf.measure.child import Stopped
@@ -96,8 +97,9 @@ def test_bad_environment_lists_are_usage_errors(tmp_path: Path) -> None:
 
 
 def test_a_budget_too_small_for_any_verdict_stops_the_bisect_instead_of_skipping_every_step(tmp_path: Path) -> None:
-    with pytest.raises(UsageProblem, match="needs at least 7 pairs"):
-        run_bisect(envs(4), base(tmp_path, envs(4), max_pairs=6), fake_ab([1.0, 1.0, 1.0, 0.85]), check=ok)
+    fewest = fewest_max_pairs(DEFAULT_TEST, 0.05)  # one cell, throughput deciding
+    with pytest.raises(UsageProblem, match=f"needs at least {fewest} pairs"):
+        run_bisect(envs(4), base(tmp_path, envs(4), max_pairs=fewest - 1), fake_ab([1.0, 1.0, 1.0, 0.85]), check=ok)
 
 
 def test_an_out_holding_another_bisect_s_steps_is_refused(tmp_path: Path) -> None:

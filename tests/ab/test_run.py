@@ -13,6 +13,8 @@ from paths import REPO
 from batchperf.ab.env import Environment, EnvironmentProblem, Outcome, outcomes, probe
 from batchperf.ab.report import render_markdown
 from batchperf.ab.run import Settings, UsageProblem, order_of, run_ab
+from batchperf.ab.settings import LATENCY_METRICS
+from batchperf.ab.ttest import MIN_PAIRS as MIN_T_PAIRS
 from batchperf.regress.verdict import Verdict
 from batchperf.results.io import read_results
 
@@ -207,11 +209,26 @@ def test_a_budget_of_pairs_that_cannot_conclude_is_refused_with_the_right_minimu
     """One cell, three deciding metrics at alpha 0.05: 7 pairs can conclude (2/2**7 <= 0.05/3); 6 cannot. It said
     "needs at least 1076 pairs" and then spent the whole budget."""
     fakes = FakeEnvs(cells=CELLS[:1])
+    old = {"test": "signed-rank", "metrics": LATENCY_METRICS}
     with pytest.raises(UsageProblem, match="--max-pairs 6: a verdict on 1 cell.* needs at least 7 pairs"):
-        run(fakes, settings(tmp_path, max_pairs=6))
+        run(fakes, settings(tmp_path, max_pairs=6, **old))
     assert fakes.runs == []
-    done = run(fakes, settings(tmp_path / "seven", max_pairs=7, margin=0.2))
+    done = run(fakes, settings(tmp_path / "seven", max_pairs=7, margin=0.2, **old))
     assert done.exit_code == 0 and len(done.pairs) == 7  # the first look that can conclude is the seventh
+
+
+def test_the_t_test_s_floor_sets_the_fewest_pairs_and_its_boundaries_are_recorded(tmp_path: Path) -> None:
+    """--test t: no look before ttest.MIN_PAIRS decides, so a smaller budget is refused; ab.json keeps the
+    boundaries the replay (tools/ab_detector.py) judges with."""
+    fakes = FakeEnvs(cells=CELLS[:1], speed={"A": 1.0, "B": 0.9})
+    with pytest.raises(UsageProblem, match=f"needs at least {MIN_T_PAIRS} pairs"):
+        run(fakes, settings(tmp_path, max_pairs=MIN_T_PAIRS - 1, test="t"))
+    done = run(fakes, settings(tmp_path, out=tmp_path / "t", test="t"))
+    assert done.exit_code == 1 and done.judge.test == "t"
+    saved = json.loads((tmp_path / "t" / "ab.json").read_text())["settings"]
+    assert saved["test"] == "t" and len(saved["t_boundaries"]) == 20 and saved["t_boundaries"][0] is None
+    with pytest.raises(UsageProblem, match="--test bayes: unknown"):
+        settings(tmp_path, test="bayes")
 
 
 @pytest.mark.parametrize("fingerprint", ["not an object", ["a", "list"], {"identity": "not an object"}])

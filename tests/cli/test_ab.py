@@ -143,3 +143,24 @@ def test_a_link_planted_as_the_summary_is_replaced_not_written_through(tmp_path:
     faked(monkeypatch, fakes)
     assert main(ab(tmp_path)) == 1
     assert victim.read_text() == "precious\n" and not summary.is_symlink() and "REGRESSION" in summary.read_text()
+
+
+def test_the_test_and_the_deciding_metrics_are_chosen_on_the_command_line(tmp_path: Path, capsys,
+                                                                          monkeypatch) -> None:
+    """Default: signed-rank, throughput alone deciding; --test t picks the sequential t; --latency-decides restores
+    the older deciding set; a test that does not exist, or --latency-decides beside --metrics, is a usage error."""
+    fakes = FakeEnvs(cells=CELLS[:1], speed={"A": 1.0, "B": 0.9})
+    faked(monkeypatch, fakes)
+    assert main(ab(tmp_path / "t", "--test", "t")) == 1
+    saved = json.loads((tmp_path / "t" / "out" / "ab.json").read_text())["settings"]
+    assert saved["test"] == "t" and saved["metrics"] == ["output_throughput"] and saved["t_boundaries"]
+    assert main(ab(tmp_path / "sr", "--latency-decides")) == 1
+    saved = json.loads((tmp_path / "sr" / "out" / "ab.json").read_text())["settings"]
+    assert saved["test"] == "signed-rank" and saved["metrics"] == ["output_throughput", "p99_ttft_ms", "p99_e2el_ms"]
+    assert saved["per_look_level"] > 0 and saved["t_boundaries"] is None
+    capsys.readouterr()
+    with pytest.raises(SystemExit) as exc:
+        main(ab(tmp_path / "bad", "--test", "bayes"))
+    assert exc.value.code == 3 and "--test" in capsys.readouterr().err
+    code = main(ab(tmp_path / "both", "--latency-decides", "--metrics", "output_throughput"))
+    assert code == 3 and "give one" in one_line(capsys.readouterr().err)

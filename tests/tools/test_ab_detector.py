@@ -99,3 +99,31 @@ def test_aa_banks_are_drawn_with_labels_swapped(tool, tmp_path: Path) -> None:
     assert {tool.replay(slowed, "output_throughput", rng).verdict for _ in range(5)} == {"regression"}
     alarms = sum(tool.replay(aa, "output_throughput", rng).verdict == "regression" for _ in range(100))
     assert alarms <= 10  # P(regression) <= alpha / 2 = 2.5% by the per-look level; 10 of 100 is far beyond chance
+
+
+def test_replay_judges_with_the_test_the_verdicts_ran(tool, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Verdicts run with --test t record their boundaries; the replay uses them, not the signed-rank level: a
+    steady 10% slowdown is called at the t-test's first look that can decide (sooner than signed-rank's)."""
+    monkeypatch.setenv("BATCHPERF_CACHE", str(tmp_path / "cache"))
+    from batchperf.ab import judge as ab_judge
+
+    t = ab_judge.make("t", 14, 0.05)
+    doc = verdict_doc([0.89 + 0.01 * (i % 3) for i in range(14)], 50.0, "done")
+    doc["settings"].update(t.to_dict())
+    keep(tmp_path / "compute-0.05-00", doc)
+    bank = tool.banks(tmp_path, "output_throughput")[("compute", 0.05)]
+    s = tool.replay(bank, "output_throughput", np.random.default_rng(0))
+    assert s.verdict == "regression" and s.pairs == t.needs
+    assert t.needs < min_pairs(per_look_level(14, 0.05)[0])
+
+
+def test_the_estimate_can_replay_the_same_pairs_with_the_other_test(tool, tmp_path: Path,
+                                                                      monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("BATCHPERF_CACHE", str(tmp_path / "cache"))
+    keep(tmp_path / "compute-0.05-00", verdict_doc([0.89 + 0.01 * (i % 3) for i in range(14)], 50.0, "done"))
+    bank = tool.banks(tmp_path, "output_throughput")[("compute", 0.05)]
+    assert tool.judge_for(bank, None).test == "signed-rank"  # what the verdicts ran (their ab.json predates --test)
+    t = tool.judge_for(bank, "t")
+    assert t.test == "t" and len(t.crit) == 14
+    s = tool.replay(bank, "output_throughput", np.random.default_rng(0), "t")
+    assert s.verdict == "regression" and s.pairs == t.needs

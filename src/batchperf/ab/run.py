@@ -34,6 +34,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from batchperf.ab import judge as ab_judge
 from batchperf.ab import outdir
 from batchperf.ab import stats as ab_stats
 from batchperf.ab.env import (
@@ -141,7 +142,7 @@ class Pair:
 class AbResult:
     settings: Settings
     probes: dict[str, Probe]
-    level: float  # per-look level of each deciding metric's interval
+    judge: ab_judge.Judge  # the test behind each deciding metric's interval (its level or boundaries)
     level_method: str
     cells: dict[str, CellState]
     pairs: list[Pair] = field(default_factory=list)
@@ -181,7 +182,7 @@ class AbResult:
             "elapsed_s": round(self.elapsed_s, 1),
             "command": s.command,
             "settings": {"margin": s.margin, "margins": dict(s.margins), "metrics": list(s.metrics), "alpha": s.alpha,
-                         "per_look_level": self.level, "level_method": self.level_method, "max_pairs": s.max_pairs,
+                         **self.judge.to_dict(), "level_method": self.level_method, "max_pairs": s.max_pairs,
                          "max_minutes": s.max_minutes, "rounds": s.rounds, "pytest_args": list(s.pytest_args)},
             "environments": envs,
             "versions_differ": {k: list(v) for k, v in self.versions_differ.items()} if len(self.probes) == 2 else {},
@@ -232,7 +233,7 @@ def add_pair(cell: CellState, settings: Settings, a: CellRecord, b: CellRecord) 
         result.b.append(y)
 
 
-def judge_metric(result: PairSeries, level: float) -> None:
+def judge_metric(result: PairSeries, judge: ab_judge.Judge) -> None:
     if result.direction is Direction.EXACT:
         same = all(abs(y - x) <= EXACT_REL * max(abs(x), 1.0) for x, y in zip(result.a, result.b))
         result.call = Verdict.NO_CHANGE if same else Verdict.REGRESSION
@@ -240,7 +241,7 @@ def judge_metric(result: PairSeries, level: float) -> None:
     ratios = result.log_ratios
     if not ratios:
         return
-    result.interval = ab_stats.signed_rank_interval(ratios, level)
+    result.interval = judge.interval(ratios)
     result.call = ab_stats.call(result.interval, result.direction is Direction.HIGHER, result.margin)
 
 
@@ -249,12 +250,12 @@ def cell_verdict(metrics: Sequence[PairSeries]) -> Verdict:
     return combine((m.call for m in metrics if m.deciding), empty=Verdict.INCONCLUSIVE)
 
 
-def judge_cell(cell: CellState, level: float, pairs: int) -> None:
+def judge_cell(cell: CellState, judge: ab_judge.Judge, pairs: int) -> None:
     """Re-judge an unsettled cell on its pairs so far; freeze it once its verdict is clear."""
     if cell.settled:
         return
     for result in cell.metrics.values():
-        judge_metric(result, level)
+        judge_metric(result, judge)
     cell.verdict = cell_verdict(list(cell.metrics.values()))
     if cell.verdict is not Verdict.INCONCLUSIVE:
         cell.settled_at = pairs
@@ -303,7 +304,7 @@ def absorb(result: AbResult, pair: Pair) -> None:
             cell.note = "the environments ran different cells: " + "; ".join(diffs)
             continue
         add_pair(cell, result.settings, a, b)
-        judge_cell(cell, result.level, pair.index)
+        judge_cell(cell, result.judge, pair.index)
 
 
 def measuring(result: AbResult) -> list[CellState]:
@@ -354,18 +355,18 @@ def prepare(settings: Settings, prober: Prober = probe, collector: Collector = c
                            "-- -m cpu -k 'hf-static and bs8 and p512 and c16'")
     deciding = len(settings.metrics)  # the exact metrics decide too, but by equality: no error to share
     family = settings.alpha / (len(shared) * deciding)
-    needed = ab_stats.fewest_max_pairs(family)
+    needed = ab_judge.fewest_max_pairs(settings.test, family)
     if settings.max_pairs < needed:
         fix = (f"give --max-pairs {needed} or more" if needed <= ab_stats.MAX_PAIRS
                else "no --max-pairs allowed is enough")
         raise BudgetTooSmall(f"--max-pairs {settings.max_pairs}: a verdict on {len(shared)} cell(s) x {deciding} "
                              f"deciding metric(s) at --alpha {settings.alpha} needs at least {needed} pairs ({fix}; "
                              "or fewer cells, fewer --metrics, or a larger --alpha)")
-    level, method = ab_stats.per_look_level(settings.max_pairs, family)
+    judge = ab_judge.make(settings.test, settings.max_pairs, family)
     cells = {cid: CellState(cid, found["A"][cid]) for cid in shared}
     only = {label: sorted(set(found[label]) - set(found[other]))
             for label, other in (("A", "B"), ("B", "A")) if set(found[label]) - set(found[other])}
-    return AbResult(settings, probes, level, f"{method}; alpha {settings.alpha} over {len(shared)} cell(s) x "
+    return AbResult(settings, probes, judge, f"{judge.method}; alpha {settings.alpha} over {len(shared)} cell(s) x "
                     f"{deciding} deciding metric(s) = {family:.4g} each", cells, only_in=only)
 
 
@@ -384,8 +385,8 @@ def run_ab(settings: Settings, runner: Runner = run_cells, prober: Prober = prob
         raise UsageProblem(str(exc)) from None
     with folder, stop_signals():
         result = prepare(settings, prober, collector)
-        needs = ab_stats.min_pairs(result.level)
-        progress(f"per-look level {result.level:.4g} ({result.level_method}); a verdict needs at least "
+        needs = result.judge.needs
+        progress(f"{result.judge.describe()}; {result.level_method}; a verdict needs at least "
                  f"{needs} pairs; {len(result.cells)} cell(s)")
         try:
             measure_pairs(result, runner, progress, clock, start)

@@ -6,11 +6,13 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from batchperf.ab import judge as ab_judge
 from batchperf.ab import stats as ab_stats
 from batchperf.ab.env import Environment
-from batchperf.measure.catalogue import AB_DEFAULT, GATED, Direction
+from batchperf.measure.catalogue import AB_DEFAULT, AB_WITH_LATENCY, GATED, Direction
 
 DEFAULT_METRICS = AB_DEFAULT
+LATENCY_METRICS = AB_WITH_LATENCY  # --latency-decides: the older deciding set
 DEFAULT_ROUNDS = 5  # measured rounds per process: cheap next to a process start, and steadier process medians
 
 
@@ -36,6 +38,7 @@ class Settings:
     max_minutes: float | None = 60.0
     process_minutes: float | None = None  # a process longer than this hangs: stopped, the run fails (None: max_minutes)
     rounds: int | None = DEFAULT_ROUNDS  # None: the tier's (or what the pytest arguments say)
+    test: str = ab_judge.DEFAULT_TEST  # the interval of each look: "t" (sequential t) or "signed-rank"
     command: str = ""  # the command line, recorded so the run can be repeated
 
     def __post_init__(self) -> None:
@@ -55,6 +58,8 @@ class Settings:
         for name, value in {"": self.margin, **self.margins}.items():
             if not 0 <= value < 1:
                 problems.append(f"--margin {name + '=' if name else ''}{value}: must be a fraction in [0, 1)")
+        if self.test not in ab_judge.TESTS:
+            problems.append(f"--test {self.test}: unknown; give one of {', '.join(ab_judge.TESTS)}")
         if self.rounds is not None and self.rounds < 1:
             problems.append(f"--rounds {self.rounds}: must be >= 1")
         known = {r.name for r in GATED if r.direction is not Direction.EXACT}

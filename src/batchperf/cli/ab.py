@@ -21,7 +21,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, NoReturn
 
 from batchperf.ab.env import Environment, EnvironmentProblem, default_checkout, interpreter, parse_vars
-from batchperf.ab.settings import DEFAULT_METRICS, DEFAULT_ROUNDS, Settings, UsageProblem
+from batchperf.ab.judge import DEFAULT_TEST, TESTS
+from batchperf.ab.settings import DEFAULT_METRICS, DEFAULT_ROUNDS, LATENCY_METRICS, Settings, UsageProblem
 from batchperf.ab.stats import MAX_PAIRS
 from batchperf.measure.child import exit_code_of
 from batchperf.results.io import atomic_write_text
@@ -49,9 +50,18 @@ def add_verdict_args(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--margin", action="append", default=[], metavar="FRAC|METRIC=FRAC",
                         help="equivalence margin: an interval inside ±FRAC is 'no change' (default 0.03); "
                              "METRIC=FRAC for one metric (repeatable)")
-    parser.add_argument("--metrics", default=",".join(DEFAULT_METRICS), metavar="LIST",
+    parser.add_argument("--metrics", default=None, metavar="LIST",
                         help=f"deciding metrics, judged statistically (default {','.join(DEFAULT_METRICS)}); the "
                              "exact KV metrics always decide; every other gated metric is reported")
+    parser.add_argument("--latency-decides", action="store_true",
+                        help=f"the older deciding set, {','.join(LATENCY_METRICS)} (alpha is split over them, so a "
+                             "verdict needs more pairs); not with --metrics")
+    parser.add_argument("--test", choices=TESTS, default=DEFAULT_TEST,
+                        help=f"the interval of each look (default {DEFAULT_TEST}): 'signed-rank', Wilcoxon at a "
+                             "constant per-look level (no assumption beyond symmetric noise; the fewest pairs on "
+                             "average, robust to outlier processes); 't', a sequential t-interval with "
+                             "O'Brien-Fleming-type alpha spending (more power by the end of the budget when pairs are "
+                             "near normal, later calls). docs/ab.md, 'Which test', says why")
     parser.add_argument("--alpha", type=float, default=0.05,
                         help="false-alarm rate of the whole run, over every cell and deciding metric, however "
                              "often it looks (default 0.05)")
@@ -83,9 +93,13 @@ def verdict_kwargs(args: argparse.Namespace) -> dict[str, Any]:
             margins[name.strip()] = number
         else:
             margin = number
-    metrics = tuple(m.strip() for m in args.metrics.split(",") if m.strip())
+    if args.latency_decides and args.metrics is not None:
+        raise UsageProblem("--latency-decides and --metrics both name the deciding metrics; give one")
+    chosen = args.metrics if args.metrics is not None else ",".join(
+        LATENCY_METRICS if args.latency_decides else DEFAULT_METRICS)
+    metrics = tuple(m.strip() for m in chosen.split(",") if m.strip())
     return {"margin": margin, "margins": margins, "metrics": metrics, "alpha": args.alpha,
-            "max_pairs": args.max_pairs, "max_minutes": args.max_minutes, "rounds": args.rounds,
+            "max_pairs": args.max_pairs, "max_minutes": args.max_minutes, "rounds": args.rounds, "test": args.test,
             "process_minutes": args.process_minutes,
             "pytest_args": tuple(args.pytest_args), "command": shlex.join(["batchperf", *sys.argv[1:]])}
 

@@ -1,0 +1,45 @@
+"""tools/ab_tests_compare.py judges every simulated sequence at once; its intervals must be the tests' own."""
+
+from __future__ import annotations
+
+import importlib.util
+import sys
+
+import numpy as np
+import pytest
+from paths import REPO
+
+from batchperf.ab import judge as ab_judge
+
+TOOL = REPO / "tools" / "ab_tests_compare.py"
+
+
+@pytest.fixture(scope="module")
+def tool():
+    spec = importlib.util.spec_from_file_location("ab_tests_compare", TOOL)
+    module = importlib.util.module_from_spec(spec)
+    sys.modules["ab_tests_compare"] = module
+    spec.loader.exec_module(module)
+    yield module
+    del sys.modules["ab_tests_compare"]
+
+
+@pytest.mark.parametrize("test", ab_judge.TESTS)
+def test_the_vectorised_intervals_are_the_judge_s_own(tool, test: str, tmp_path, monkeypatch) -> None:
+    monkeypatch.setenv("BATCHPERF_CACHE", str(tmp_path))
+    judge = ab_judge.make(test, 12, 0.05)
+    data = np.random.default_rng(5).normal(-0.05, 0.07, (15, 12))
+    for n in range(1, 13):
+        low, high = tool.intervals(judge, data, n)
+        for k in range(len(data)):
+            iv = judge.interval(data[k, :n])
+            assert (low[k], high[k]) == (pytest.approx(iv.low), pytest.approx(iv.high))
+
+
+def test_a_clear_slowdown_is_caught_and_the_null_mostly_is_not(tool, tmp_path, monkeypatch) -> None:
+    monkeypatch.setenv("BATCHPERF_CACHE", str(tmp_path))
+    judge = ab_judge.make("signed-rank", 14, 0.05)
+    slow = tool.simulate(judge, np.log(0.8) + np.random.default_rng(1).normal(0, 0.02, (200, 14)), 0.03)
+    assert slow["regression"] == 1.0 and slow["pairs"] == judge.needs
+    null = tool.simulate(judge, np.random.default_rng(2).normal(0, 0.07, (2000, 14)), 0.03)
+    assert null["regression"] < 0.05
