@@ -126,11 +126,11 @@ class _Batches:
         self.tally = _Tally()
 
     def add(self, request: Sent) -> None:
-        # a request released into a slot freed by a request that ended before its batch did was released while
-        # generate() held this thread, and its client, seeing that request end, would have sent it then (this
-        # thread learns of it only after the batch): sent at its release, so that its wait for the batch counts
-        # in its TTFT. One released at its offset was sent when the client sent it (drive's sender thread, open
-        # loop), its send lag its own.
+        # A request released into a slot that another freed before its batch ended was released while generate()
+        # held this thread; its client, seeing the other end, would have sent it then (this thread learns of it
+        # only after the batch): sent at its release, so that its wait for the batch counts in its TTFT. One
+        # released at its offset was sent when the client sent it (drive's sender thread, open loop): its send
+        # lag is its own.
         freed_slot = request.arrival > request.spec.offset
         self.queue.append(request._replace(sent=request.arrival) if freed_slot else request)
 
