@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from batchperf.backends.drive import Finished, drive
+from batchperf.backends.drive import Finished, Sent, drive
 from batchperf.measure.clock import RunClock
 from batchperf.measure.trace import RequestTrace
 from batchperf.measure.workload import Arrival, LengthSpec, RequestSpec, Workload, WorkloadSpec
@@ -13,11 +13,13 @@ from batchperf.measure.workload import Arrival, LengthSpec, RequestSpec, Workloa
 class InstantRun:
     """A backend that answers each request with one token as soon as it is sent; its traces know nothing of tenants."""
 
+    blocking_step = False
+
     def __init__(self, clock: RunClock) -> None:
         self.clock, self.pending = clock, []
 
-    def add(self, spec: RequestSpec, arrival: float) -> None:
-        self.pending.append((spec, arrival, self.clock.now()))
+    def add(self, request: Sent) -> None:
+        self.pending.append(request)
 
     @property
     def has_work(self) -> bool:

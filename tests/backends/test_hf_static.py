@@ -71,3 +71,17 @@ def test_backend_with_missing_dependency_is_unavailable(tiny_model) -> None:
     register_backend("needs-missing", "batchperf_no_such_module:Backend")
     with pytest.raises(BackendUnavailable, match="not installed"):
         create_backend("needs-missing", tiny_model)
+
+
+def test_a_request_released_into_a_slot_freed_mid_batch_is_sent_at_its_release_one_due_keeps_its_send() -> None:
+    from batchperf.backends.hf_static import _Batches
+    from batchperf.backends.sender import Sent
+    from batchperf.measure.clock import RunClock
+    from batchperf.measure.workload import RequestSpec
+
+    batches = _Batches(None, 2, RunClock(None))
+    # closed loop: its slot freed at 0.5 inside a batch that ended at 0.7, when this thread saw it
+    batches.add(Sent(RequestSpec(0, (1,), 1, 0.0), arrival=0.5, sent=0.7))
+    # open loop: due at 0.3, sent by the sender thread at 0.31 (its lag is its own, not erased)
+    batches.add(Sent(RequestSpec(1, (1,), 1, 0.3), arrival=0.3, sent=0.31))
+    assert [r.sent for r in batches.queue] == [0.5, 0.31]

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from batchperf.backends.drive import Finished, drive
+from batchperf.backends.drive import Finished, Sent, drive
 from batchperf.backends.model import LoadedModel
 from batchperf.engine.block_manager import BlockManager, blocks_for
 from batchperf.engine.llm_engine import LLMEngine
@@ -29,7 +29,7 @@ from batchperf.measure.clock import RunClock
 from batchperf.measure.counters import round_counters
 from batchperf.measure.kv import kv_tokens_held
 from batchperf.measure.trace import RequestTrace, RunTrace
-from batchperf.measure.workload import RequestSpec, Workload
+from batchperf.measure.workload import Workload
 
 DEFAULT_BLOCK_SIZE = 16  # tokens per KV block, as vLLM
 
@@ -99,7 +99,9 @@ class ContinuousBackend:
 
 
 class _EngineRun:
-    """One run: a request enters the engine when sent; each step is one engine step."""
+    """One run: a request enters the engine between steps, as sent; each step is one engine step."""
+
+    blocking_step = True  # an engine step runs to its end: a request sent meanwhile waits for the next
 
     def __init__(self, engine: LLMEngine, clock: RunClock) -> None:
         self.engine = engine
@@ -107,11 +109,12 @@ class _EngineRun:
         self.arrivals: dict[int, float] = {}  # request id -> when the client released it
         self.prompt_tokens = 0  # sent in this run
 
-    def add(self, spec: RequestSpec, arrival: float) -> None:
-        self.arrivals[spec.request_id] = arrival
+    def add(self, request: Sent) -> None:
+        spec = request.spec
+        self.arrivals[spec.request_id] = request.arrival
         self.prompt_tokens += spec.prompt_len
-        # the engine's arrival is the send: the request reaches it now
-        self.engine.add(Request(spec.request_id, spec.prompt_ids, spec.target_len, self.clock.now(),
+        # the engine's arrival is the send (during a step, if the sender sent it then: it waited for this one)
+        self.engine.add(Request(spec.request_id, spec.prompt_ids, spec.target_len, request.sent,
                                 priority=spec.priority))
 
     @property

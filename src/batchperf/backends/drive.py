@@ -2,12 +2,16 @@
 
 A backend supplies one :class:`BackendRun` per run of a workload; :func:`drive`
 does the rest, the same way for all of them: it starts the clock, hands each
-request over when the feed sends it, sleeps until the next release while the
+request over once the client has sent it, waits for the next send while the
 backend has nothing to do, frees a request's slot at the client when it ends,
 and assembles the :class:`RunTrace`. What one ``step`` is belongs to the
 backend: a whole ``generate`` batch (hf-static), one engine step (continuous,
 vllm), or a wait for the next result (hf-continuous, vllm-server), which must
-return by ``until`` so that the next request is sent on time.
+return by ``until`` so that the next request is sent on time. A step of the
+first kind holds this thread past ``until`` (``blocking_step``): in an open-loop
+workload a sender thread then sends each request when it is due, and the
+backend takes it before its next step, as an engine behind a server does
+(:mod:`batchperf.backends.sender`).
 """
 
 from __future__ import annotations
@@ -15,18 +19,11 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import Any, NamedTuple, Protocol
 
+from batchperf.backends.sender import Sender, Sent
 from batchperf.measure.clock import RunClock
 from batchperf.measure.feed import RequestFeed
 from batchperf.measure.trace import RequestTrace, RunTrace
 from batchperf.measure.workload import RequestSpec, Workload
-
-
-class Sent(NamedTuple):
-    """A request a backend holds, with the two client times of :class:`~batchperf.measure.trace.RequestTrace`."""
-
-    spec: RequestSpec
-    arrival: float  # s: when the client released it
-    sent: float  # s: when it was handed to the backend
 
 
 class Finished(NamedTuple):
@@ -37,11 +34,14 @@ class Finished(NamedTuple):
 class BackendRun(Protocol):
     """One run of a backend, as :func:`drive` steers it."""
 
-    def add(self, spec: RequestSpec, arrival: float) -> None:
-        """Send a request the client released at ``arrival`` (s). The backend reads the clock just
-        before it hands the request over (``RequestTrace.sent``, where TTFT starts, as vLLM's client
-        stamps its ``start_time`` just before the POST); a client that sends later, from a task of its
-        own, reads it there."""
+    # True: ``step`` holds the calling thread for its whole unit of work, whatever ``until`` (an engine step, a
+    # generate batch); an open-loop workload's requests are then sent by a sender thread while it runs
+    blocking_step: bool
+
+    def add(self, request: Sent) -> None:
+        """Take a request the client released at ``request.arrival`` and sent at ``request.sent`` (s; where
+        TTFT starts, as vLLM's client stamps its ``start_time`` just before the POST). A client that sends
+        from a task of its own (a server's) reads the clock there instead."""
         ...
 
     @property
@@ -76,19 +76,17 @@ def drive(backend: str, workload: Workload, batch_size: int, concurrency: int, c
     specs: dict[int, RequestSpec] = {}
     try:
         clock.start()
-        while not feed.done:
-            for spec, arrival in feed.poll(clock.now()):
-                specs[spec.request_id] = spec
-                run.add(spec, arrival)
-            release = feed.next_release()
-            if not run.has_work:
-                if release is None:
-                    raise RuntimeError(f"{backend}: nothing in flight and nothing to release; the feed is stuck")
-                clock.sleep_until(release)
-                continue
-            for trace, freed_at in run.step(release):
-                feed.complete(trace.request_id, freed_at)
-                done.append(with_workload_fields(trace, specs.pop(trace.request_id), workload.open_loop))
+        with Sender(backend, feed, clock, threaded=workload.open_loop and run.blocking_step) as sender:
+            while not sender.done:
+                for request in sender.take():
+                    specs[request.spec.request_id] = request.spec
+                    run.add(request)
+                if not run.has_work:
+                    sender.wait()
+                    continue
+                for trace, freed_at in run.step(sender.next_release()):
+                    sender.complete(trace.request_id, freed_at)
+                    done.append(with_workload_fields(trace, specs.pop(trace.request_id), workload.open_loop))
     finally:
         run.close()
     if not done:

@@ -27,7 +27,7 @@ from batchperf.measure.clock import RunClock
 from batchperf.measure.counters import absent_all, round_counters
 from batchperf.measure.kv import kv_bytes_per_token, kv_tokens_held
 from batchperf.measure.trace import RequestTrace, RunTrace
-from batchperf.measure.workload import RequestSpec, Workload
+from batchperf.measure.workload import Workload
 
 RESULT_POLL_S = 0.5  # longest wait for a result before checking that the manager's thread is alive
 START_TIMEOUT_S = 300.0  # building the batch processor allocates the whole KV pool
@@ -115,6 +115,8 @@ class HFContinuousBackend:
 class _ManagerRun:
     """One run: a request goes to the manager when sent; each step waits for the next result."""
 
+    blocking_step = False  # a step waits for a result by ``until``; the manager's own thread runs the model
+
     def __init__(self, manager: Any, clock: RunClock, bytes_per_token: int) -> None:
         self.manager = manager
         self.clock = clock
@@ -122,9 +124,10 @@ class _ManagerRun:
         self.sent: dict[str, Sent] = {}  # manager's request id -> the request and its client times
         self.steps_before: int | None = getattr(manager, "current_batch", None)  # forward passes so far
 
-    def add(self, spec: RequestSpec, arrival: float) -> None:
+    def add(self, request: Sent) -> None:
+        spec = request.spec
         key = f"bp-{spec.request_id}"
-        self.sent[key] = Sent(spec, arrival, self.clock.now())
+        self.sent[key] = request
         self.manager.add_request(
             input_ids=list(spec.prompt_ids), request_id=key, max_new_tokens=spec.target_len,
             record_timestamps=True, eos_token_id=-1,

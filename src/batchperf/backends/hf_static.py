@@ -115,6 +115,8 @@ class HFStaticBackend:
 class _Batches:
     """One run: requests queue in the order sent; each step runs the next ``batch_size`` of them to the end."""
 
+    blocking_step = True  # a whole generate() batch: requests sent meanwhile queue for the next
+
     def __init__(self, backend: HFStaticBackend, batch_size: int, clock: RunClock) -> None:
         self.backend = backend
         self.batch_size = batch_size
@@ -123,12 +125,14 @@ class _Batches:
         self.kv_peak = 0
         self.tally = _Tally()
 
-    def add(self, spec: RequestSpec, arrival: float) -> None:
-        # sent at its release: a request released while generate() held this thread (a slot freed by a
-        # request that ended before its batch) would have reached a server's queue then, and waited there
-        # for the batch; stamping this call would drop that wait from its TTFT (it is the backend's, not
-        # the client's own time to send)
-        self.queue.append(Sent(spec, arrival, arrival))
+    def add(self, request: Sent) -> None:
+        # A request released into a slot that another freed before its batch ended was released while generate()
+        # held this thread; its client, seeing the other end, would have sent it then (this thread learns of it
+        # only after the batch): sent at its release, so that its wait for the batch counts in its TTFT. One
+        # released at its offset was sent when the client sent it (drive's sender thread, open loop): its send
+        # lag is its own.
+        freed_slot = request.arrival > request.spec.offset
+        self.queue.append(request._replace(sent=request.arrival) if freed_slot else request)
 
     @property
     def has_work(self) -> bool:

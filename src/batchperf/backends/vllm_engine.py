@@ -41,7 +41,7 @@ from batchperf.backends._vllm import (
     third_party_warnings_ignored,
     weights_args,
 )
-from batchperf.backends.drive import Finished, drive
+from batchperf.backends.drive import Finished, Sent, drive
 from batchperf.backends.model import LoadedModel
 from batchperf.backends.vllm_stats import StepSink, stat_logger_factory
 from batchperf.measure.clock import RunClock
@@ -180,7 +180,9 @@ class VLLMEngineBackend:
 
 
 class _VllmRun:
-    """One run: a request enters the engine when sent; each step is one ``engine.step()``."""
+    """One run: a request enters the engine between steps, as sent; each step is one ``engine.step()``."""
+
+    blocking_step = True  # engine.step() runs to its end: a request sent meanwhile waits for the next
 
     def __init__(self, backend: VLLMEngineBackend, engine: Any, clock: RunClock, sink: StepSink,
                  prefix_caching: bool) -> None:
@@ -203,19 +205,21 @@ class _VllmRun:
         self.blocks_held: dict[int, int] = {}  # request id -> most blocks its block table held
         self.peak_blocks = 0
 
-    def add(self, spec: RequestSpec, arrival: float) -> None:
+    def add(self, request: Sent) -> None:
         from vllm import SamplingParams
         from vllm.inputs import TokensPrompt
         from vllm.sampling_params import RequestOutputKind
 
+        spec = request.spec
         params = SamplingParams(
             max_tokens=spec.target_len, ignore_eos=True, temperature=0.0,
             detokenize=False, output_kind=RequestOutputKind.DELTA,
         )
         prompt = TokensPrompt(prompt_token_ids=list(spec.prompt_ids))
-        sent = self.clock.now()  # before add_request, which processes the input as a server would after the POST
+        # sent before add_request, which processes the input as a server would after the POST (and, for a request
+        # sent during a step, after that step: it waited for the engine's loop, as behind a server)
         internal = self.engine.add_request(str(spec.request_id), prompt, params, priority=spec.priority)
-        self.live[internal] = _Live(spec, arrival, sent)
+        self.live[internal] = _Live(spec, request.arrival, request.sent)
         self.by_external[str(spec.request_id)] = internal
 
     @property

@@ -52,7 +52,7 @@ from batchperf.backends._vllm import (
     step_budget_args,
     weights_flags,
 )
-from batchperf.backends.drive import Finished, drive
+from batchperf.backends.drive import Finished, Sent, drive
 from batchperf.backends.external_server import ServedModel, mismatch, parse_entries, probe, server_for
 from batchperf.backends.model import LoadedModel
 from batchperf.backends.realtime import raise_thread, restore_thread
@@ -248,9 +248,12 @@ class _Client:
         self.lag = LoopLagMonitor(self.loop)  # the loop's own lag while requests are in flight
         scrape.start()  # the server's counters before the run, and sampling of its gauges during it
 
-    def add(self, spec: RequestSpec, arrival: float) -> None:
+    blocking_step = False  # a step runs the event loop until the next release: the tasks send on time
+
+    def add(self, request: Sent) -> None:
         # the task starts at the next step, as a task created by a driving coroutine starts at its next await;
-        # it reads the clock when it sends, as vLLM's request function does
+        # it reads the clock when it sends, as vLLM's request function does (request.sent is not its send)
+        spec, arrival = request.spec, request.arrival
         if not self.pending:  # the loop did not run while nothing was in flight: that was no lag
             self.lag.arm()
         self.pending.add(self.loop.create_task(

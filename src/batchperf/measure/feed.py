@@ -3,9 +3,10 @@
 A request is *released* once its scheduled offset has passed and one of the
 ``max_in_flight`` slots is free (the ``--max-concurrency`` semaphore). Its
 arrival time is ``max(offset, time its slot was freed)``: the moment the client
-may send it, whether or not the backend was free to look. The backend stamps
-when it is actually sent (``RequestTrace.sent``); TTFT counts from there, and
-the gap is the client's own ``send_delay``.
+may send it, whether or not the backend was free to look. The client stamps
+when it is actually sent (``RequestTrace.sent``; :mod:`batchperf.backends.sender`,
+or a server client's request task just before its POST); TTFT counts from
+there, and the gap is the client's own ``send_delay``.
 """
 
 from __future__ import annotations
@@ -31,6 +32,11 @@ class RequestFeed:
     def done(self) -> bool:
         """Every request sent and completed."""
         return self._next == len(self._pending) and not self._in_flight
+
+    @property
+    def all_released(self) -> bool:
+        """Every request released (some may still be in flight)."""
+        return self._next == len(self._pending)
 
     @property
     def in_flight(self) -> int:
