@@ -40,6 +40,9 @@ OPTION_AXES = {
                  "[:block=N], tenants:PATH (docs/workloads.md)",
     "load": "offered-load factors, each a finite number > 0 (default 1): scale a trace's pace, tenants' rates and a "
             "rate: arrival",
+    "policies": "batching policies, each NAME or NAME:k=v,k=v: fcfs (default), seed, aimd, priority, fair "
+                "(docs/policies.md); continuous runs them all, vllm and vllm-server fcfs and priority, the hf "
+                "backends fcfs (a cell a backend cannot run is skipped with the reason)",
 }
 
 
