@@ -125,7 +125,7 @@ def test_the_engine_but_the_runner_never_imports_torch():
     code = (
         "import sys; sys.modules['torch'] = None\n"  # any `import torch` now raises ImportError
         "import batchperf.engine, batchperf.engine.request, batchperf.engine.block_manager\n"
-        "import batchperf.engine.scheduler, batchperf.engine.llm_engine\n"
+        "import batchperf.engine.scheduler, batchperf.engine.llm_engine, batchperf.engine.policies\n"
         "print('torch-free')\n"
     )
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)

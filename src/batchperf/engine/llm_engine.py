@@ -5,7 +5,8 @@ real one, :class:`batchperf.engine.model_runner.ModelRunner`, owns the
 tensors; tests pass a fake). The clock is read before a step, to stamp first
 admissions, and after it, to stamp the step's tokens; the caller's clock
 synchronises the device on every read, so the second read is when those tokens
-exist.
+exist. The same two reads time the step for the scheduler's policy (its ``observe``), so a policy that
+adapts (aimd, seed) sees the step's measured duration.
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ from __future__ import annotations
 from typing import Protocol
 
 from batchperf.engine.block_manager import BlockManager
+from batchperf.engine.policies.base import Policy
 from batchperf.engine.request import Request
 from batchperf.engine.scheduler import Scheduled, Scheduler, SchedulerConfig
 from batchperf.engine.stats import StepStats
@@ -31,9 +33,10 @@ class Clock(Protocol):
 
 
 class LLMEngine:
-    def __init__(self, config: SchedulerConfig, blocks: BlockManager, runner: Runner) -> None:
+    def __init__(self, config: SchedulerConfig, blocks: BlockManager, runner: Runner,
+                 policy: Policy | None = None) -> None:
         self.blocks = blocks
-        self.scheduler = Scheduler(config, blocks)
+        self.scheduler = Scheduler(config, blocks, policy)
         self.runner = runner
         self.stats = StepStats()
 

@@ -35,6 +35,7 @@ class Request:
     peak_tokens: int = 0  # most tokens with K/V held at once
     preemptions: int = 0
     priority: int = 0  # lower is admitted first (vLLM's per-request priority); ties in arrival order
+    tenant: str = ""  # who sent it ("" = no tenant): the policies' per-tenant targets, caps and shares
 
     def __post_init__(self) -> None:
         if not self.prompt_ids:
