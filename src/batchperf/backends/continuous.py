@@ -61,6 +61,28 @@ def policy_context(workload: Workload, batch_size: int) -> PolicyContext:
     return PolicyContext(batch_size=batch_size, tenants=tenants)
 
 
+def build_policy(policy: PolicySpec, workload: Workload, batch_size: int) -> Policy:
+    """A fresh ``policy`` for one run of ``workload``; CellUnsupported (the cell is skipped with the reason) when the
+    cell does not give it what it needs (aimd and seed without a TTFT or TPOT SLO to aim at, a cap above the batch)."""
+    from batchperf.backends import CellUnsupported
+
+    try:
+        return policy.build(policy_context(workload, batch_size))
+    except ValueError as exc:
+        raise CellUnsupported(f"policy {policy.text!r} cannot run this cell: {exc}") from None
+
+
+def policy_record(policy: Policy | None) -> dict[str, Any]:
+    """``RunTrace.policy`` of a run: the engine, and the policy's ``state()`` with its per-tenant numbers (fair's
+    virtual token counters, ``counter_<tenant>``) gathered under ``counters`` by tenant ("" for no tenant)."""
+    state = dict(policy.state()) if policy is not None else {"policy": "fcfs"}
+    counters = {}
+    for key in [k for k in state if k.startswith("counter_")]:
+        tenant = key.removeprefix("counter_")
+        counters["" if tenant == "-" else tenant] = state.pop(key)
+    return {"engine": "batchperf", **state, **({"counters": counters} if counters else {})}
+
+
 class ContinuousBackend:
     name = "continuous"
     priority_support = (True, "batchperf's engine admits waiting requests by priority (lower first), FIFO within one")
@@ -112,11 +134,11 @@ class ContinuousBackend:
         num_blocks = self.pool_blocks(workload, batch_size)
         self.runner.allocate(num_blocks)
         blocks = BlockManager(num_blocks, self.block_size, self.runner.bytes_per_block)
-        built: Policy | None = None if policy is None else policy.build(policy_context(workload, batch_size))
+        built = None if policy is None else build_policy(policy, workload, batch_size)
         engine = LLMEngine(SchedulerConfig(batch_size, self.max_step_tokens), blocks, self.runner, policy=built)
         clock = RunClock(self.model.device)
         trace = drive(self.name, workload, batch_size, concurrency, clock, _EngineRun(engine, clock))
-        trace.policy = {"engine": "batchperf", **(built.state() if built is not None else {"name": "fcfs"})}
+        trace.policy = policy_record(built)
         return trace
 
 

@@ -504,9 +504,24 @@ WORKLOAD_METRICS: tuple[Metric, ...] = (
 ENGINE_POLICY = ("continuous",)  # the backends whose policy reports its state
 
 POLICY_METRICS: tuple[Metric, ...] = (
-    Metric("policy.preemptions_asked", "requests", Direction.NONE, "running requests the policy chose to preempt "
-           "(KV victims and requests displaced by a more urgent arrival) in a round", backends=ENGINE_POLICY,
-           export="policy_preemptions_asked"),
+    Metric("policy.displaced", "requests", Direction.NONE, "running requests preempted to admit a waiting one (a "
+           "more urgent arrival: priority) in a round; KV-shortage preemptions are counters.num_preemptions",
+           backends=ENGINE_POLICY, export="policy_displaced_requests"),
+    *(Metric(f"policy.{name}", "requests", Direction.NONE, f"aimd: the running cap {what} in a round",
+             backends=ENGINE_POLICY) for name, what in (("cap_final", "at the end"), ("cap_min", "at its lowest"),
+                                                         ("cap_max", "at its highest"))),
+    Metric("policy.increases", "steps", Direction.NONE, "aimd: additive increases of the cap in a round (a step at "
+           "the cap that met the target)", backends=ENGINE_POLICY),
+    Metric("policy.decreases", "steps", Direction.NONE, "aimd: multiplicative decreases of the cap in a round (a step "
+           "over the target)", backends=ENGINE_POLICY),
+    Metric("policy.target_ms", "ms", Direction.NONE, "aimd: the step latency it held the cap to (the tightest TPOT, "
+           "and half the tightest TTFT, unless given as target_ms)", backends=ENGINE_POLICY),
+    *(Metric(f"policy.steps_{rule}", "steps", Direction.NONE, f"seed: steps its {what} rule decided in a round",
+             backends=ENGINE_POLICY)
+      for rule, what in (("queue", "queue (pending > THRESHOLD_HIGH: min(MAX_BATCH, pending))"),
+                         ("sla", "SLA (latency over the SLA: batch 1)"), ("optimal", "default (OPTIMAL_BATCH)"))),
+    Metric("policy.lifts", "tenants", Direction.NONE, "fair: counters lifted when a tenant became backlogged in a "
+           "round (VTC's lift)", backends=ENGINE_POLICY),
 )
 
 CATALOGUE: tuple[Metric, ...] = (*RUN_METRICS, *KV_METRICS, *TELEMETRY_METRICS, *COUNTER_METRICS,
