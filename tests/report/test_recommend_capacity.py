@@ -93,7 +93,8 @@ def test_policies_compete_with_the_static_batch_sizes_for_the_most_capacity(tmp_
              *(with_policy(at(8, load, value), "seed") for load, value in ((0.5, 0.70), (1.0, 0.40)))]
     (choice,) = recommend_capacity(cells, target=0.9)
     got = {(c.policy, c.batch_size): (c.capacity, c.verdict) for c in choice.candidates}
-    assert got == {("fcfs", 4): (1.0, "less capacity than aimd bs 8"), ("fcfs", 8): (0.5, "less capacity than aimd bs 8"),
+    assert got == {("fcfs", 4): (1.0, "less capacity than aimd bs 8"),
+                   ("fcfs", 8): (0.5, "less capacity than aimd bs 8"),
                    ("aimd", 8): (2.0, "recommended"), ("seed", 8): (0.0, "no load measured meets 90%")}
     assert (choice.policy, choice.batch_size) == ("aimd", 8)
     path = results_file(tmp_path / "sweep.json", cells)

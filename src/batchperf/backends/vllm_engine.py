@@ -42,8 +42,8 @@ from batchperf.backends._vllm import (
     weights_args,
 )
 from batchperf.backends.drive import Finished, drive
-from batchperf.backends.vllm_policy import VLLM_POLICIES, runs_priority, vllm_policy
 from batchperf.backends.model import LoadedModel
+from batchperf.backends.vllm_policy import VLLM_POLICIES, runs_priority, vllm_policy
 from batchperf.backends.vllm_stats import StepSink, stat_logger_factory
 from batchperf.measure.clock import RunClock
 from batchperf.measure.kv import kv_bytes_per_token, kv_tokens_held

@@ -246,7 +246,8 @@ def slo_summary(trace: RunTrace, slos: Mapping[str, SLO], offered: Mapping[str, 
         mine = attainment(trace, slos, offered, name)
         block = {"attainment": mine.ratio, "request_goodput": mine.goodput, "offered": mine.offered,
                  "met": mine.met, "service_tokens": delivered.get(name, 0.0),
-                 "longest_unserved_s": unserved.get(name, 0.0), "starved": int(name in starved(unserved, trace.duration))}
+                 "longest_unserved_s": unserved.get(name, 0.0),
+                 "starved": int(name in starved(unserved, trace.duration))}
         if name in delivered:
             block |= tenant_metrics(trace, name)
         per_tenant[name] = block

@@ -278,7 +278,8 @@ def render_capacity(choices: list[CapacityChoice], slo: SLO | None) -> str:
         lines.append(f"{ch.group}: " + (best if ch.batch_size is not None
                                          else f"NO batch size meets {ch.target:.0%} at any load measured"))
         width = max(6, *(len(c.policy) for c in ch.candidates))
-        lines.append(f"  {'policy':<{width}} {'bs':>4} {'capacity':>9} {'req/s':>8} {'attain':>7}  {'from':<16} verdict")
+        lines.append(f"  {'policy':<{width}} {'bs':>4} {'capacity':>9} {'req/s':>8} {'attain':>7}  {'from':<16} "
+                     "verdict")
         for c in ch.candidates:
             rate = "-" if c.request_rate is None else f"{c.request_rate:.3g}"
             lines.append(f"  {c.policy:<{width}} {c.batch_size:>4} {c.capacity:>8.3g}x {rate:>8} {c.attainment:>7.1%}  "
