@@ -57,13 +57,14 @@ def test_a_bad_entry_is_refused_before_any_cell_naming_the_known(entry: str, mes
 def test_the_cpu_tier_runs_policy_cells_on_the_two_tenants_and_vllms_priority() -> None:
     cells = [c for c in narrowed(TIERS["cpu"], slice="ci").cells() if "-pol" in c.id]
     assert {(c.backend, c.policy) for c in cells} == {("continuous", "aimd"), ("continuous", "priority"),
-                                                       ("continuous", "fair"), ("vllm", "priority")}
+                                                       ("vllm", "priority")}
     assert all(c.workload == TWO for c in cells)
 
 
 def test_the_gpu_tier_gets_the_same_policy_cells_at_its_scale() -> None:
     cells = [c for c in TIERS["gpu"].cells() if "two_tenants_gpu" in c.workload]
-    assert {(c.backend, c.policy) for c in cells} >= {("continuous", p) for p in ("fcfs", "aimd", "priority", "fair")}
+    assert {(c.backend, c.policy) for c in cells} >= {("continuous", p) for p in ("fcfs", "seed", "aimd", "priority",
+                                                                                   "fair")}
     assert {("vllm", "fcfs"), ("vllm", "priority")} <= {(c.backend, c.policy) for c in cells}
     for cell in cells:
         assert cell.resolve().policy.name == cell.policy.split(":")[0]
