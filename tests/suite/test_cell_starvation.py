@@ -61,6 +61,8 @@ def test_a_starved_tenant_fails_its_cell_whatever_the_attainment(suite: pytest.P
     result.assert_outcomes(failed=1, skipped=1)  # the cell; one prompt length: no KV slope to fit
     result.stdout.fnmatch_lines(["E       AssertionError: policy 'fcfs' starved 1 tenant(s): batch 2*.* s backlogged "
                                  "with no token while later arrivals of another tenant were served*never a pass*"])
+    result.stdout.fnmatch_lines(["STARVED cpu-tiny-qwen2-hf-static-*: policy 'fcfs' left batch 2*.* s unserved while "
+                                 "later arrivals of another tenant were served (docs/policies.md)"])
     (bench,) = json.loads(results.read_text())["benchmarks"]
     info = bench["extra_info"]
     assert info["slo"]["attainment"] == 1.0  # every request met (no SLOs): attainment alone would read as a pass
