@@ -91,11 +91,11 @@ POISSON_ONE = """\
 seed = 0
 
 [tenants.steady]
-requests = 48
-rate = 24.0
+requests = 160
+rate = 40.0             # 4 s of arrivals at load 1
 burstiness = 1.0        # exponential gaps: Poisson
 prompt_len = "32-128"
-output_lens = [16, 32]
+output_lens = [8, 16]
 priority = 0
 slo = { ttft_ms = 250, tpot_ms = 50 }
 """

@@ -34,6 +34,6 @@ def test_the_policy_decides_whether_priorities_are_sent(tiny_model, policy: str,
 def test_a_policy_vllm_does_not_have_is_refused_before_anything_runs(tiny_model) -> None:
     with fake_server(metrics=None, root=str(tiny_model.path)) as server:
         backend = create_backend("vllm-server", tiny_model, server_url=f"2={server.url}")
-        with pytest.raises(CellUnsupported, match="cannot run policy 'aimd': it runs fcfs, priority"):
+        with pytest.raises(CellUnsupported, match="policy 'aimd' is not one vllm-server runs: it runs fcfs, priority"):
             run_cell(backend, two_tenants(), 2, 2, policy=parse_policy("aimd"))
         assert server.payloads == []

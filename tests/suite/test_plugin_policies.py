@@ -44,7 +44,7 @@ def test_policies_run_on_continuous_and_a_backend_that_cannot_is_skipped_with_th
                              f"--batchperf-workloads=tenants:{suite.path / 'one.toml'}", f"--benchmark-json={out}",
                              "-rs")
     result.assert_outcomes(passed=3, skipped=2)  # hf-static's aimd cell; the KV-growth check (one prompt length)
-    result.stdout.fnmatch_lines(["*backend 'hf-static' cannot run policy 'aimd': it runs fcfs*"])
+    result.stdout.fnmatch_lines(["*backend 'hf-static' cannot run it: policy 'aimd' is not one hf-static runs: it runs fcfs*"])
     infos = {b["extra_info"]["cell"]["id"]: b["extra_info"] for b in json.loads(out.read_text())["benchmarks"]}
     aimd = next(i for k, i in infos.items() if k.endswith("-polaimd"))
     assert aimd["cell"]["policy"] == "aimd" and aimd["cell"]["backend"] == "continuous"

@@ -24,7 +24,7 @@ def policy_refusal(backend: Backend, policy: PolicySpec | None) -> str | None:
     """Why ``backend`` cannot run ``policy`` (None: it can)."""
     if policy is None or policy.name in policies_of(backend):
         return None
-    return (f"backend {backend.name!r} cannot run policy {policy.text!r}: it runs {', '.join(policies_of(backend))} "
+    return (f"policy {policy.text!r} is not one {backend.name} runs: it runs {', '.join(policies_of(backend))} "
             f"(batchperf's continuous engine runs every policy; docs/policies.md)")
 
 

@@ -93,9 +93,9 @@ TRAFFIC_FIXTURES = "fixtures/traffic"  # made by tools/make_example_trace.py; pa
 TWO_TENANTS = f"tenants:{TRAFFIC_FIXTURES}/two_tenants.toml"
 GPU_TWO_TENANTS = f"tenants:{TRAFFIC_FIXTURES}/two_tenants_gpu.toml"  # the same two tenants at the GPU tier's scale
 GPU_POLICY_CELLS = ("fcfs", "seed", "aimd", "priority", "fair")  # every policy of batchperf's engine
-# beside fcfs: CI's policy cells (issue 27). Each two-tenant cell is ~3 runs of a ~2.5 s arrival schedule: aimd and
-# priority took 15.1 s and 13.4 s on the 2-core machine at load average ~5 (fair 11.6 s: left to the GPU tier and
-# to --batchperf-policies, to keep CI's addition under 30 s)
+# beside fcfs: CI's policy cells (issue 27). Each two-tenant cell is 3 runs (a warm-up, 2 rounds) of its 3.2 s
+# arrival schedule: 9.7 s each with --durations (OMP_NUM_THREADS=1, as `make test`), so these two add ~19 s; fair
+# (9.8 s) would bring it to 29 s, too close to CI's 30 s: it runs on the GPU tier and with --batchperf-policies
 CPU_POLICY_CELLS = ("aimd", "priority")
 _CPU_PEER_CELLS = {"batch_sizes": ("4",), "prompt_lens": ("64",), "concurrency": ("4", "16")}
 _CPU_PEERS = ("hf-continuous", "vllm", "vllm-server")
