@@ -4,6 +4,8 @@ for at least STARVATION_MIN_S and STARVATION_SHARE of the run."""
 from __future__ import annotations
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from batchperf.measure.slo import STARVATION_MIN_S, longest_unserved, slo_summary, starvation_window, starved
 from batchperf.measure.trace import RequestTrace, RunTrace
@@ -69,3 +71,19 @@ def test_the_window_counts_from_the_last_token_not_the_send() -> None:
     trace = run(req(0, 0.0, (0.2, W + 1.5), "batch"), *steady("chat", W + 1.5, first=0.3))
     assert longest_unserved(trace)["batch"] == pytest.approx(W + 1.3)
     assert starved(longest_unserved(trace), trace.duration) == ["batch"]
+
+
+@given(st.lists(st.tuples(st.sampled_from("abc"), st.floats(0.01, 3.0), st.integers(1, 4), st.floats(0.01, 2.0)),
+                min_size=1, max_size=25))
+@settings(max_examples=200, deadline=None)
+def test_service_in_arrival_order_overtakes_nobody(draws: list[tuple[str, float, int, float]]) -> None:
+    """One request at a time in the order sent, however slow: no tenant is ever overtaken (so never starved)."""
+    sent, now, requests = 0.0, 0.0, []
+    for i, (tenant, gap, tokens, step) in enumerate(draws):
+        sent += gap
+        now = max(now, sent)
+        times = tuple(now + step * (k + 1) for k in range(tokens))
+        now = times[-1]
+        requests.append(req(i, sent, times, tenant))
+    trace = run(*requests)
+    assert all(v == 0.0 for v in longest_unserved(trace).values())
