@@ -2,7 +2,8 @@
 
 No third-party data: the trace is drawn from a seeded generator. Four "system prompts" of one 512-token block each
 are shared by the requests (hash_ids), each request adding its own block of user text, so replaying it exercises a
-prefix cache; two tenants, the interactive one at priority 0. Run from the repository root:
+prefix cache; two tenants, the interactive one at priority 0; one steady Poisson tenant for the policy study.
+Run from the repository root:
 
     python tools/make_example_trace.py
 """
@@ -84,11 +85,55 @@ slo = { e2el_ms = 5000 }
 """
 
 
+POISSON_ONE = """\
+# One tenant, steady Poisson arrivals (burstiness 1), for the policy study (docs/policies.md): the tiny model on
+# 2 cores meets these SLOs at a low offered load and misses them as --batchperf-load grows past its capacity
+seed = 0
+
+[tenants.steady]
+requests = 160
+rate = 40.0             # 4 s of arrivals at load 1
+burstiness = 1.0        # exponential gaps: Poisson
+prompt_len = "32-128"
+output_lens = [8, 16]
+priority = 0
+slo = { ttft_ms = 250, tpot_ms = 50 }
+"""
+
+
+TENANTS_GPU = """\
+# The two tenants of two_tenants.toml at the GPU tier's scale (its policy cells, docs/policies.md): 256 requests,
+# an interactive tenant held to TTFT <= 200 ms beside a batch tenant with long prompts and a loose E2EL
+seed = 0
+
+[tenants.interactive]
+requests = 192
+rate = 64.0
+burstiness = 0.5
+prompt_len = "64-512"
+output_lens = [64, 128]
+priority = 0
+slo = { ttft_ms = 200, tpot_ms = 50 }
+
+[tenants.batch]
+requests = 64
+rate = 24.0
+on_s = 1.0
+off_s = 1.0
+prompt_len = 2048
+output_lens = [256]
+priority = 1
+slo = { e2el_ms = 30000 }
+"""
+
+
 def main() -> None:
     OUT.mkdir(parents=True, exist_ok=True)
     (OUT / "mini_trace.jsonl").write_text("\n".join(trace_lines()) + "\n")
     (OUT / "two_tenants.toml").write_text(TENANTS)
     (OUT / "sustained_tenants.toml").write_text(SUSTAINED)
+    (OUT / "poisson_one.toml").write_text(POISSON_ONE)
+    (OUT / "two_tenants_gpu.toml").write_text(TENANTS_GPU)
 
 
 if __name__ == "__main__":

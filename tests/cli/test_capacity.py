@@ -93,3 +93,18 @@ def test_bad_settings_are_usage_errors(tmp_path, suite, capsys) -> None:
     assert "--resolution: must be a finite number > 0" in capsys.readouterr().err
     with pytest.raises(SystemExit, match="target attainment must be in"):
         main(["capacity", "--suite", str(suite), "--target", "1.5"])
+
+
+def test_each_probe_runs_the_policy_asked_for() -> None:
+    """Issue 27: `batchperf capacity … --batchperf-policies aimd` searches the aimd cell: every probe gets it."""
+    import argparse
+
+    from batchperf.cli.capacity import add_cli_args, probe_argv
+
+    parser = argparse.ArgumentParser()
+    add_cli_args(parser)
+    args = parser.parse_args(["--batchperf-backends", "continuous", "--batchperf-policies", "aimd:decrease=0.7",
+                              "--batchperf-load", "3"])
+    argv = probe_argv(args, 1.5, Path("p.json"))
+    assert "--batchperf-policies=aimd:decrease=0.7" in argv and argv[-1] == "--batchperf-load=1.5"
+    assert not [a for a in argv if a.startswith("--batchperf-load=3")]

@@ -186,7 +186,7 @@ def test_a_tenant_that_offered_but_never_returned_is_all_miss() -> None:
     trace = run(req(0, 0.0, (0.1,), tenant="a"), end=1.0)
     _, per_tenant = slo_summary(trace, {}, offered={"a": 1, "b": 3})
     assert per_tenant["b"] == {"attainment": 0.0, "request_goodput": 0.0, "offered": 3, "met": 0,
-                               "service_tokens": 0.0}
+                               "service_tokens": 0.0, "longest_unserved_s": 0.0, "starved": 0}
 
 
 def test_summarise_tenants_takes_the_median_over_rounds() -> None:

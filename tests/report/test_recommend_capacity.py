@@ -76,3 +76,36 @@ def test_a_bad_target_and_slos_on_a_searched_capacity_are_refused() -> None:
         recommend_capacity([], target=0.0)
     with pytest.raises(ValueError, match="searched under its workload's SLOs"):
         recommend_capacity([searched(2, 3.0, 6.0)], 0.9, SLO(ttft_ms=100))
+
+
+def with_policy(record: CellRecord, policy: str) -> CellRecord:
+    record.cell["policy"] = policy
+    record.cell["id"] += f"-pol{policy}"
+    return record
+
+
+def test_policies_compete_with_the_static_batch_sizes_for_the_most_capacity(tmp_path, capsys) -> None:
+    """Issue 27: which policy and settings meet the SLOs at the highest load; each (policy, batch size) is a
+    candidate of the group, the winner named with its policy."""
+    cells = [at(4, 0.5, 0.97), at(4, 1.0, 0.92), at(4, 2.0, 0.50),  # fcfs bs 4: capacity 1
+             at(8, 0.5, 0.95), at(8, 1.0, 0.60),  # fcfs bs 8: capacity 0.5
+             *(with_policy(at(8, load, value), "aimd") for load, value in ((0.5, 0.99), (1.0, 0.95), (2.0, 0.91))),
+             *(with_policy(at(8, load, value), "seed") for load, value in ((0.5, 0.70), (1.0, 0.40)))]
+    (choice,) = recommend_capacity(cells, target=0.9)
+    got = {(c.policy, c.batch_size): (c.capacity, c.verdict) for c in choice.candidates}
+    assert got == {("fcfs", 4): (1.0, "less capacity than aimd bs 8"),
+                   ("fcfs", 8): (0.5, "less capacity than aimd bs 8"),
+                   ("aimd", 8): (2.0, "recommended"), ("seed", 8): (0.0, "no load measured meets 90%")}
+    assert (choice.policy, choice.batch_size) == ("aimd", 8)
+    path = results_file(tmp_path / "sweep.json", cells)
+    parser = argparse.ArgumentParser()
+    add_cli_args(parser)
+    assert main(parser.parse_args([str(path), "--by", "capacity"])) == 0
+    out = capsys.readouterr().out
+    assert "policy aimd, batch size 8" in out and "seed" in out
+
+
+def test_a_tie_between_a_policy_and_fcfs_goes_to_fcfs() -> None:
+    cells = [at(4, 1.0, 0.95), with_policy(at(4, 1.0, 0.95), "aimd")]
+    (choice,) = recommend_capacity(cells, target=0.9)
+    assert (choice.policy, choice.batch_size) == ("fcfs", 4)

@@ -77,3 +77,16 @@ def test_results_before_slo_metrics_say_there_is_no_data(tmp_path: Path) -> None
     page = index.read_text()
     assert "no cell stores SLO attainment" in page and "no cell with tenants kept its raw traces" in page
     assert (tmp_path / "old" / "run_timeline.png").exists()  # any cell with raw traces has a timeline
+
+
+def test_each_policy_is_a_line_of_its_own_beside_fcfs() -> None:
+    """Issue 27: fcfs and aimd cells of one backend and batch size are two series, named by their policy."""
+    from gate_samples import cell_info
+
+    from batchperf.report.plots import Series
+
+    fcfs, aimd = cell_info("c-bs4"), cell_info("c-bs4-polaimd")
+    aimd.cell["policy"] = "aimd"
+    series = Series([fcfs, aimd], by_batch=True)
+    assert series.key(fcfs) != series.key(aimd)
+    assert [series.label(series.key(c)) for c in (fcfs, aimd)] == ["hf-static fcfs", "hf-static aimd"]

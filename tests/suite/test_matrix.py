@@ -7,10 +7,11 @@ from batchperf.suite.matrix import TIERS, narrowed, parse_arrival, split_list
 
 def test_default_cpu_matrix_with_readable_ids() -> None:
     """27 cells each for hf-static and continuous; the peers on their few cells (the tier's limits); the traffic cells
-    (issue 24) on top, each named by its workload."""
+    (issue 24) and the policy cells (issue 27) on top, each named by its workload (and policy)."""
     ids = [c.id for c in TIERS["cpu"].cells()]
-    assert len(ids) == len(set(ids)) == 27 * 2 + 2 * 3 + 5
-    assert len([i for i in ids if "-w" in i]) == 5
+    assert len(ids) == len(set(ids)) == 27 * 2 + 2 * 3 + 5 + 2
+    assert len([i for i in ids if "-w" in i]) == 7
+    assert len([i for i in ids if "-pol" in i]) == 3
     assert "cpu-tiny-qwen2-vllm-bs4-p32-c4-wprefix2x128" in ids
     assert "cpu-tiny-qwen2-hf-static-bs8-p512-c16" in ids and "cpu-tiny-qwen2-continuous-bs1-p64-c4" in ids
     assert {i for i in ids if "vllm-bs" in i and "-w" not in i} == {"cpu-tiny-qwen2-vllm-bs4-p64-c4", "cpu-tiny-qwen2-vllm-bs4-p64-c16"}

@@ -36,19 +36,20 @@ class ServerRun(NamedTuple):
 
 
 def measured_cell(model: Any, backend: str, batch_size: str = "2", prompt_len: str = "16", concurrency: str = "2",
-                  num_prompts: str = "4", output_lens: str = "3,5", **options: Any) -> Any:
+                  num_prompts: str = "4", output_lens: str = "3,5", workload: str = "synthetic", policy: str = "fcfs",
+                  **options: Any) -> Any:
     """The record of one small real cell of ``backend`` on the CPU (one round, no warm-up), as the suite builds it;
-    ``options`` go to the backend (a KV pool size, say)."""
+    ``options`` go to the backend (a KV pool size, say); ``workload`` and ``policy`` as the matrix's entries."""
     from batchperf.backends import create_backend
     from batchperf.suite.cell import build_workload, cell_record, one_round
     from batchperf.suite.matrix import CellParams
 
     cell = CellParams("cpu", "cpu", "tiny-qwen2", backend, batch_size=batch_size, prompt_len=prompt_len,
                       concurrency=concurrency, num_prompts=num_prompts, rounds=1, warmup_rounds=0, arrival="closed",
-                      output_lens=output_lens).resolve()
+                      output_lens=output_lens, workload=workload, policy=policy).resolve()
     runner = create_backend(backend, model, **options)
     try:
-        workload = build_workload(cell, model)
-        return cell_record(cell, model, [one_round(runner, cell, workload)], workload)
+        offered = build_workload(cell, model)
+        return cell_record(cell, model, [one_round(runner, cell, offered)], offered)
     finally:
         runner.close()

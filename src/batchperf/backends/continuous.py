@@ -22,6 +22,7 @@ from batchperf.backends.drive import Finished, Sent, drive
 from batchperf.backends.model import LoadedModel
 from batchperf.engine.block_manager import BlockManager, blocks_for
 from batchperf.engine.llm_engine import LLMEngine
+from batchperf.engine.policies import KNOWN_POLICIES, Policy, PolicyContext, PolicySpec, TenantTargets
 from batchperf.engine.request import Request
 from batchperf.engine.scheduler import SchedulerConfig
 from batchperf.measure import inject
@@ -45,9 +46,47 @@ def _eos_ids(model: LoadedModel) -> set[int]:
     return ids
 
 
+def policy_context(workload: Workload, batch_size: int) -> PolicyContext:
+    """What a policy is told of a cell: its batch size (the static cap) and each tenant's SLOs (``workload.slos``)
+    and priority (the lowest, i.e. most urgent, of its requests'); ``""`` is the requests without a tenant."""
+    priorities: dict[str, int] = {}
+    for r in workload.requests:
+        tenant = r.tenant or ""
+        priorities[tenant] = min(priorities.get(tenant, r.priority), r.priority)
+    tenants = {}
+    for tenant in sorted(set(priorities) | set(workload.slos)):
+        slo = workload.slos.get(tenant)
+        tenants[tenant] = TenantTargets(None if slo is None else slo.ttft_ms, None if slo is None else slo.tpot_ms,
+                                        None if slo is None else slo.e2el_ms, priority=priorities.get(tenant, 0))
+    return PolicyContext(batch_size=batch_size, tenants=tenants)
+
+
+def build_policy(policy: PolicySpec, workload: Workload, batch_size: int) -> Policy:
+    """A fresh ``policy`` for one run of ``workload``; CellUnsupported (the cell is skipped with the reason) when the
+    cell does not give it what it needs (aimd and seed without a TTFT or TPOT SLO to aim at, a cap above the batch)."""
+    from batchperf.backends import CellUnsupported
+
+    try:
+        return policy.build(policy_context(workload, batch_size))
+    except ValueError as exc:
+        raise CellUnsupported(f"policy {policy.text!r} cannot run this cell: {exc}") from None
+
+
+def policy_record(policy: Policy | None) -> dict[str, Any]:
+    """``RunTrace.policy`` of a run: the engine, and the policy's ``state()`` with its per-tenant numbers (fair's
+    virtual token counters, ``counter_<tenant>``) gathered under ``counters`` by tenant ("" for no tenant)."""
+    state = dict(policy.state()) if policy is not None else {"policy": "fcfs"}
+    counters = {}
+    for key in [k for k in state if k.startswith("counter_")]:
+        tenant = key.removeprefix("counter_")
+        counters["" if tenant == "-" else tenant] = state.pop(key)
+    return {"engine": "batchperf", **state, **({"counters": counters} if counters else {})}
+
+
 class ContinuousBackend:
     name = "continuous"
     priority_support = (True, "batchperf's engine admits waiting requests by priority (lower first), FIFO within one")
+    policies = KNOWN_POLICIES  # every policy of batchperf.engine.policy (--batchperf-policies)
 
     def prefix_caching_for(self, workload: Workload) -> bool:
         return False  # it shares no blocks: its prefix-cache hits are 0, reported as such
@@ -89,13 +128,18 @@ class ContinuousBackend:
         longest = max(kv_tokens_held(r.prompt_len, r.target_len) for r in workload.requests)
         return batch_size * blocks_for(longest, self.block_size)
 
-    def run(self, workload: Workload, batch_size: int, concurrency: int) -> RunTrace:
+    def run(self, workload: Workload, batch_size: int, concurrency: int, policy: PolicySpec | None = None) -> RunTrace:
+        """``policy``: the batching policy its scheduler runs (None: fcfs, the engine's own), built afresh for the
+        run from the cell's batch size and the workload's tenants; what it did is in ``RunTrace.policy``."""
         num_blocks = self.pool_blocks(workload, batch_size)
         self.runner.allocate(num_blocks)
         blocks = BlockManager(num_blocks, self.block_size, self.runner.bytes_per_block)
-        engine = LLMEngine(SchedulerConfig(batch_size, self.max_step_tokens), blocks, self.runner)
+        built = None if policy is None else build_policy(policy, workload, batch_size)
+        engine = LLMEngine(SchedulerConfig(batch_size, self.max_step_tokens), blocks, self.runner, policy=built)
         clock = RunClock(self.model.device)
-        return drive(self.name, workload, batch_size, concurrency, clock, _EngineRun(engine, clock))
+        trace = drive(self.name, workload, batch_size, concurrency, clock, _EngineRun(engine, clock))
+        trace.policy = policy_record(built)
+        return trace
 
 
 class _EngineRun:
@@ -115,7 +159,7 @@ class _EngineRun:
         self.prompt_tokens += spec.prompt_len
         # the engine's arrival is the send (during a step, if the sender sent it then: it waited for this one)
         self.engine.add(Request(spec.request_id, spec.prompt_ids, spec.target_len, request.sent,
-                                priority=spec.priority))
+                                priority=spec.priority, tenant=spec.tenant or ""))
 
     @property
     def has_work(self) -> bool:

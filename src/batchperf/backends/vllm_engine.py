@@ -31,7 +31,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from typing import Any, NamedTuple
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 from batchperf.backends._vllm import (
     cuda_memory_utilization,
@@ -43,11 +43,15 @@ from batchperf.backends._vllm import (
 )
 from batchperf.backends.drive import Finished, Sent, drive
 from batchperf.backends.model import LoadedModel
+from batchperf.backends.vllm_policy import VLLM_POLICIES, runs_priority, vllm_policy
 from batchperf.backends.vllm_stats import StepSink, stat_logger_factory
 from batchperf.measure.clock import RunClock
 from batchperf.measure.kv import kv_bytes_per_token, kv_tokens_held
 from batchperf.measure.trace import RequestTrace, RunTrace
 from batchperf.measure.workload import RequestSpec, Workload
+
+if TYPE_CHECKING:
+    from batchperf.engine.policies import PolicySpec
 
 
 @dataclass(slots=True)
@@ -89,6 +93,7 @@ class VLLMEngineBackend:
     name = "vllm"
     prefix_caching = False  # a warm prefix cache inflates numbers; ``vllm-prefix-cache`` turns it on
     priority_support = (True, "vLLM's priority scheduling policy, each request's priority (lower first)")
+    policies = VLLM_POLICIES  # --batchperf-policies: vLLM's own scheduling_policy
 
     def __init__(self, model: LoadedModel, *, enforce_eager: bool = False, tensor_parallel_size: int = 1,
                  kv_blocks: int | None = None, max_model_len: int | None = None) -> None:
@@ -165,9 +170,11 @@ class VLLMEngineBackend:
                 _ON_GPU.add(self)
         return self._engines[key]
 
-    def run(self, workload: Workload, batch_size: int, concurrency: int) -> RunTrace:
+    def run(self, workload: Workload, batch_size: int, concurrency: int, policy: PolicySpec | None = None) -> RunTrace:
+        """``policy``: fcfs or priority (vLLM's ``scheduling_policy``; the requests' priorities are sent under
+        priority only); None: priority when some request has one (``workload.uses_priority``), else fcfs."""
         caching = self.prefix_caching_for(workload)
-        key = EngineKey(batch_size, caching, workload.uses_priority)
+        key = EngineKey(batch_size, caching, runs_priority(workload, policy))
         engine = self.engine(*key)
         # a workload that shares prefixes starts each run cold, so it measures its own reuse (vllm-prefix-cache on a
         # synthetic workload keeps its cache across runs, as it always has)
@@ -175,8 +182,10 @@ class VLLMEngineBackend:
             raise RuntimeError("vllm: the prefix cache could not be reset before the run (requests still running?)")
         clock = RunClock(self.model.device)
         with torch_threads(self._serving_threads):
-            return drive(self.name, workload, batch_size, concurrency, clock,
-                         _VllmRun(self, engine, clock, self._sinks[key], caching))
+            trace = drive(self.name, workload, batch_size, concurrency, clock,
+                          _VllmRun(self, engine, clock, self._sinks[key], caching, key.priority))
+        trace.policy = vllm_policy(key.priority)
+        return trace
 
 
 class _VllmRun:
@@ -185,7 +194,7 @@ class _VllmRun:
     blocking_step = True  # engine.step() runs to its end: a request sent meanwhile waits for the next
 
     def __init__(self, backend: VLLMEngineBackend, engine: Any, clock: RunClock, sink: StepSink,
-                 prefix_caching: bool) -> None:
+                 prefix_caching: bool, priority: bool = False) -> None:
         core = getattr(engine.engine_core, "engine_core", None)  # only the in-process client has it
         if core is None:
             raise RuntimeError("vllm: the engine core runs in another process, so its block tables cannot be "
@@ -195,6 +204,7 @@ class _VllmRun:
         self.sink = sink
         sink.reset()  # this run's steps only (the engine is reused across runs)
         self.prefix_caching = prefix_caching
+        self.priority = priority  # the engine runs scheduling_policy="priority": send each request's priority
         self.scheduler = core.scheduler
         self.kv_manager = self.scheduler.kv_cache_manager
         self.block_size, self.block_bytes = kv_block_figures(self.scheduler.kv_cache_config)
@@ -218,7 +228,8 @@ class _VllmRun:
         prompt = TokensPrompt(prompt_token_ids=list(spec.prompt_ids))
         # sent before add_request, which processes the input as a server would after the POST (and, for a request
         # sent during a step, after that step: it waited for the engine's loop, as behind a server)
-        internal = self.engine.add_request(str(spec.request_id), prompt, params, priority=spec.priority)
+        internal = self.engine.add_request(str(spec.request_id), prompt, params,
+                                           priority=spec.priority if self.priority else 0)
         self.live[internal] = _Live(spec, request.arrival, request.sent)
         self.by_external[str(spec.request_id)] = internal
 

@@ -42,7 +42,8 @@ import math
 import os
 import sys
 from collections.abc import Sequence
-from typing import Any
+from dataclasses import replace
+from typing import TYPE_CHECKING, Any
 
 from batchperf.backends import BackendUnavailable, CellUnsupported
 from batchperf.backends._vllm import (
@@ -57,6 +58,7 @@ from batchperf.backends.external_server import ServedModel, mismatch, parse_entr
 from batchperf.backends.model import LoadedModel
 from batchperf.backends.realtime import raise_thread, restore_thread
 from batchperf.backends.server_process import ServerProcess, free_port
+from batchperf.backends.vllm_policy import VLLM_POLICIES, runs_priority, vllm_policy
 from batchperf.measure.client_lag import SCHEDULING, LoopLagMonitor, check_round
 from batchperf.measure.clock import RunClock
 from batchperf.measure.kv import kv_tokens_held
@@ -64,6 +66,9 @@ from batchperf.measure.metrics import compute_metrics
 from batchperf.measure.scrape import ServerScrape
 from batchperf.measure.trace import RequestTrace, RunTrace
 from batchperf.measure.workload import RequestSpec, Workload
+
+if TYPE_CHECKING:
+    from batchperf.engine.policies import PolicySpec
 
 SERVER_URL_ENV = "BATCHPERF_SERVER_URL"
 SERVED_NAME = "batchperf"
@@ -80,6 +85,7 @@ class VLLMServerBackend:
     priority_support = (True, "sent as the request's priority; the suite's server runs --scheduling-policy priority "
                               "when a request has one (a given server must run it too, or refuses the request)")
     name = "vllm-server"
+    policies = VLLM_POLICIES  # --batchperf-policies: the server's --scheduling-policy
 
     def __init__(self, model: LoadedModel, server_url: str | None = None, server_args: Sequence[str] = (),
                  request_timeout_s: float | None = None) -> None:
@@ -158,12 +164,14 @@ class VLLMServerBackend:
         server.start(READY_TIMEOUT_S)
         return server
 
-    def run(self, workload: Workload, batch_size: int, concurrency: int) -> RunTrace:
+    def run(self, workload: Workload, batch_size: int, concurrency: int, policy: PolicySpec | None = None) -> RunTrace:
+        """``policy``: fcfs or priority (``--scheduling-policy``; priorities are sent under priority only; a given
+        server must run that policy itself); None: priority when some request has one, else fcfs."""
+        priority = runs_priority(workload, policy)
         if self.given:
             served = self.given_server(workload, batch_size)
             base, model_name, figures = served.url, served.model_id, served.describe()
         else:
-            priority = workload.uses_priority
             base, model_name, figures = self.base_url(batch_size, bool(self.prefix_caching_for(workload)),
                                                       priority), SERVED_NAME, {}
         if workload.expected_prefix_hit_rate is not None:  # each run starts cold: it measures its own reuse
@@ -174,8 +182,9 @@ class VLLMServerBackend:
         scrape = ServerScrape(base + "/metrics", METRICS_SAMPLE_S, thread_setup=raise_thread)
         timeout = self.request_timeout_s or request_timeout(workload, batch_size, concurrency)
         slots = workload.max_in_flight(concurrency)
-        client = _Client(clock, url, model_name, kv, slots, scrape, timeout)
+        client = _Client(clock, url, model_name, kv, slots, scrape, timeout, priority)
         trace = drive(self.name, workload, batch_size, concurrency, clock, client)
+        trace.policy = {**vllm_policy(priority), **({} if not self.given else {"server": "given"})}
         # did the client, not the server, set the latency? (batchperf.measure.client_lag)
         # saturated: the server held a full batch (running or queued) on average, by Little's law on its own E2E
         trace.client = {**check_round(client.lag.summary(), scrape.latencies, compute_metrics(trace),
@@ -233,7 +242,7 @@ class _Client:
     """One run's HTTP client: a streaming task per request in flight, on an event loop kept for the run."""
 
     def __init__(self, clock: RunClock, url: str, model_name: str, kv: dict[str, Any], max_in_flight: int,
-                 scrape: ServerScrape, timeout_s: float) -> None:
+                 scrape: ServerScrape, timeout_s: float, priority: bool = False) -> None:
         # ahead of the machine's other work while the run lasts, so that it reads each message when it arrives
         self._scheduled_before, self.scheduling = raise_thread()
         self.clock = clock
@@ -242,6 +251,7 @@ class _Client:
         self.kv = kv
         self.scrape = scrape
         self.timeout_s = timeout_s
+        self.priority = priority  # send each request's priority (the server runs --scheduling-policy priority)
         self.loop = asyncio.new_event_loop()
         self.session = self.loop.run_until_complete(_open_session(max_in_flight, timeout_s))
         self.pending: set[asyncio.Task[tuple[RequestTrace, float]]] = set()
@@ -257,7 +267,8 @@ class _Client:
         if not self.pending:  # the loop did not run while nothing was in flight: that was no lag
             self.lag.arm()
         self.pending.add(self.loop.create_task(
-            _request(self.session, self.url, self.model_name, spec, arrival, self.clock, self.timeout_s)))
+            _request(self.session, self.url, self.model_name, spec if self.priority else replace(spec, priority=0),
+                     arrival, self.clock, self.timeout_s)))
 
     @property
     def has_work(self) -> bool:

@@ -1,6 +1,6 @@
 """``batchperf recommend RESULTS.json --p99-e2el-ms MS``: the best batch size under latency SLOs; with
-``--by capacity``, the batch size with the most capacity under SLOs (from ``batchperf capacity`` results, or a
-``--batchperf-load`` sweep)."""
+``--by capacity``, the batching policy and batch size with the most capacity under SLOs (from ``batchperf capacity``
+results, or a ``--batchperf-load`` sweep, over ``--batchperf-policies`` too)."""
 
 from __future__ import annotations
 
@@ -20,7 +20,8 @@ def add_cli_args(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--p99-tpot-ms", type=real(above=True), help="P99 time-per-output-token limit (ms)")
     parser.add_argument("--by", choices=("throughput", "goodput", "capacity"), default="throughput",
                         help="rank the batch sizes that meet the SLOs by output throughput (default) or by goodput; "
-                             "capacity: by the highest offered load at which SLO attainment >= --target")
+                             "capacity: each (policy, batch size) by the highest offered load at which SLO "
+                             "attainment >= --target, the best named with its policy (docs/policies.md)")
     group = parser.add_argument_group("--by capacity")
     group.add_argument("--target", type=real(above=True), default=0.9,
                        help="attainment a load must reach, a ratio in (0, 1] (default 0.9)")

@@ -24,7 +24,8 @@ from batchperf.measure.metrics import FAMILIES
 from batchperf.measure.slo import TENANT_FAMILIES, TENANT_STATS
 
 # the measured sections of a cell record, and the workload's own numbers (its load factor, expected hit rate)
-SECTIONS = ("metrics", "kv", "telemetry", "counters", "efficiency", "client", "workload", "slo", "tenants", "capacity")
+SECTIONS = ("metrics", "kv", "telemetry", "counters", "efficiency", "client", "workload", "slo", "tenants", "capacity",
+            "policy")
 # a section of one block per tenant ({tenant: {key: value}}): its entries' path ``tenants.KEY`` names KEY in every
 # tenant's block, exported with a ``tenant`` label, gated per tenant
 PER_TENANT = "tenants"
@@ -429,6 +430,10 @@ SLO_METRICS: tuple[Metric, ...] = (
            export="tenant_jain_fairness_ratio"),
     Metric("slo.max_service_gap_tokens", "tokens", Direction.LOWER, "largest difference in service (VTC-weighted "
            "tokens) between two tenants over an interval both were backlogged", export="tenant_max_service_gap_tokens"),
+    Metric("slo.starved_tenants", "tenants", Direction.LOWER, "tenants starved in some round: overtaken (backlogged, "
+           "no token, while later arrivals of another tenant were served) for >= 5 s and half the run (> 0 fails the "
+           "cell; measure.slo)",
+           export="starved_tenants"),
 )
 
 
@@ -449,6 +454,11 @@ def _tenant_metrics() -> tuple[Metric, ...]:
         Metric("tenants.service_tokens", "tokens", Direction.NONE, "VTC-weighted tokens delivered to one tenant "
                "(1 per prompt token, 2 per output token)", export="tenant_service_tokens"),
         Metric("tenants.completed", "requests", Direction.NONE, "one tenant's requests completed in a round"),
+        Metric("tenants.longest_unserved_s", "s", Direction.LOWER, "one tenant's longest window backlogged with no "
+               "token while later arrivals of another tenant were served (worst round)",
+               export="tenant_longest_unserved_seconds"),
+        Metric("tenants.starved", "flag", Direction.LOWER, "1 when the tenant was starved in some round "
+               "(longest_unserved_s >= 5 s and half the run), else 0"),
         Metric("tenants.output_throughput", "tokens/s", Direction.HIGHER, "one tenant's output tokens per second",
                export="tenant_output_throughput_tokens_per_second"),
         *(_tenant_latency(stat, family) for family in TENANT_FAMILIES for stat in TENANT_STATS),
@@ -488,9 +498,35 @@ WORKLOAD_METRICS: tuple[Metric, ...] = (
            export="workload_expected_prefix_hit_ratio", workloads=("prefix", "trace")),
 )
 
+# --- the batching policy (issue 27): what batchperf's engine's policy did (batchperf.engine.policies, its state()),
+# median over rounds; vLLM and the hf backends store only its name and engine --------------------------------------
+
+ENGINE_POLICY = ("continuous",)  # the backends whose policy reports its state
+
+POLICY_METRICS: tuple[Metric, ...] = (
+    Metric("policy.displaced", "requests", Direction.NONE, "running requests preempted to admit a waiting one (a "
+           "more urgent arrival: priority) in a round; KV-shortage preemptions are counters.num_preemptions",
+           backends=ENGINE_POLICY, export="policy_displaced_requests"),
+    *(Metric(f"policy.{name}", "requests", Direction.NONE, f"aimd: the running cap {what} in a round",
+             backends=ENGINE_POLICY) for name, what in (("cap_final", "at the end"), ("cap_min", "at its lowest"),
+                                                         ("cap_max", "at its highest"))),
+    Metric("policy.increases", "steps", Direction.NONE, "aimd: additive increases of the cap in a round (a step at "
+           "the cap that met the target)", backends=ENGINE_POLICY),
+    Metric("policy.decreases", "steps", Direction.NONE, "aimd: multiplicative decreases of the cap in a round (a step "
+           "over the target)", backends=ENGINE_POLICY),
+    Metric("policy.target_ms", "ms", Direction.NONE, "aimd: the step latency it held the cap to (the tightest TPOT, "
+           "and half the tightest TTFT, unless given as target_ms)", backends=ENGINE_POLICY),
+    *(Metric(f"policy.steps_{rule}", "steps", Direction.NONE, f"seed: steps its {what} rule decided in a round",
+             backends=ENGINE_POLICY)
+      for rule, what in (("queue", "queue (pending > THRESHOLD_HIGH: min(MAX_BATCH, pending))"),
+                         ("sla", "SLA (latency over the SLA: batch 1)"), ("optimal", "default (OPTIMAL_BATCH)"))),
+    Metric("policy.lifts", "tenants", Direction.NONE, "fair: counters lifted when a tenant became backlogged in a "
+           "round (VTC's lift)", backends=ENGINE_POLICY),
+)
+
 CATALOGUE: tuple[Metric, ...] = (*RUN_METRICS, *KV_METRICS, *TELEMETRY_METRICS, *COUNTER_METRICS,
                                  *EFFICIENCY_METRICS, *CLIENT_METRICS, *WORKLOAD_METRICS, *SLO_METRICS,
-                                 *TENANT_METRICS, *CAPACITY_METRICS)
+                                 *TENANT_METRICS, *CAPACITY_METRICS, *POLICY_METRICS)
 BY_PATH: dict[str, Metric] = {m.path: m for m in CATALOGUE}
 
 # --- the tables every consumer reads --------------------------------------------------------------------------

@@ -16,6 +16,12 @@ Definitions (docs/traffic.md):
 - **Jain's index** of normalised service: x = a tenant's service ÷ the time it was backlogged (the rate it was
   served at while it wanted service); J = (Σx)² / (n Σx²), in [1/n, 1], 1 when every tenant was served at the
   same rate. Tenants never backlogged are left out; one tenant gives 1.
+- A tenant is *overtaken* over a window in which it was backlogged the whole time and received no token while
+  another tenant received tokens of a request sent after the window began (a later arrival was served first).
+  ``longest_unserved_s`` is its longest such window. It is *starved* when that window lasts at least
+  ``STARVATION_MIN_S`` and ``STARVATION_SHARE`` of the run: denied all service for a large part of the run while
+  later arrivals were served. A queue served in arrival order starves nobody, however long it is; a starved
+  tenant fails its cell (never a pass), whatever its attainment.
 - **Largest service gap**: for each pair of tenants, over each interval in which both were backlogged, the
   largest |ΔW_f − ΔW_g| over its sub-intervals (VTC's fairness bound, measured), in weighted tokens; 0 with
   fewer than two tenants or no interval where two were backlogged.
@@ -33,6 +39,9 @@ from batchperf.measure.metrics import SLO, compute_metrics, summarise
 from batchperf.measure.trace import RequestTrace, RunTrace
 
 W_IN, W_OUT = 1.0, 2.0  # VTC's token weights: a prompt token, an output token
+# starved (issue 27): overtaken for at least this long and this share of the run
+STARVATION_MIN_S = 5.0
+STARVATION_SHARE = 0.5
 NO_TENANT = ""  # the tenant key of requests that have none (the workload has no tenants)
 # the per-tenant latency statistics stored (vLLM's names, from compute_metrics on the tenant's requests)
 TENANT_STATS = ("mean", "median", "p90", "p99")
@@ -181,6 +190,42 @@ def max_service_gap(trace: RunTrace) -> float:
     return worst
 
 
+def longest_unserved(trace: RunTrace) -> dict[str, float]:
+    """Per tenant, its longest window (s) overtaken: backlogged, no token of its own, while another tenant got tokens
+    of a request sent after the window began. A window runs from the start of a backlog (or the tenant's previous
+    token) to its next token (or the backlog's end)."""
+    own: dict[str, list[float]] = {t: [] for t in tenants(trace)}
+    for r in trace.requests:
+        own[tenant_of(r)] += list(r.token_times)
+    spans = backlogged(trace)
+    out = {}
+    for tenant, mine in own.items():
+        # the other tenants' tokens in time order, each with the send time of its request
+        theirs = sorted((t, r.start) for r in trace.requests if tenant_of(r) != tenant for t in r.token_times)
+        times = np.array([t for t, _ in theirs])
+        sent = np.array([s for _, s in theirs])
+        mine.sort()
+        worst = 0.0
+        for lo, hi in spans[tenant]:
+            edges = [lo, *(t for t in mine if lo < t < hi), hi]
+            for a, b in zip(edges, edges[1:]):
+                i, j = np.searchsorted(times, a, side="right"), np.searchsorted(times, b, side="left")
+                if j > i and sent[i:j].max() >= a:  # a later arrival was served while this tenant waited
+                    worst = max(worst, b - a)
+        out[tenant] = worst
+    return out
+
+
+def starvation_window(duration: float) -> float:
+    """The overtaken time (s) that makes a tenant starved in a run of ``duration`` s."""
+    return max(STARVATION_MIN_S, STARVATION_SHARE * duration)
+
+
+def starved(unserved: Mapping[str, float], duration: float) -> list[str]:
+    """The tenants overtaken for at least the starvation window of a run of ``duration`` s."""
+    return sorted(t for t, s in unserved.items() if s >= starvation_window(duration))
+
+
 # --- what a cell stores --------------------------------------------------------------------------------------------
 
 
@@ -191,14 +236,18 @@ def slo_summary(trace: RunTrace, slos: Mapping[str, SLO], offered: Mapping[str, 
     overall = attainment(trace, slos, offered)
     delivered = service(trace)
     names = sorted(set(delivered) | set(offered or {}))
+    unserved = longest_unserved(trace)
     section = {"attainment": overall.ratio, "request_goodput": overall.goodput, "offered": overall.offered,
                "met": overall.met, "tenant_count": len(names), "jain_fairness": jain_fairness(trace),
-               "max_service_gap_tokens": max_service_gap(trace)}
+               "max_service_gap_tokens": max_service_gap(trace),
+               "starved_tenants": len(starved(unserved, trace.duration))}
     per_tenant: dict[str, dict[str, float]] = {}
     for name in names:
         mine = attainment(trace, slos, offered, name)
         block = {"attainment": mine.ratio, "request_goodput": mine.goodput, "offered": mine.offered,
-                 "met": mine.met, "service_tokens": delivered.get(name, 0.0)}
+                 "met": mine.met, "service_tokens": delivered.get(name, 0.0),
+                 "longest_unserved_s": unserved.get(name, 0.0),
+                 "starved": int(name in starved(unserved, trace.duration))}
         if name in delivered:
             block |= tenant_metrics(trace, name)
         per_tenant[name] = block

@@ -94,6 +94,8 @@ class RunTrace:
     telemetry: dict[str, Any] = field(default_factory=dict)  # batchperf.measure.telemetry.Sampler.summary() of the run
     counters: dict[str, Any] = field(default_factory=dict)  # engine counters of the run (batchperf.measure.counters)
     client: dict[str, Any] = field(default_factory=dict)  # a server cell's client-lag check (measure.client_lag)
+    # the batching policy the backend ran and what it did (its state(): caps, decreases, preemptions asked for)
+    policy: dict[str, Any] = field(default_factory=dict)
 
     @property
     def duration(self) -> float:

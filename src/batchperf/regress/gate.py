@@ -219,7 +219,40 @@ def client_bound(result: MetricVerdict, baseline: CellRecord, current: CellRecor
     return result
 
 
+STARVED = "starved tenant(s)"  # how a starvation note starts (confirm keeps it)
+
+
+def starvation_note(record: CellRecord) -> str | None:
+    """Why a cell whose policy starved a tenant is failed whatever its metrics say (measure.slo: backlogged for the
+    starvation window with no token while another tenant was served); None when no tenant starved."""
+    hungry = sorted(t for t, block in record.tenants.items() if block.get("starved"))
+    if not hungry:
+        return None
+    worst = ", ".join(f"{t or '(no tenant)'} ({record.tenants[t].get('longest_unserved_s', 0):.2f} s unserved)"
+                      for t in hungry)
+    return f"{STARVED}: {worst} under policy {record.raw('policy.text', 'fcfs')!r}: never a pass"
+
+
 def compare_cell(
+    name: str,
+    baseline: CellRecord | None,
+    current: CellRecord,
+    config: GateConfig = GateConfig(),
+    baseline_fp: Fingerprint | None = None,
+    current_fp: Fingerprint | None = None,
+) -> CellVerdict:
+    """Compare one cell with its baseline; never compares across a mismatched identity. A cell that starved a
+    tenant fails, with or without a baseline."""
+    verdict = _compare_cell(name, baseline, current, config, baseline_fp, current_fp)
+    return _starved(verdict, current)
+
+
+def _starved(verdict: CellVerdict, record: CellRecord) -> CellVerdict:
+    note = starvation_note(record)
+    return verdict if note is None else replace(verdict, verdict=Verdict.FAILED, notes=(*verdict.notes, note))
+
+
+def _compare_cell(
     name: str,
     baseline: CellRecord | None,
     current: CellRecord,
@@ -268,6 +301,8 @@ def confirm(first: CellVerdict, second: CellVerdict) -> CellVerdict:
             verdict, note = Verdict.NO_CHANGE, ""  # failed only once: noise, not a confirmed regression
         merged.append(replace(r, verdict=verdict, note=note, first_measured=prior.measured if prior else None))
     verdict = combine((r.verdict for r in merged if r.deciding), empty=Verdict.NOT_JUDGED)
+    if any(n.startswith(STARVED) for n in second.notes):  # the re-measurement starved a tenant too: still failed
+        verdict = Verdict.FAILED
     return replace(second, verdict=verdict, metrics=tuple(merged), remeasured=True)
 
 

@@ -52,8 +52,10 @@ class Series:
         self.colors = {b: self.cycle[i % len(self.cycle)] for i, b in enumerate(backends)}
 
     def key(self, c: CellRecord) -> tuple[Any, ...]:
+        """(run, model, backend, batch size or concurrency, batching policy): a policy's cells are a line of their
+        own beside the same backend's fcfs cells (docs/policies.md)."""
         last = ("bs", c.batch_size) if self.by_batch else ("c", c.concurrency)
-        return (c.source, c.model_name, c.backend, last)
+        return (c.source, c.model_name, c.backend, last, str(c.cell.get("policy", "fcfs")))
 
     def label(self, key: tuple[Any, ...]) -> str:
         parts = [key[2]]  # the backend is always named

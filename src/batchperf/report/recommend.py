@@ -99,7 +99,9 @@ def recommend(cells: list[CellRecord], slo: SLOTargets, by: Ranking = "throughpu
     for c in cells:
         if lacking := [name for name in NEEDED if name not in c.metrics]:  # a hand-edited file: say where
             raise ResultsError(c.where, f"metrics lacks {', '.join(lacking)}", RERUN)
-        groups.setdefault((c.model_name, c.prompt_label, c.backend, c.concurrency), []).append(c)
+        # a policy other than fcfs is a backend of its own here: its batch sizes compete among themselves
+        backend = c.backend if policy_of(c) == "fcfs" else f"{c.backend} policy {policy_of(c)}"
+        groups.setdefault((c.model_name, c.prompt_label, backend, c.concurrency), []).append(c)
     out = []
     # models, then prompt lengths shortest first, then backends and concurrencies
     order = sorted(groups.items(), key=lambda kv: (kv[0][0], kv[1][0].prompt_tokens, kv[0][2], kv[0][3]))
@@ -152,7 +154,8 @@ def render(recs: list[Recommendation], slo: SLOTargets) -> str:
     return "\n".join(lines)
 
 
-# --- capacity under SLOs (issue 24): for each batch size, the highest load meeting the attainment target ---------
+# --- capacity under SLOs (issue 24): for each batch size (and batching policy, issue 27), the highest load meeting
+# the attainment target ----------------------------------------------------------------------------------------------
 
 
 @dataclass(frozen=True, slots=True)
@@ -163,6 +166,7 @@ class CapacityCandidate:
     source: str  # "search" (a batchperf capacity result) or "sweep LOADS" (cells at several --batchperf-load)
     attainment: float  # at the capacity load (0 when none met)
     verdict: str
+    policy: str = "fcfs"  # the batching policy (--batchperf-policies entry) it ran
 
 
 @dataclass(frozen=True, slots=True)
@@ -171,6 +175,12 @@ class CapacityChoice:
     target: float
     batch_size: int | None  # the most capacity; None: no batch size met the target at any load measured
     candidates: tuple[CapacityCandidate, ...]
+    policy: str | None = None  # the policy of the best candidate (None: none met the target)
+
+
+def policy_of(cell: CellRecord) -> str:
+    """The batching policy a cell ran (``cell.policy``, the --batchperf-policies entry; fcfs when absent)."""
+    return str(cell.cell.get("policy", "fcfs"))
 
 
 def load_of(cell: CellRecord) -> float:
@@ -211,22 +221,23 @@ def _sweep_capacity(cells: list[CellRecord], target: float, slo: SLO | None) -> 
 
 
 def recommend_capacity(cells: list[CellRecord], target: float = 0.9, slo: SLO | None = None) -> list[CapacityChoice]:
-    """Per model × prompt × backend × concurrency × workload: each batch size's capacity and the best one.
+    """Per model × prompt × backend × concurrency × workload: each (policy, batch size)'s capacity and the best one:
+    which policy and settings meet the SLOs at the highest load.
 
     A cell with a ``capacity`` section (``batchperf capacity``) gives its searched capacity (``slo`` must then be
     None: it was searched under its workload's SLOs); otherwise the cells of a batch size at several loads give the
     highest load meeting ``target``. The highest load factor wins (a group has one workload, so its load factors
-    compare); a tie goes to the smaller batch size (lower latency)."""
+    compare); a tie goes to the smaller batch size (lower latency), then to fcfs and the policies in name order."""
     if not 0 < target <= 1:
         raise ValueError(f"target attainment must be in (0, 1], got {target}")
-    groups: dict[tuple[str, str, str, int, str], dict[int, list[CellRecord]]] = {}
+    groups: dict[tuple[str, str, str, int, str], dict[tuple[int, str], list[CellRecord]]] = {}
     for c in cells:
         key = (c.model_name, c.prompt_label, c.backend, c.concurrency, str(c.cell.get("workload", "synthetic")))
-        groups.setdefault(key, {}).setdefault(c.batch_size, []).append(c)
+        groups.setdefault(key, {}).setdefault((c.batch_size, policy_of(c)), []).append(c)
     out = []
     for key, sizes in sorted(groups.items()):
         scored: list[CapacityCandidate] = []
-        for bs, mine in sorted(sizes.items()):
+        for (bs, policy), mine in sorted(sizes.items(), key=lambda kv: (kv[0][1] != "fcfs", kv[0][1], kv[0][0])):
             searched = [c for c in mine if c.capacity]
             if searched:
                 if slo is not None:
@@ -234,22 +245,25 @@ def recommend_capacity(cells: list[CellRecord], target: float = 0.9, slo: SLO | 
                                      "--ttft-ms/--tpot-ms/--e2el-ms out to rank it")
                 cap = searched[-1].capacity
                 scored.append(CapacityCandidate(bs, float(cap["max_load"]), float(cap["max_request_rate"]),
-                                                "search", float(cap["attainment_at_max_load"]), ""))
+                                                "search", float(cap["attainment_at_max_load"]), "", policy))
                 continue
             capacity, value, rate = _sweep_capacity(mine, target, slo)
             loads = ",".join(f"{load_of(c):g}" for c in sorted(mine, key=load_of))
-            scored.append(CapacityCandidate(bs, capacity, rate, f"sweep {loads}", value, ""))
-        # one workload per group: its load factors compare across batch sizes (the rate only reports what it meant)
-        score = {c.batch_size: c.capacity for c in scored}
-        feasible = [c.batch_size for c in scored if c.capacity > 0]
-        best = max(feasible, key=lambda b: (score[b], -b)) if feasible else None
+            scored.append(CapacityCandidate(bs, capacity, rate, f"sweep {loads}", value, "", policy))
+        # one workload per group: its load factors compare across batch sizes and policies (the rate only reports
+        # what it meant); ties: the smaller batch, then the order above (fcfs first)
+        feasible = [c for c in scored if c.capacity > 0]
+        best = max(feasible, key=lambda c: (c.capacity, -c.batch_size, -scored.index(c))) if feasible else None
+        several = len({c.policy for c in scored}) > 1
+        name = "" if best is None else (f"{best.policy} " if several else "") + f"bs {best.batch_size}"
         final = []
         for c in scored:
-            verdict = ("recommended" if c.batch_size == best else
+            verdict = ("recommended" if c is best else
                        f"no load measured meets {target:.0%}" if c.capacity == 0 else
-                       f"less capacity than bs {best}")
+                       f"less capacity than {name}")
             final.append(replace(c, verdict=verdict))
-        out.append(CapacityChoice(" · ".join(str(k) for k in key), target, best, tuple(final)))
+        out.append(CapacityChoice(" · ".join(str(k) for k in key), target, best.batch_size if best else None,
+                                  tuple(final), best.policy if best else None))
     return out
 
 
@@ -259,12 +273,16 @@ def render_capacity(choices: list[CapacityChoice], slo: SLO | None) -> str:
              if slo is not None else "each workload's own SLOs")
     lines = [f"capacity: the highest offered load with SLO attainment >= target, under {under}", ""]
     for ch in choices:
-        lines.append(f"{ch.group}: " + (f"batch size {ch.batch_size}" if ch.batch_size is not None
+        best = f"policy {ch.policy}, batch size {ch.batch_size}" if ch.policy not in (None, "fcfs") else \
+            f"batch size {ch.batch_size}"
+        lines.append(f"{ch.group}: " + (best if ch.batch_size is not None
                                          else f"NO batch size meets {ch.target:.0%} at any load measured"))
-        lines.append(f"  {'bs':>4} {'capacity':>9} {'req/s':>8} {'attain':>7}  {'from':<16} verdict")
+        width = max(6, *(len(c.policy) for c in ch.candidates))
+        lines.append(f"  {'policy':<{width}} {'bs':>4} {'capacity':>9} {'req/s':>8} {'attain':>7}  {'from':<16} "
+                     "verdict")
         for c in ch.candidates:
             rate = "-" if c.request_rate is None else f"{c.request_rate:.3g}"
-            lines.append(f"  {c.batch_size:>4} {c.capacity:>8.3g}x {rate:>8} {c.attainment:>7.1%}  {c.source:<16} "
-                         f"{c.verdict}")
+            lines.append(f"  {c.policy:<{width}} {c.batch_size:>4} {c.capacity:>8.3g}x {rate:>8} {c.attainment:>7.1%}  "
+                         f"{c.source:<16} {c.verdict}")
         lines.append("")
     return "\n".join(lines)

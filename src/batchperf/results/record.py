@@ -29,8 +29,8 @@ SCHEMA_KEY = "batchperf_schema"
 REQUIRED = ("cell", "metrics", "rounds", "kv")
 # the sections a dotted path may start with (CellRecord.raw); any other is looked up in ``other``
 SECTIONS = ("cell", "model", "metrics", "kv", "telemetry", "counters", "efficiency", "client", "workload", "slo",
-            "tenants", "capacity")
-OPTIONAL_SECTIONS = ("workload", "slo", "tenants", "capacity")  # written only when measured
+            "tenants", "capacity", "policy")
+OPTIONAL_SECTIONS = ("workload", "slo", "tenants", "capacity", "policy")  # written only when measured
 CELL_FIELDS = ("id", "tier", "model", "backend", "batch_size", "prompt_len", "concurrency")
 
 
@@ -73,6 +73,8 @@ class CellRecord:
     # the traffic (batchperf.measure.traffic.describe_workload): kind, load, file hash, SLOs, expected prefix-hit
     # rate, how the backend treated priorities; empty in older records
     workload: dict[str, Any] = field(default_factory=dict)
+    # the batching policy (issue 27): name, parameters, label, the engine that ran it and what it did (its state)
+    policy: dict[str, Any] = field(default_factory=dict)
     gate: dict[str, Any] | None = None  # the gate's verdict for this cell, when it was compared
     gate_remeasured: dict[str, Any] | None = None  # metrics/rounds of the gate's re-measurement
     pooled_runs: int | None = None  # in a baseline pooled from several runs: how many
@@ -193,7 +195,7 @@ class CellRecord:
         for key, kind in (("cell", Mapping), ("model", Mapping), ("metrics", Mapping), ("kv", Mapping),
                           ("telemetry", Mapping), ("counters", Mapping), ("efficiency", Mapping), ("client", Mapping),
                           ("workload", Mapping), ("slo", Mapping), ("tenants", Mapping), ("capacity", Mapping),
-                          ("rounds", list),
+                          ("policy", Mapping), ("rounds", list),
                           ("token_count_errors", list), ("traces", list)):
             if key in data and not isinstance(data[key], kind):
                 raise ResultsError(where, f"{key} is a {type(data[key]).__name__}, not a "
@@ -265,7 +267,7 @@ def _child(at: str, key: Any) -> str:
 
 
 # Sections whose numbers are measurements: counts, seconds, rates, bytes, %, W, J. None is negative or infinite.
-MEASURED = ("metrics", "kv", "telemetry", "counters", "efficiency", "client", "slo", "capacity")
+MEASURED = ("metrics", "kv", "telemetry", "counters", "efficiency", "client", "slo", "capacity", "policy")
 
 
 def check_measured_numbers(data: Mapping[str, Any], where: str) -> None:

@@ -6,6 +6,7 @@ with ``batchperf versus`` (:mod:`batchperf.suite.versus`).
 
 from __future__ import annotations
 
+import statistics
 from collections import Counter
 from typing import Any
 
@@ -13,13 +14,14 @@ import pytest
 
 from batchperf.backends import Backend, CellUnsupported
 from batchperf.backends.runner import run_cell
+from batchperf.backends.vllm_policy import priority_note
 from batchperf.measure.client_lag import summarise as summarise_client
 from batchperf.measure.counters import summarise as summarise_counters
 from batchperf.measure.devices import device_name
 from batchperf.measure.efficiency import efficiency
 from batchperf.measure.kv import kv_figures
 from batchperf.measure.metrics import compute_metrics, summarise, token_count_errors
-from batchperf.measure.slo import NO_TENANT, slo_summary, summarise_tenants
+from batchperf.measure.slo import NO_TENANT, STARVATION_MIN_S, STARVATION_SHARE, slo_summary, summarise_tenants
 from batchperf.measure.telemetry import Sampler
 from batchperf.measure.trace import RunTrace
 from batchperf.measure.traffic import describe_workload, shared_prefix_counters
@@ -52,8 +54,21 @@ def measure_cell(benchmark: Any, request: pytest.FixtureRequest, cell: Cell, mod
     # pytest rewrites the asserts of its plugins' packages (batchperf's, by its pytest11 entry point), so this
     # failure reads as it did in the test body: the message, then the list
     assert not errors, f"{len(errors)} request(s) did not produce their target token count:\n" + "\n".join(errors)
+    assert not (hungry := starved_names(record)), starvation_message(record, hungry)
     gate_outcome(request, verdict)
     return record
+
+
+def starved_names(record: CellRecord) -> list[str]:
+    return sorted(t for t, block in record.tenants.items() if block.get("starved"))
+
+
+def starvation_message(record: CellRecord, names: list[str]) -> str:
+    """Why a cell with a starved tenant fails (measure.slo: backlogged >= the window, no token, others served)."""
+    worst = ", ".join(f"{t or '(no tenant)'} {record.tenants[t].get('longest_unserved_s', 0):.2f} s" for t in names)
+    return (f"policy {record.raw('policy.text', 'fcfs')!r} starved {len(names)} tenant(s): {worst} backlogged with "
+            f"no token while later arrivals of another tenant were served (>= {STARVATION_MIN_S:g} s and "
+            f"{STARVATION_SHARE:.0%} of the run); a starved tenant is never a pass (docs/policies.md)")
 
 
 def build_workload(cell: Cell, model: LoadedModel) -> Workload:
@@ -61,15 +76,19 @@ def build_workload(cell: Cell, model: LoadedModel) -> Workload:
     return kind.build(model.vocab_size, model.max_model_len)
 
 
-def workload_section(workload: Workload, backend: Backend, spec: str) -> dict[str, Any]:
-    """The record's ``workload`` section: the traffic, and how this backend treated its priorities and prefixes."""
+def workload_section(workload: Workload, backend: Backend, spec: str, ran: dict[str, Any] | None = None
+                     ) -> dict[str, Any]:
+    """The record's ``workload`` section: the traffic, and how this backend treated its priorities and prefixes
+    (under vLLM, by the scheduling policy it ``ran``: ``RunTrace.policy``)."""
     honours, note = getattr(backend, "priority_support", (False, f"{backend.name} does not say; taken as ignored"))
+    if ran and "scheduling_policy" in ran:
+        honours, note = priority_note(backend.name, ran["scheduling_policy"] == "priority")
     prefix_caching = getattr(backend, "prefix_caching_for", None)
     return describe_workload(workload, spec, honours, note, None if prefix_caching is None else prefix_caching(workload))
 
 
 def one_round(backend: Backend, cell: Cell, workload: Workload) -> RunTrace:
-    return run_cell(backend, workload, cell.batch_size, cell.concurrency, Sampler(cell.params.device))
+    return run_cell(backend, workload, cell.batch_size, cell.concurrency, Sampler(cell.params.device), cell.policy)
 
 
 def run_rounds(benchmark: Any, backend: Backend, cell: Cell, workload: Workload) -> list[RunTrace]:
@@ -99,7 +118,29 @@ def slo_sections(traces: list[RunTrace], workload: Workload | None) -> tuple[dic
     if workload is not None:
         offered = dict(Counter(r.tenant or NO_TENANT for r in workload.requests))
     per_round = [slo_summary(t, slos, offered) for t in traces]
-    return summarise([s for s, _ in per_round]), summarise_tenants([t for _, t in per_round])
+    slo, tenants = summarise([s for s, _ in per_round]), summarise_tenants([t for _, t in per_round])
+    # starvation in any round is starvation: the worst round, not the median
+    if per_round:
+        slo["starved_tenants"] = max(s["starved_tenants"] for s, _ in per_round)
+    for name, block in tenants.items():
+        for key in ("starved", "longest_unserved_s"):
+            block[key] = max(t[name][key] for _, t in per_round if name in t)
+    return slo, tenants
+
+
+def policy_section(cell: Cell, backend: Backend | None, traces: list[RunTrace]) -> dict[str, Any]:
+    """The record's ``policy`` section: the policy asked for (name, parameters, label) and what the backend ran and
+    did (``RunTrace.policy``: the engine's ``Policy.state()``, vLLM's scheduling policy), numbers as the median over
+    rounds."""
+    spec = cell.policy
+    states = [t.policy for t in traces if t.policy]
+    numbers = {k for s in states for k, v in s.items() if isinstance(v, (int, float)) and not isinstance(v, bool)}
+    section: dict[str, Any] = {"engine": backend.name if backend is not None else cell.params.backend}
+    # names and flags, as ran ("policy": the engine's name for it, the same as "name" below)
+    section |= {k: v for s in states for k, v in s.items() if k not in numbers and k != "policy"}
+    section |= {k: statistics.median(s[k] for s in states if k in s) for k in sorted(numbers)}
+    return section | {"name": spec.name if spec else "fcfs", "text": spec.text if spec else "fcfs",
+                      "label": spec.label if spec else "fcfs", "params": dict(spec.params) if spec else {}}
 
 
 def cell_record(cell: Cell, model: LoadedModel, traces: list[RunTrace], workload: Workload | None = None,
@@ -107,7 +148,9 @@ def cell_record(cell: Cell, model: LoadedModel, traces: list[RunTrace], workload
     """Everything a cell stores: parameters, metrics (median and per round), KV, telemetry, SLO attainment and
     fairness per tenant (against the ``workload`` offered: its requests and SLOs), raw traces; with the
     ``backend`` too, the workload section (how that backend treated the traffic's priorities and prefixes)."""
-    section = {} if workload is None or backend is None else workload_section(workload, backend, cell.params.workload)
+    ran = traces[-1].policy if traces else {}
+    section = ({} if workload is None or backend is None
+               else workload_section(workload, backend, cell.params.workload, ran))
     rounds = [compute_metrics(t) for t in traces]
     slo, tenants = slo_sections(traces, workload)
     return CellRecord(
@@ -126,4 +169,5 @@ def cell_record(cell: Cell, model: LoadedModel, traces: list[RunTrace], workload
         workload=section,
         slo=slo,
         tenants=tenants,
+        policy=policy_section(cell, backend, traces),
     )

@@ -10,14 +10,17 @@ from __future__ import annotations
 
 import itertools
 import math
+import re
 from dataclasses import dataclass, field, fields, replace
 from typing import Any
 
+from batchperf.engine.policies import PolicySpec, parse_policy
 from batchperf.measure.devices import DEVICE_TYPES
 from batchperf.measure.traffic import parse_load, parse_workload, workload_label
 from batchperf.measure.workload import Arrival, LengthSpec, WorkloadSpec
 
 SYNTHETIC = "synthetic"
+FCFS = "fcfs"  # the default batching policy (--batchperf-policies): the engine's own scheduler, as before issue 27
 
 
 @dataclass(frozen=True, slots=True)
@@ -30,6 +33,7 @@ class TrafficCell:
     prompt_len: str = "64"
     concurrency: str = "4"
     output_lens: str | None = None  # None: the tier's
+    policy: str = FCFS  # a --batchperf-policies entry (issue 27)
 
 
 @dataclass(frozen=True, slots=True)
@@ -55,6 +59,7 @@ class Tier:
     slices: dict[str, dict[str, dict[str, tuple[str, ...]]]] = field(default_factory=dict, hash=False)
     workloads: tuple[str, ...] = (SYNTHETIC,)  # --batchperf-workloads: synthetic, prefix:…, trace:…, tenants:…
     load: tuple[str, ...] = ("1",)  # offered-load factors (--batchperf-load)
+    policies: tuple[str, ...] = (FCFS,)  # batching policies (--batchperf-policies; batchperf.engine.policies)
     # a few cells on the other workload kinds; dropped when the command line gives any axis they fix
     traffic: tuple[TrafficCell, ...] = ()
 
@@ -64,15 +69,15 @@ class Tier:
     def cells(self) -> list[CellParams]:
         cells = [
             CellParams(self.name, self.device, m, b, bs, p, c, str(self.num_prompts), self.rounds,
-                       self.warmup_rounds, self.arrival, self.output_lens, tp=tp, workload=w, load=x)
+                       self.warmup_rounds, self.arrival, self.output_lens, tp=tp, workload=w, load=x, policy=pol)
             for m, b in itertools.product(self.models, self.backends)
             for bs, p, c in itertools.product(*(self._axis(b, a) for a in ("batch_sizes", "prompt_lens", "concurrency")))
             for tp in (self.tp if takes_tp(b) else ("1",))
-            for w, x in itertools.product(self.workloads, self.load)
+            for w, x, pol in itertools.product(self.workloads, self.load, self.policies)
         ]
         cells += [CellParams(self.name, self.device, m, t.backend, t.batch_size, t.prompt_len, t.concurrency,
                              str(self.num_prompts), self.rounds, self.warmup_rounds, self.arrival,
-                             t.output_lens or self.output_lens, workload=t.workload)
+                             t.output_lens or self.output_lens, workload=t.workload, policy=t.policy)
                   for m in self.models for t in self.traffic if t.backend in self.backends]
         return cells
 
@@ -85,6 +90,13 @@ def takes_tp(backend: str) -> bool:
 # The peer backends are measured on a few cells of the CPU tier: enough to exercise them for
 # real on every change, while the two first-principles backends cover the whole matrix.
 TRAFFIC_FIXTURES = "fixtures/traffic"  # made by tools/make_example_trace.py; paths are from the repository root
+TWO_TENANTS = f"tenants:{TRAFFIC_FIXTURES}/two_tenants.toml"
+GPU_TWO_TENANTS = f"tenants:{TRAFFIC_FIXTURES}/two_tenants_gpu.toml"  # the same two tenants at the GPU tier's scale
+GPU_POLICY_CELLS = ("fcfs", "seed", "aimd", "priority", "fair")  # every policy of batchperf's engine
+# beside fcfs: CI's policy cells (issue 27). Each two-tenant cell is 3 runs (a warm-up, 2 rounds) of its 3.2 s
+# arrival schedule: 9.7 s each with --durations (OMP_NUM_THREADS=1, as `make test`), so these two add ~19 s; fair
+# (9.8 s) would bring it to 29 s, too close to CI's 30 s: it runs on the GPU tier and with --batchperf-policies
+CPU_POLICY_CELLS = ("aimd", "priority")
 _CPU_PEER_CELLS = {"batch_sizes": ("4",), "prompt_lens": ("64",), "concurrency": ("4", "16")}
 _CPU_PEERS = ("hf-continuous", "vllm", "vllm-server")
 # CI's slice of the CPU tier (`make test`; `make bench` runs it all): every backend, the extremes of each axis
@@ -109,9 +121,12 @@ TIERS: dict[str, Tier] = {
             # engine builds included: one with prefix caching, one with the priority policy)
             TrafficCell("vllm", "prefix:2:128", prompt_len="32", output_lens="4,8"),
             TrafficCell("continuous", "prefix:2:128", prompt_len="32", output_lens="4,8"),
-            TrafficCell("continuous", f"tenants:{TRAFFIC_FIXTURES}/two_tenants.toml"),
-            TrafficCell("vllm", f"tenants:{TRAFFIC_FIXTURES}/two_tenants.toml"),
+            TrafficCell("continuous", TWO_TENANTS),
+            # vLLM's own priority policy on the same traffic (issue 27: under fcfs vLLM is sent no priorities)
+            TrafficCell("vllm", TWO_TENANTS, policy="priority"),
             TrafficCell("continuous", f"trace:{TRAFFIC_FIXTURES}/mini_trace.jsonl"),
+            # issue 27: batching policies in batchperf's engine, on the two tenants beside the fcfs cell above
+            *(TrafficCell("continuous", TWO_TENANTS, policy=p) for p in CPU_POLICY_CELLS),
         ),
     ),
     # The GPU tier: real checkpoints, hundreds of requests per cell so P99 means something.
@@ -119,12 +134,35 @@ TIERS: dict[str, Tier] = {
         "gpu", "cuda", models=("qwen2.5-0.5b", "qwen2.5-1.5b"), backends=("hf-static", "continuous", "vllm"),
         batch_sizes=("1", "4", "8", "16", "32", "64"), prompt_lens=("128", "512", "2048"),
         concurrency=("16", "64"), num_prompts=256, rounds=3,
+        # issue 27: the CPU tier's policy cells at the GPU's scale (two tenants at GPU rates and SLOs): every
+        # policy on batchperf's engine, vLLM's two on the same traffic
+        traffic=(*(TrafficCell("continuous", GPU_TWO_TENANTS, batch_size="32", prompt_len="512", concurrency="64",
+                               policy=p) for p in GPU_POLICY_CELLS),
+                 *(TrafficCell("vllm", GPU_TWO_TENANTS, batch_size="32", prompt_len="512", concurrency="64",
+                               policy=p) for p in ("fcfs", "priority"))),
     ),
 }
 
-AXES = ("models", "backends", "batch_sizes", "prompt_lens", "concurrency", "tp", "workloads", "load")
+AXES = ("models", "backends", "batch_sizes", "prompt_lens", "concurrency", "tp", "workloads", "load", "policies")
 # a command-line value for any of these replaces the tier's traffic cells (they fix these axes themselves)
-TRAFFIC_AXES = ("batch_sizes", "prompt_lens", "concurrency", "workloads", "load")
+TRAFFIC_AXES = ("batch_sizes", "prompt_lens", "concurrency", "workloads", "load", "policies")
+
+
+def is_default_policy(text: str) -> bool:
+    """The entry is plain ``fcfs`` (a malformed one is not: its cell names it and fails)."""
+    try:
+        return parse_policy(text).is_default
+    except ValueError:
+        return False
+
+
+def policy_label(text: str) -> str:
+    """The policy's short, id-safe label (``aimd``, ``aimd-decrease0.7``); a malformed entry: its text, so that its
+    cell is still named (and fails with the parse error)."""
+    try:
+        return parse_policy(text).label
+    except ValueError:
+        return re.sub(r"[^A-Za-z0-9.=_-]+", "_", text.strip())
 
 
 def parse_arrival(text: str) -> Arrival:
@@ -174,11 +212,12 @@ class CellParams:
     tp: str = "1"
     workload: str = SYNTHETIC  # a --batchperf-workloads entry
     load: str = "1"  # the offered-load factor
+    policy: str = FCFS  # a --batchperf-policies entry
 
     @property
     def id(self) -> str:
-        """Unchanged for a synthetic cell at load 1 (so its baseline key is); else ``-w<label>`` (kind and the
-        file's hash) and ``-load<X>`` are appended."""
+        """Unchanged for a synthetic cell at load 1 under fcfs (so its baseline key is); else ``-w<label>`` (kind
+        and the file's hash), ``-load<X>`` and ``-pol<policy label>`` are appended."""
         try:
             plabel = LengthSpec.parse(self.prompt_len).label
         except ValueError:
@@ -189,6 +228,8 @@ class CellParams:
             base += f"-w{workload_label(self.workload)}"
         if self.load.strip() != "1":
             base += f"-load{self.load.strip()}"
+        if not is_default_policy(self.policy):
+            base += f"-pol{policy_label(self.policy)}"
         return base
 
     def resolve(self) -> Cell:
@@ -200,6 +241,7 @@ class CellParams:
             tp=_positive_int("tensor-parallel size", self.tp),
             workload=spec,
             traffic=parse_workload(self.workload, spec, parse_load(self.load)),
+            policy=parse_policy(self.policy),
         )
 
     def base_workload(self) -> WorkloadSpec:
@@ -221,6 +263,7 @@ class Cell:
     workload: WorkloadSpec  # the cell's synthetic spec: lengths, counts, arrival, seed
     tp: int = 1
     traffic: Any = None  # the workload kind (batchperf.measure.traffic.parse_workload); None: synthetic
+    policy: PolicySpec | None = None  # the batching policy (batchperf.engine.policies); None: fcfs
 
     @property
     def id(self) -> str:
@@ -243,6 +286,7 @@ class Cell:
             # other workloads only, likewise
             **({"workload": self.params.workload.strip()} if self.params.workload.strip() != SYNTHETIC else {}),
             **({"load": parse_load(self.params.load)} if self.params.load.strip() != "1" else {}),
+            **({"policy": self.policy.text} if self.policy is not None and not self.policy.is_default else {}),
         }
 
 
@@ -290,7 +334,9 @@ def narrowed(tier: Tier, **overrides: str | None) -> Tier:
             continue
         if key not in names:
             raise ValueError(f"unknown matrix setting {key!r}")
-        if key in AXES:
+        if key == "policies":
+            changes[key] = checked_policies(value)
+        elif key in AXES:
             changes[key] = split_list(value)
         elif key in ("num_prompts", "rounds", "warmup_rounds"):
             changes[key] = _positive_int(key, value) if key != "warmup_rounds" else int(value)
@@ -304,6 +350,31 @@ def narrowed(tier: Tier, **overrides: str | None) -> Tier:
     if any(a in changes for a in TRAFFIC_AXES):
         changes["traffic"] = ()
     return replace(tier, **changes, limits=limits)
+
+
+def checked_policies(text: str) -> tuple[str, ...]:
+    """The ``--batchperf-policies`` entries, each parsed now: a bad one is a usage error before any cell runs."""
+    entries = split_policies(text)
+    if not entries:
+        raise ValueError(f"--batchperf-policies {text!r}: no policy given; e.g. fcfs,aimd,priority")
+    for entry in entries:
+        try:
+            parse_policy(entry)
+        except ValueError as exc:
+            raise ValueError(f"--batchperf-policies entry {entry!r}: {exc}") from None
+    return entries
+
+
+def split_policies(text: str) -> tuple[str, ...]:
+    """``"fcfs,aimd:decrease=0.7,step=2,priority"`` -> ``("fcfs", "aimd:decrease=0.7,step=2", "priority")``: a
+    comma followed by ``k=v`` continues the policy before it (its parameters)."""
+    entries: list[str] = []
+    for part in (p.strip() for p in text.split(",")):
+        if entries and "=" in part and ":" not in part:
+            entries[-1] += f",{part}"
+        elif part:
+            entries.append(part)
+    return tuple(entries)
 
 
 def cell_id(item: object) -> str | None:

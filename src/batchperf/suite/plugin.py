@@ -40,6 +40,9 @@ OPTION_AXES = {
                  "[:block=N], tenants:PATH (docs/workloads.md)",
     "load": "offered-load factors, each a finite number > 0 (default 1): scale a trace's pace, tenants' rates and a "
             "rate: arrival",
+    "policies": "batching policies, each NAME or NAME:k=v,k=v: fcfs (default), seed, aimd, priority, fair "
+                "(docs/policies.md); continuous runs them all, vllm and vllm-server fcfs and priority, the hf "
+                "backends fcfs (a cell a backend cannot run is skipped with the reason)",
 }
 
 
@@ -192,6 +195,18 @@ def client_bound_lines(records: list[CellRecord]) -> list[str]:
             for rec in records if rec.client.get("client_bound")]
 
 
+def starved_lines(records: list[CellRecord]) -> list[str]:
+    """One line per cell whose policy starved a tenant (measure.slo; the cell failed): never a pass."""
+    out = []
+    for rec in records:
+        if hungry := sorted(t for t, block in rec.tenants.items() if block.get("starved")):
+            worst = ", ".join(f"{t or '(no tenant)'} {rec.tenants[t].get('longest_unserved_s', 0):.2f} s"
+                              for t in hungry)
+            out.append(f"STARVED {rec.id}: policy {rec.raw('policy.text', 'fcfs')!r} left {worst} unserved while "
+                       f"later arrivals of another tenant were served (docs/policies.md)")
+    return out
+
+
 def pytest_terminal_summary(terminalreporter: Any, config: pytest.Config) -> None:
     if STATE not in config.stash:
         return
@@ -199,7 +214,7 @@ def pytest_terminal_summary(terminalreporter: Any, config: pytest.Config) -> Non
     if not st.records and not st.models.loads:
         return
     terminalreporter.section("batchperf")
-    for line in summary_rows(st.records) + client_bound_lines(st.records):
+    for line in summary_rows(st.records) + client_bound_lines(st.records) + starved_lines(st.records):
         terminalreporter.write_line(line)
     loads = st.models.loads
     terminalreporter.write_line(f"models loaded: {len(loads)}" + (f" ({', '.join(loads)})" if loads else ""))
