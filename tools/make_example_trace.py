@@ -127,6 +127,30 @@ slo = { e2el_ms = 30000 }
 """
 
 
+HEAVY_LIGHT = """\
+# Two tenants that both send more than the tiny model on 2 cores serves (the policy study's fairness case,
+# docs/policies.md): "heavy" offers about four times "light"'s weighted tokens, so serving in arrival order gives
+# it most of the service while both are backlogged
+seed = 0
+
+[tenants.heavy]
+requests = 40
+rate = 10.0
+prompt_len = 256
+output_lens = [64]
+priority = 0
+slo = { e2el_ms = 30000 }
+
+[tenants.light]
+requests = 80
+rate = 20.0
+prompt_len = "16-48"
+output_lens = [8]
+priority = 0
+slo = { e2el_ms = 30000 }
+"""
+
+
 def main() -> None:
     OUT.mkdir(parents=True, exist_ok=True)
     (OUT / "mini_trace.jsonl").write_text("\n".join(trace_lines()) + "\n")
@@ -134,6 +158,7 @@ def main() -> None:
     (OUT / "sustained_tenants.toml").write_text(SUSTAINED)
     (OUT / "poisson_one.toml").write_text(POISSON_ONE)
     (OUT / "two_tenants_gpu.toml").write_text(TENANTS_GPU)
+    (OUT / "heavy_light.toml").write_text(HEAVY_LIGHT)
 
 
 if __name__ == "__main__":
