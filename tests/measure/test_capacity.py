@@ -55,8 +55,8 @@ class Cell:
         return self.now
 
 
-def searched(cell: Cell, s: SearchSettings = SearchSettings()):
-    return search(cell, s, clock=cell.clock)
+def searched(cell: Cell, s: SearchSettings | None = None):
+    return search(cell, s or SearchSettings(), clock=cell.clock)
 
 
 def rates(s: SearchSettings, pairs: int = 200, **cell: float) -> tuple[float, float]:
@@ -186,8 +186,9 @@ def test_runs_that_vary_more_than_the_binomial_widen_the_interval_and_are_repeat
         return ProbeResult(60 if load < 2 else next(flip) if load == 2 else 0, 60)
 
     got = search(probe, SearchSettings(start=2.0, repeats=4, resolution=0.5), clock=lambda: 0.0)
-    assert len(got.pools[2.0].runs) == 4 and got.dispersion == pytest.approx(4 * 36 / 7.65 / 3)  # 4 runs each 6 off 51, 3 df
-    lo, hi = wilson(0.85, 120, 0.9)  # the binomial interval after two runs excludes the target already
+    # four runs, each 6 requests off the pooled 51, on 3 degrees of freedom
+    assert len(got.pools[2.0].runs) == 4 and got.dispersion == pytest.approx(4 * 36 / 7.65 / 3)
+    _, hi = wilson(0.85, 120, 0.9)  # the binomial interval after two runs excludes the target already
     assert hi < TARGET
     assert got.bracket_high == 2.0  # pooled 85% < 90%
 
