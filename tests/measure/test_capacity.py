@@ -226,7 +226,7 @@ def test_a_start_that_misses_searches_down() -> None:
 def test_the_section_has_the_catalogue_names() -> None:
     from batchperf.measure.catalogue import CATALOGUE
 
-    section = searched(Cell(capacity=3.0)).section()
+    section = searched(Cell(capacity=3.0, slope=1.0)).section()  # a slope measured: every entry is written
     numbers = {k for k, v in section.items() if isinstance(v, (int, float)) and not isinstance(v, bool)}
     assert numbers == {m.name for m in CATALOGUE if m.section == "capacity"}
 
@@ -246,3 +246,20 @@ def test_bad_settings_are_refused_naming_the_field(field: str, value: float, mat
 def test_a_probe_with_impossible_counts_is_refused(met: int, offered: int, match: str) -> None:
     with pytest.raises(ValueError, match=match):
         ProbeResult(met, offered)
+
+
+def test_the_slope_near_the_bracket_and_the_expected_spread_are_measured_from_the_search() -> None:
+    cell = Cell(capacity=13.0, slope=1.0, n=10**7)  # ten million requests a run: the curve itself
+    got = searched(cell)
+    assert got.slope == pytest.approx(1.0, rel=0.05)
+    assert got.requests_at_max_load == 10**7 * len(got.pools[got.max_load].runs)
+    assert got.spread == pytest.approx(expected_spread(TARGET, got.requests_at_max_load, got.slope))
+    assert got.section()["slope"] == got.slope and got.section()["expected_spread"] == got.spread
+    assert "expected spread" in got.describe() and "within the resolution" in got.describe()
+
+
+def test_without_a_falling_curve_near_the_bracket_no_slope_is_claimed() -> None:
+    # a step: 100% up to 2, 0% above: no load near the edge in (0, 1)
+    got = search(lambda load: ProbeResult(60 if load <= 2 else 0, 60), clock=lambda: 0.0)
+    assert got.slope is None and got.spread is None and "slope" not in got.section()
+    assert "expected spread" not in got.describe()

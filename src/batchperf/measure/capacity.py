@@ -32,7 +32,10 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
+import numpy as np
 from scipy import stats
+
+NEAR = 1.2  # loads within this factor of the bracket's ends are used to estimate the curve's slope there
 
 
 @dataclass(frozen=True, slots=True)
@@ -146,6 +149,23 @@ def expected_spread(attainment: float, requests: int, slope: float, phi: float =
     return math.sqrt(phi * attainment * (1 - attainment) / requests) / slope
 
 
+def slope_near(pools: dict[float, Pool], low: float, high: float) -> float | None:
+    """How fast attainment falls near the bracket, per unit of relative load (0.3 = 3 points per 10% more load): a
+    least-squares line of each load's pooled attainment (weighted by its requests) on ``load / low``, over the loads
+    within NEAR of ``[low, high]`` whose attainment is neither 0 nor 1 (a saturated load says nothing of the slope);
+    None with fewer than two such loads or a line that does not fall."""
+    if not 0 < low < high < math.inf:
+        return None
+    near = [(x, pool) for x, pool in pools.items() if low / NEAR <= x <= high * NEAR and 0 < pool.attainment < 1]
+    if len({x for x, _ in near}) < 2:
+        return None
+    loads = np.array([x / low for x, _ in near])
+    values = np.array([pool.attainment for _, pool in near])
+    weights = np.sqrt([pool.offered for _, pool in near])
+    fall = -float(np.polyfit(loads, values, 1, w=weights)[0])
+    return fall if fall > 0 else None
+
+
 @dataclass(slots=True)
 class Capacity:
     """The search's answer: ``max_load`` (the bracket's low end: it met the target) and ``bracket_high``."""
@@ -168,8 +188,25 @@ class Capacity:
         """The bracket's width relative to its low end (inf when it has none)."""
         return (self.bracket_high - self.max_load) / self.max_load if self.max_load > 0 else math.inf
 
+    @property
+    def requests_at_max_load(self) -> int:
+        return self.pools[self.max_load].offered if self.max_load in self.pools else 0
+
+    @property
+    def slope(self) -> float | None:
+        return slope_near(self.pools, self.max_load, self.bracket_high)
+
+    @property
+    def spread(self) -> float | None:
+        """The expected standard deviation of the capacity from search to search, as a share of it
+        (:func:`expected_spread` at the target, the requests pooled at the capacity, the slope and dispersion
+        measured); None when the slope is not known."""
+        slope, n = self.slope, self.requests_at_max_load
+        return None if slope is None or not n else expected_spread(self.settings.target, n, slope, self.dispersion)
+
     def section(self) -> dict[str, float | bool | str]:
-        """The ``capacity`` section of the results record (its catalogue entries: measure/catalogue.py)."""
+        """The ``capacity`` section of the results record (its catalogue entries: measure/catalogue.py); the slope
+        and expected spread only when the search measured a falling curve near its bracket."""
         out: dict[str, float | bool | str] = {
             "max_load": self.max_load,
             "bracket_high": self.bracket_high if math.isfinite(self.bracket_high) else self.settings.max_load,
@@ -180,7 +217,11 @@ class Capacity:
             "probes": len(self.probes),
             "search_s": self.search_s,
             "converged": self.converged,
+            "requests_at_max_load": self.requests_at_max_load,
+            "dispersion": self.dispersion,
         }
+        if (slope := self.slope) is not None and (spread := self.spread) is not None:
+            out |= {"slope": slope, "expected_spread": spread}
         if self.why:
             out["why"] = self.why
         return out
@@ -193,6 +234,10 @@ class Capacity:
                 f"attainment >= {s.target:.0%}, resolution {s.resolution:.0%}): {self.max_request_rate:.4g} req/s "
                 f"offered, attainment {self.attainment_at_max_load:.1%}{pooled}; {len(self.probes)} probes in "
                 f"{self.search_s:.0f} s, dispersion {self.dispersion:.2g}")
+        if (spread := self.spread) is not None:
+            head += (f"; slope {self.slope:.2g}/100% load, expected spread ±{spread:.1%} of the load (1 sd) "
+                     f"{'within' if 2 * math.sqrt(2) * spread <= s.resolution else 'WIDER than'} the resolution "
+                     f"for two searches")
         if self.undecided:
             head += (f"; within noise of the target after {s.repeats} runs at load "
                      f"{', '.join(f'{x:.4g}' for x in self.undecided)} (decided on the pooled attainment)")
