@@ -18,6 +18,7 @@ from scipy import stats
 
 from batchperf.measure.capacity import (
     Pool,
+    bracket_slope,
     ProbeResult,
     SearchSettings,
     dispersion,
@@ -258,8 +259,11 @@ def test_the_slope_near_the_bracket_and_the_expected_spread_are_measured_from_th
     assert "expected spread" in got.describe() and "within the resolution" in got.describe()
 
 
-def test_without_a_falling_curve_near_the_bracket_no_slope_is_claimed() -> None:
-    # a step: 100% up to 2, 0% above: no load near the edge in (0, 1)
+def test_a_cliff_is_steep_and_ends_within_noise_claim_no_slope() -> None:
+    # a step: 100% up to 2, 0% above (a CPU engine that collapses once overloaded): the spread is far within 5%
     got = search(lambda load: ProbeResult(60 if load <= 2 else 0, 60), clock=lambda: 0.0)
-    assert got.slope is None and got.spread is None and "slope" not in got.section()
-    assert "expected spread" not in got.describe()
+    assert got.slope == pytest.approx(1.0 / got.width) and got.spread < 0.05 / 10
+    # ends out of order (the noise larger than the fall across the bracket): no slope, no spread claimed
+    assert bracket_slope({1.0: Pool([(50, 60)]), 1.05: Pool([(55, 60)])}, 1.0, 1.05) is None
+    assert bracket_slope({1.0: Pool([(50, 60)])}, 1.0, 1.05) is None
+    assert bracket_slope({1.0: Pool([(57, 60)]), 1.05: Pool([(51, 60)])}, 1.0, 1.05) == pytest.approx(0.1 / 0.05)

@@ -32,10 +32,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-import numpy as np
 from scipy import stats
-
-NEAR = 1.2  # loads within this factor of the bracket's ends are used to estimate the curve's slope there
 
 
 @dataclass(frozen=True, slots=True)
@@ -149,20 +146,15 @@ def expected_spread(attainment: float, requests: int, slope: float, phi: float =
     return math.sqrt(phi * attainment * (1 - attainment) / requests) / slope
 
 
-def slope_near(pools: dict[float, Pool], low: float, high: float) -> float | None:
-    """How fast attainment falls near the bracket, per unit of relative load (0.3 = 3 points per 10% more load): a
-    least-squares line of each load's pooled attainment (weighted by its requests) on ``load / low``, over the loads
-    within NEAR of ``[low, high]`` whose attainment is neither 0 nor 1 (a saturated load says nothing of the slope);
-    None with fewer than two such loads or a line that does not fall."""
-    if not 0 < low < high < math.inf:
+def bracket_slope(pools: dict[float, Pool], low: float, high: float) -> float | None:
+    """How fast attainment falls across the bracket, per unit of relative load (0.3 = 3 points per 10% more load):
+    the secant ``(attainment at low - attainment at high) / ((high - low) / low)`` of the two ends' pooled
+    attainments. A cliff (100% at low, 10% at high) is steep; ends within noise of each other give a shallow slope
+    and so a wide expected spread, as they should. None without both ends or when the ends are not in order (the
+    noise there is larger than the fall)."""
+    if not (0 < low < high < math.inf and low in pools and high in pools):
         return None
-    near = [(x, pool) for x, pool in pools.items() if low / NEAR <= x <= high * NEAR and 0 < pool.attainment < 1]
-    if len({x for x, _ in near}) < 2:
-        return None
-    loads = np.array([x / low for x, _ in near])
-    values = np.array([pool.attainment for _, pool in near])
-    weights = np.sqrt([pool.offered for _, pool in near])
-    fall = -float(np.polyfit(loads, values, 1, w=weights)[0])
+    fall = (pools[low].attainment - pools[high].attainment) / ((high - low) / low)
     return fall if fall > 0 else None
 
 
@@ -194,7 +186,7 @@ class Capacity:
 
     @property
     def slope(self) -> float | None:
-        return slope_near(self.pools, self.max_load, self.bracket_high)
+        return bracket_slope(self.pools, self.max_load, self.bracket_high)
 
     @property
     def spread(self) -> float | None:
@@ -206,7 +198,7 @@ class Capacity:
 
     def section(self) -> dict[str, float | bool | str]:
         """The ``capacity`` section of the results record (its catalogue entries: measure/catalogue.py); the slope
-        and expected spread only when the search measured a falling curve near its bracket."""
+        and expected spread only when the bracket's ends measured a fall."""
         out: dict[str, float | bool | str] = {
             "max_load": self.max_load,
             "bracket_high": self.bracket_high if math.isfinite(self.bracket_high) else self.settings.max_load,

@@ -478,8 +478,8 @@ CAPACITY_METRICS: tuple[Metric, ...] = (
            "pooled over its runs"),
     Metric("capacity.dispersion", "factor", Direction.NONE, "the search's quasi-binomial dispersion: how much more "
            "than the binomial its repeated runs varied (>= 1)"),
-    Metric("capacity.slope", "ratio", Direction.NONE, "attainment lost per unit of relative load near the bracket "
-           "(least squares over the loads probed there)"),
+    Metric("capacity.slope", "ratio", Direction.NONE, "attainment lost per unit of relative load across the "
+           "bracket: (attainment at max_load - at bracket_high) / ((bracket_high - max_load) / max_load)"),
     Metric("capacity.expected_spread", "ratio", Direction.NONE, "the capacity's expected standard deviation from "
            "search to search, as a share of it: sqrt(dispersion p (1-p) / requests) / slope"),
     Metric("capacity.probes", "runs", Direction.NONE, "short runs the search made"),
