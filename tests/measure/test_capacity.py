@@ -18,9 +18,9 @@ from scipy import stats
 
 from batchperf.measure.capacity import (
     Pool,
-    bracket_slope,
     ProbeResult,
     SearchSettings,
+    bracket_slope,
     dispersion,
     expected_spread,
     search,
