@@ -77,7 +77,7 @@ def rates(s: SearchSettings, pairs: int = 200, **cell: float) -> tuple[float, fl
 
 def test_without_noise_the_bracket_holds_the_true_capacity_within_the_resolution() -> None:
     cell = Cell(capacity=3.1, n=10**9)  # a billion requests a run: the binomial is the true attainment
-    got = searched(cell)
+    got = searched(cell, SearchSettings(bisect_runs=1))
     assert got.converged and got.why == "" and not got.undecided
     assert got.max_load <= cell.capacity <= got.bracket_high
     assert got.width <= 0.05
@@ -102,7 +102,7 @@ def test_with_run_to_run_noise_too_pooling_keeps_the_stated_rates() -> None:
 def test_pooling_and_the_interval_agree_far_more_often_than_one_run_a_load() -> None:
     # the same cell searched as main did before (a load decided on one run): measured 72.5% agreement against 94.5%
     _, pooled = rates(SearchSettings(), capacity=13.0, slope=3.0, n=60, tau=0.05)
-    _, single = rates(SearchSettings(confidence=0.0, repeats=1), capacity=13.0, slope=3.0, n=60, tau=0.05)
+    _, single = rates(SearchSettings(confidence=0.0, repeats=1, bisect_runs=1), capacity=13.0, slope=3.0, n=60, tau=0.05)
     assert pooled - single >= 0.15, (pooled, single)
 
 
@@ -141,16 +141,40 @@ def test_a_load_is_repeated_while_its_interval_straddles_the_target_then_the_poo
         return ProbeResult(60 if load < 2 else 54 if load == 2 else 0, 60)
 
     calls: list[float] = []
-    got = search(probe, SearchSettings(repeats=4, resolution=0.5), clock=lambda: 0.0)
+    got = search(probe, SearchSettings(repeats=4, resolution=0.5, bisect_runs=1), clock=lambda: 0.0)
     assert calls.count(2.0) == 4 and got.undecided == [2.0]
     assert all(calls.count(x) == 1 for x in calls if x != 2.0)
     assert got.max_load >= 2.0  # 54/60 pooled = 90% meets a 90% target
     assert "within noise of the target" in got.describe()
 
 
+def test_each_load_of_the_bisection_runs_at_least_bisect_runs_times_and_a_moving_cliff_is_seen() -> None:
+    """A cliff that moves from run to run (a loaded machine): between loads 2 and 3 one run meets 100%, the next
+    0%. Every single run looks decided (0/60 or 60/60); only a second run at a load shows the disagreement."""
+
+    def cliff() -> tuple[list[float], object]:
+        flips, calls = iter([60, 0] * 20), []
+
+        def probe(load: float) -> ProbeResult:
+            calls.append(load)
+            return ProbeResult(60 if load < 2 else next(flips) if load < 3 else 0, 60)
+        return calls, probe
+
+    calls, probe = cliff()
+    got = search(probe, SearchSettings(resolution=0.2, bisect_runs=2, repeats=4), clock=lambda: 0.0)
+    assert calls[:3] == [1.0, 2.0, 4.0]  # doubling: one run each, their intervals exclude the target
+    # bisection: two runs at least; at 2.5 the runs disagree (0, 60, 0): the dispersion widens the interval and a
+    # third is run; at 2.25 (60, 0, 60, 0) four, until the widened interval falls below the target
+    assert [len(got.pools[x].runs) for x in (3.0, 2.5, 2.25)] == [2, 3, 4]
+    assert got.dispersion == 84.0 and (got.max_load, got.bracket_high) == (2.0, 2.25)
+    calls, probe = cliff()
+    once = search(probe, SearchSettings(resolution=0.2, bisect_runs=1), clock=lambda: 0.0)
+    assert once.dispersion == 1.0 and len(calls) == len(set(calls))  # one run a load: the moving cliff unseen
+
+
 def test_no_repeat_when_the_confidence_is_zero() -> None:
     cell = Cell(capacity=3.0, tau=0.05, seed=3)
-    got = searched(cell, SearchSettings(confidence=0.0))
+    got = searched(cell, SearchSettings(confidence=0.0, bisect_runs=1))
     assert len(set(cell.loads)) == len(cell.loads) == len(got.probes) and not got.undecided
 
 
@@ -235,7 +259,7 @@ def test_the_section_has_the_catalogue_names() -> None:
 @pytest.mark.parametrize(("field", "value", "match"), [
     ("target", 0.0, "target attainment"), ("resolution", -0.1, "resolution"), ("start", math.nan, "start"),
     ("budget_s", math.inf, "budget_s"), ("confidence", 1.0, "confidence"), ("repeats", 0, "repeats"),
-    ("repeats", 2.5, "repeats"), ("start", 100.0, "must lie in"),
+    ("repeats", 2.5, "repeats"), ("start", 100.0, "must lie in"), ("bisect_runs", 5, "bisect_runs"),
 ])
 def test_bad_settings_are_refused_naming_the_field(field: str, value: float, match: str) -> None:
     with pytest.raises(ValueError, match=match):

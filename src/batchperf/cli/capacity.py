@@ -43,6 +43,9 @@ def add_cli_args(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--repeats", type=int, default=4,
                         help="runs at most at one load while its interval straddles the target; then the pooled "
                              "attainment decides (default 4)")
+    parser.add_argument("--bisect-runs", type=int, default=2,
+                        help="runs at least at each load of the bisection, near the edge, so that runs which disagree "
+                             "are seen and widen the interval (default 2; 1: only while the interval straddles)")
     parser.add_argument("--probes-dir", type=Path, default=None,
                         help="where each probe's results file goes (default: next to --out, OUT-probes/)")
 
@@ -50,6 +53,7 @@ def add_cli_args(parser: argparse.ArgumentParser) -> None:
 def settings_of(args: argparse.Namespace) -> SearchSettings:
     return SearchSettings(target=args.target, resolution=args.resolution, start=args.start, min_load=args.min_load,
                           max_load=args.max_load, confidence=args.confidence, repeats=args.repeats,
+                          bisect_runs=args.bisect_runs,
                           budget_s=args.budget_min * 60)
 
 

@@ -11,7 +11,9 @@ requests it offered met their SLOs) and moves a bracket ``[low, high]``: ``low``
    (Wilson's score interval at ``confidence``) excludes the target. While the interval straddles the target the
    load is run again, up to ``repeats`` runs; a load still straddling then is decided by its pooled attainment
    (the attainment curve crosses the target there within the noise, and either side is as right as the data
-   can say). A probe far from the target is decided on one run.
+   can say). A probe far from the target is decided on one run; each load of the bisection (near the edge) runs
+   at least ``bisect_runs`` times, so that runs which disagree (a machine whose speed moves from run to run, or a
+   cliff that moves: 100% on one run, 5% on the next) are seen and counted in the dispersion below.
 4. Overdispersion: runs of one cell in fresh processes vary more than the binomial (the machine is part of the
    noise). The binomial variance is multiplied by a dispersion factor ``phi >= 1`` estimated from the loads run
    more than once in this search (Pearson's chi-square of their runs ÷ degrees of freedom, the quasi-binomial
@@ -70,6 +72,7 @@ class SearchSettings:
     max_load: float = 64.0  # above this the search stops growing: the capacity is at least this
     confidence: float = 0.90  # a load is decided when this interval on its pooled attainment excludes the target
     repeats: int = 4  # runs at most at one load while its interval straddles the target
+    bisect_runs: int = 2  # runs at least at each load of the bisection (near the edge: the noise is measured there)
     budget_s: float = 600.0  # wall time the search may take
 
     def __post_init__(self) -> None:
@@ -84,6 +87,9 @@ class SearchSettings:
             raise ValueError(f"confidence must be in [0, 1) (0: decide every load on one run), got {self.confidence}")
         if not (isinstance(self.repeats, int) and self.repeats >= 1):
             raise ValueError(f"repeats must be a whole number >= 1, got {self.repeats!r}")
+        if not (isinstance(self.bisect_runs, int) and 1 <= self.bisect_runs <= self.repeats):
+            raise ValueError(f"bisect_runs must be a whole number in [1, repeats {self.repeats}], "
+                             f"got {self.bisect_runs!r}")
 
 
 def wilson(p: float, n: float, confidence: float) -> tuple[float, float]:
@@ -260,11 +266,13 @@ def search(probe: Probe, settings: SearchSettings = SearchSettings(),
         result.pools.setdefault(load, Pool()).runs.append((got.met, got.offered))
         rates.setdefault(load, got.request_rate)
 
-    def meets(load: float) -> tuple[bool, float]:
-        """Whether ``load`` meets the target, running it again while its interval straddles the target; and its
-        pooled attainment."""
+    def meets(load: float, least: int = 1) -> tuple[bool, float]:
+        """Whether ``load`` meets the target, running it at least ``least`` times and again while its interval
+        straddles the target; and its pooled attainment."""
         run(load)
         pool = result.pools[load]
+        while len(pool.runs) < least:
+            run(load)
         while True:
             lo, hi = wilson(pool.attainment, pool.offered / dispersion(result.pools), s.confidence)
             if lo >= s.target or hi < s.target:
@@ -303,7 +311,7 @@ def search(probe: Probe, settings: SearchSettings = SearchSettings(),
                     high = load
         while high - low > s.resolution * low:
             mid = (low + high) / 2
-            ok, value = meets(mid)
+            ok, value = meets(mid, s.bisect_runs)
             if ok:
                 low, at_low = mid, value
             else:
