@@ -1,9 +1,11 @@
-"""Write the example traffic files in fixtures/traffic/: a short Mooncake-style JSONL trace and a two-tenant file.
+"""Write the example traffic files in fixtures/traffic/: Mooncake-style JSONL traces and two-tenant files.
 
-No third-party data: the trace is drawn from a seeded generator. Four "system prompts" of one 512-token block each
-are shared by the requests (hash_ids), each request adding its own block of user text, so replaying it exercises a
-prefix cache; two tenants, the interactive one at priority 0; one steady Poisson tenant for the policy study.
-Run from the repository root:
+No third-party data: the traces are drawn from a seeded generator. Four "system prompts" of one 512-token block
+each are shared by the requests (hash_ids), each request adding its own block of user text, so replaying one
+exercises a prefix cache; two tenants, the interactive one at priority 0. The CPU tier's files (mini_trace.jsonl,
+two_tenants.toml, and sustained_tenants.toml for `batchperf capacity`) are sized for the tiny model on 2 cores;
+the GPU tier's (gpu_trace.jsonl, two_tenants_gpu.toml) for Qwen2.5-0.5B on one H200; poisson_one.toml and
+heavy_light.toml are the policy study's (tools/policy_study.py). Run from the repository root:
 
     python tools/make_example_trace.py
 """
@@ -19,16 +21,19 @@ OUT = Path("fixtures/traffic")
 BLOCK = 512  # tokens per hash id (Mooncake's)
 
 
-def trace_lines(n: int = 12, seed: int = 0) -> list[str]:
+def trace_lines(n: int = 12, seed: int = 0, gap_scale_ms: float = 100.0, outputs: tuple[int, int] = (4, 12)
+                ) -> list[str]:
+    """``n`` requests; gamma gaps of shape 0.5 (bursty), mean ``gap_scale_ms`` / 2; output lengths drawn from
+    ``outputs`` (high end excluded)."""
     rng = np.random.default_rng(seed)
-    gaps_ms = rng.gamma(shape=0.5, scale=100.0, size=n)  # bursty: mean 50 ms between requests
+    gaps_ms = rng.gamma(shape=0.5, scale=gap_scale_ms, size=n)  # bursty: mean 50 ms between requests by default
     t, lines = 0.0, []
     for i in range(n):
         system = int(rng.integers(0, 4))
         user_len = int(rng.integers(16, 128))
         tenant = "interactive" if i % 3 else "batch"
         lines.append(json.dumps({"timestamp": round(t, 3), "input_length": BLOCK + user_len,
-                                 "output_length": int(rng.integers(4, 12)), "hash_ids": [system, 100 + i],
+                                 "output_length": int(rng.integers(*outputs)), "hash_ids": [system, 100 + i],
                                  "tenant": tenant, "priority": 0 if tenant == "interactive" else 1}))
         t += float(gaps_ms[i])
     return lines
@@ -85,6 +90,35 @@ slo = { e2el_ms = 5000 }
 """
 
 
+# The GPU tier's two tenants (Qwen2.5-0.5B, one H200): an interactive tenant held to TTFT <= 200 ms beside a batch
+# tenant of long prompts with a loose end-to-end bound. Offered: ~16 + 4 req/s, ~13k prompt and ~2.3k output
+# tokens/s, a fraction of what vLLM serves with a 0.5B model on one H200 (tens of thousands of tokens/s), so at load 1
+# both tenants should meet their SLOs and a --batchperf-load sweep or `batchperf capacity` finds the edge.
+TENANTS_GPU = """\
+# Two tenants at the GPU tier's scale (Qwen2.5-0.5B on one H200; docs/workloads.md, docs/gpu.md).
+seed = 0
+
+[tenants.interactive]
+requests = 256
+rate = 16.0
+burstiness = 0.5
+prompt_len = "128-512"
+output_lens = [64, 128]
+priority = 0
+slo = { ttft_ms = 200, tpot_ms = 50 }
+
+[tenants.batch]
+requests = 48
+rate = 6.0
+on_s = 2.0              # sends for 2 s, pauses 1 s: 4 req/s on average
+off_s = 1.0
+prompt_len = 2048
+output_lens = [128, 256]
+priority = 1
+slo = { e2el_ms = 20000 }
+"""
+
+
 POISSON_ONE = """\
 # One tenant, steady Poisson arrivals (burstiness 1), for the policy study (docs/policies.md): the tiny model on
 # 2 cores meets these SLOs at a low offered load and misses them as --batchperf-load grows past its capacity
@@ -98,32 +132,6 @@ prompt_len = "32-128"
 output_lens = [8, 16]
 priority = 0
 slo = { ttft_ms = 250, tpot_ms = 50 }
-"""
-
-
-TENANTS_GPU = """\
-# The two tenants of two_tenants.toml at the GPU tier's scale (its policy cells, docs/policies.md): 256 requests,
-# an interactive tenant held to TTFT <= 200 ms beside a batch tenant with long prompts and a loose E2EL
-seed = 0
-
-[tenants.interactive]
-requests = 192
-rate = 64.0
-burstiness = 0.5
-prompt_len = "64-512"
-output_lens = [64, 128]
-priority = 0
-slo = { ttft_ms = 200, tpot_ms = 50 }
-
-[tenants.batch]
-requests = 64
-rate = 24.0
-on_s = 1.0
-off_s = 1.0
-prompt_len = 2048
-output_lens = [256]
-priority = 1
-slo = { e2el_ms = 30000 }
 """
 
 
@@ -156,8 +164,12 @@ def main() -> None:
     (OUT / "mini_trace.jsonl").write_text("\n".join(trace_lines()) + "\n")
     (OUT / "two_tenants.toml").write_text(TENANTS)
     (OUT / "sustained_tenants.toml").write_text(SUSTAINED)
-    (OUT / "poisson_one.toml").write_text(POISSON_ONE)
+    # the GPU tier's trace: 512 requests at ~40 req/s (mean gap 25 ms, bursty), 32-255 output tokens
+    (OUT / "gpu_trace.jsonl").write_text("\n".join(trace_lines(512, seed=1, gap_scale_ms=50.0, outputs=(32, 256)))
+                                         + "\n")
     (OUT / "two_tenants_gpu.toml").write_text(TENANTS_GPU)
+    # the policy study's (docs/policies.md): one steady Poisson tenant, two backlogged tenants of unequal weight
+    (OUT / "poisson_one.toml").write_text(POISSON_ONE)
     (OUT / "heavy_light.toml").write_text(HEAVY_LIGHT)
 
 

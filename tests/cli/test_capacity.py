@@ -33,8 +33,9 @@ class FakeChild:
         for i in range(self.cells):
             record = cell_info(f"cpu-tiny-qwen2-continuous-bs4-p64-c8-wtenants-two-load{load:g}" + "-x" * i)
             record.cell["load"] = load
-            record.slo = {"attainment": attainment, "offered": 16, "met": round(16 * attainment),
-                          "request_goodput": 16 * attainment, "tenant_count": 2}
+            met = round(60 * attainment)
+            record.slo = {"attainment": met / 60, "offered": 60, "met": met, "request_goodput": met, "tenant_count": 2}
+            record.traces = []  # the counts come from the slo section (tests/results: pooled over rounds' traces)
             records.append(record)
         results_file(out, records)
         return 0
@@ -61,8 +62,9 @@ def test_capacity_brackets_the_edge_and_writes_a_gateable_results_file(tmp_path,
     assert cap["bracket_high"] - cap["max_load"] <= 0.05 * cap["max_load"]
     assert cap["max_load"] - 0.1 <= EDGE <= cap["bracket_high"] + 0.1
     assert cap["probes"] == len(child.argvs) == len(list((tmp_path / "cap-probes").glob("*.json")))
-    assert cap["max_request_rate"] == pytest.approx(16 / record.metrics["duration"])
-    assert "capacity" in capsys.readouterr().out
+    assert cap["max_request_rate"] == pytest.approx(60 / record.metrics["duration"])
+    printed = capsys.readouterr().out
+    assert "capacity" in printed and "/60 met" in printed
     # gated like any cell: a second search, as good, compares as no change; one at half the capacity regresses
     same = compare_cell(record.id, record, read_results(out).records[0])
     assert same.verdict is Verdict.NO_CHANGE
@@ -87,10 +89,22 @@ def test_a_probe_of_several_cells_is_refused_naming_the_fix(tmp_path, suite, mon
         main(["capacity", "--suite", str(suite), "--out", str(tmp_path / "c.json")])
 
 
+def test_a_load_near_the_target_is_run_again_before_the_bracket_moves(tmp_path, suite, monkeypatch) -> None:
+    child = FakeChild(noise=0.0)
+    monkeypatch.setattr(cli_capacity, "wait_for_child", child)
+    main(["capacity", "--suite", str(suite), "--out", str(tmp_path / "c.json"), "--start", str(EDGE),
+          "--repeats", "3", "--confidence", "0.9", "--resolution", "0.5"])
+    loads = [float(a[-1].split("=", 1)[1]) for a in child.argvs]
+    assert loads[:3] == [EDGE] * 3  # 54/60 at the edge: its interval straddles 90% on every run
+    assert len(list((tmp_path / "c-probes").glob(f"probe0[123]-load{EDGE:g}.json"))) == 3
+
+
 def test_bad_settings_are_usage_errors(tmp_path, suite, capsys) -> None:
     with pytest.raises(SystemExit):
         main(["capacity", "--suite", str(suite), "--resolution", "nan"])
     assert "--resolution: must be a finite number > 0" in capsys.readouterr().err
+    with pytest.raises(SystemExit, match="confidence must be in"):
+        main(["capacity", "--suite", str(suite), "--confidence", "1"])
     with pytest.raises(SystemExit, match="target attainment must be in"):
         main(["capacity", "--suite", str(suite), "--target", "1.5"])
 

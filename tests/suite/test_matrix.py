@@ -7,10 +7,11 @@ from batchperf.suite.matrix import TIERS, narrowed, parse_arrival, split_list
 
 def test_default_cpu_matrix_with_readable_ids() -> None:
     """27 cells each for hf-static and continuous; the peers on their few cells (the tier's limits); the traffic cells
-    (issue 24) and the policy cells (issue 27) on top, each named by its workload (and policy)."""
+    (issue 24) and the policy cells (issue 27) on top, each named by its workload (and policy): five traffic cells on
+    continuous and vllm, the three kinds on each of the transformers backends, and the policy cells."""
     ids = [c.id for c in TIERS["cpu"].cells()]
-    assert len(ids) == len(set(ids)) == 27 * 2 + 2 * 3 + 5 + 2
-    assert len([i for i in ids if "-w" in i]) == 7
+    assert len(ids) == len(set(ids)) == 27 * 2 + 2 * 3 + 5 + 2 + 2 * 3
+    assert len([i for i in ids if "-w" in i]) == 13
     assert len([i for i in ids if "-pol" in i]) == 3
     assert "cpu-tiny-qwen2-vllm-bs4-p32-c4-wprefix2x128" in ids
     assert "cpu-tiny-qwen2-hf-static-bs8-p512-c16" in ids and "cpu-tiny-qwen2-continuous-bs1-p64-c4" in ids
@@ -107,6 +108,36 @@ def test_the_ci_slice_keeps_every_backend_every_workload_kind_the_kv_fit_and_the
     for backend in ("hf-static", "continuous"):  # two prompt lengths each: the KV-growth check can fit a slope
         assert {c.prompt_len for c in cells if c.backend == backend and c.workload == "synthetic"} == {"64", "512"}
     assert "cpu-tiny-qwen2-vllm-server-bs4-p64-c16" in ids
+    # the transformers backends' traffic cells are the whole tier's only: CI's slice is near its budget
+    assert not [i for i in ids if "-w" in i and "-hf-" in i] and len([i for i in ids if "-w" in i]) == 5
+
+
+def test_every_backend_runs_every_workload_kind_in_the_whole_cpu_tier() -> None:
+    cells = TIERS["cpu"].cells()
+    kinds = {(c.backend, c.workload.split(":")[0]) for c in cells}
+    for backend in ("hf-static", "hf-continuous"):
+        assert {k for b, k in kinds if b == backend} == {"synthetic", "prefix", "tenants", "trace"}
+    assert all(c.resolve().traffic is not None for c in cells if c.workload != "synthetic")
+
+
+def test_the_gpu_tier_has_every_workload_kind_at_its_scale() -> None:
+    """Shared prefixes (whole 16-token GPU blocks), two tenants at GPU rates and a trace replay, on vllm and
+    continuous (the backends that take priority), for each model of the tier; each resolves (its file is there)."""
+    gpu = TIERS["gpu"]
+    traffic = [c for c in gpu.cells() if c.workload != "synthetic"]
+    assert len(traffic) == len(gpu.models) * 2 * 3
+    assert {(c.backend, c.workload.split(":")[0]) for c in traffic} == {
+        (b, k) for b in ("vllm", "continuous") for k in ("prefix", "tenants", "trace")}
+    for cell in traffic:
+        resolved = cell.resolve()
+        assert resolved.concurrency >= 256 and resolved.traffic is not None, cell.id
+        if cell.workload.startswith("prefix:"):
+            assert int(cell.workload.split(":")[2]) % 16 == 0  # vLLM's block on a GPU: the whole prefix is cached
+    ids = {c.id for c in traffic}
+    assert "gpu-qwen2.5-0.5b-vllm-bs32-p512-c256-wprefix4x1024" in ids
+    assert any("-wtenants-two_tenants_gpu-" in i for i in ids) and any("-wtrace-gpu_trace-" in i for i in ids)
+    # an axis from the command line (ci/gpu_check.sh gives several) replaces them, as on the CPU tier
+    assert not [c for c in narrowed(gpu, concurrency="64").cells() if c.workload != "synthetic"]
 
 
 def test_an_axis_given_beside_the_slice_replaces_its_limit() -> None:

@@ -36,17 +36,24 @@ def add_cli_args(parser: argparse.ArgumentParser) -> None:
                         help="below this load the cell has no capacity (default 1/64)")
     parser.add_argument("--max-load", type=real(above=True), default=64.0,
                         help="the search grows the load no further (default 64)")
-    parser.add_argument("--margin", type=real(), default=0.05,
-                        help="a probe whose attainment is within this of the target is repeated before the bracket "
-                             "moves (default 0.05: 5 points)")
-    parser.add_argument("--repeats", type=int, default=3, help="runs at most per load near the target (default 3)")
+    parser.add_argument("--confidence", type=real(), default=0.90,
+                        help="a load is put on one side of the target only when this confidence interval (Wilson's, "
+                             "on the requests met / offered pooled over every run at that load) excludes the target; "
+                             "while it straddles the load is run again (default 0.90; 0: decide on one run)")
+    parser.add_argument("--repeats", type=int, default=4,
+                        help="runs at most at one load while its interval straddles the target; then the pooled "
+                             "attainment decides (default 4)")
+    parser.add_argument("--bisect-runs", type=int, default=2,
+                        help="runs at least at each load of the bisection, near the edge, so that runs which disagree "
+                             "are seen and widen the interval (default 2; 1: only while the interval straddles)")
     parser.add_argument("--probes-dir", type=Path, default=None,
                         help="where each probe's results file goes (default: next to --out, OUT-probes/)")
 
 
 def settings_of(args: argparse.Namespace) -> SearchSettings:
     return SearchSettings(target=args.target, resolution=args.resolution, start=args.start, min_load=args.min_load,
-                          max_load=args.max_load, margin=args.margin, repeats=args.repeats,
+                          max_load=args.max_load, confidence=args.confidence, repeats=args.repeats,
+                          bisect_runs=args.bisect_runs,
                           budget_s=args.budget_min * 60)
 
 
@@ -81,8 +88,8 @@ def main(args: argparse.Namespace) -> int:
                              f"run it alone to see why: {' '.join(probe_argv(args, load, path))}")
         files.append((load, path))
         got = probe_result(probe_record(read_results(path, "probe results")))
-        print(f"batchperf capacity: load {load:g}: attainment {got.attainment:.1%} ({got.request_rate:.3g} req/s "
-              f"offered)", flush=True)
+        print(f"batchperf capacity: load {load:g}: attainment {got.attainment:.1%} ({got.met}/{got.offered} met, "
+              f"{got.request_rate:.3g} req/s offered)", flush=True)
         return got
 
     try:

@@ -483,7 +483,15 @@ CAPACITY_METRICS: tuple[Metric, ...] = (
     Metric("capacity.resolution", "ratio", Direction.NONE, "the search's stated resolution: bracket width / its "
            "lower end"),
     Metric("capacity.attainment_at_max_load", "ratio", Direction.NONE, "SLO attainment measured at the capacity "
-           "load (median of its probes)"),
+           "load (requests met / offered, pooled over its runs)"),
+    Metric("capacity.requests_at_max_load", "requests", Direction.NONE, "requests offered at the capacity load, "
+           "pooled over its runs"),
+    Metric("capacity.dispersion", "factor", Direction.NONE, "the search's quasi-binomial dispersion: how much more "
+           "than the binomial its repeated runs varied (>= 1)"),
+    Metric("capacity.slope", "ratio", Direction.NONE, "attainment lost per unit of relative load across the "
+           "bracket: (attainment at max_load - at bracket_high) / ((bracket_high - max_load) / max_load)"),
+    Metric("capacity.expected_spread", "ratio", Direction.NONE, "the capacity's expected standard deviation from "
+           "search to search, as a share of it: sqrt(dispersion p (1-p) / requests) / slope"),
     Metric("capacity.probes", "runs", Direction.NONE, "short runs the search made"),
     Metric("capacity.search_s", "s", Direction.NONE, "wall time of the search"),
 )

@@ -14,10 +14,13 @@ from pathlib import Path
 from typing import Any
 
 from batchperf.measure.capacity import Capacity, ProbeResult
+from batchperf.measure.metrics import SLO
+from batchperf.measure.slo import NO_TENANT, attainment
 from batchperf.results.io import ResultsFile, read_results, write_results
 from batchperf.results.record import CellRecord, ResultsError
 
 SUFFIX = "-capacity"
+SLO_FIELDS = ("ttft_ms", "tpot_ms", "e2el_ms")
 _LOAD_IN_ID = re.compile(r"-load[0-9.]+(?=$|-)")  # the load axis in a cell id (suite.matrix): dropped here
 
 
@@ -33,13 +36,24 @@ def probe_record(results: ResultsFile) -> CellRecord:
 
 
 def probe_result(record: CellRecord) -> ProbeResult:
-    """A probe's attainment and offered rate, from its cell's ``slo`` section."""
-    attainment, offered = record.value("slo.attainment"), record.value("slo.offered")
+    """A probe's requests met and offered, pooled over its measured rounds, and its offered rate.
+
+    With raw traces each round's requests are judged again against the workload's SLOs (``workload.slos``;
+    measure.slo.attainment, the definition the ``slo`` section uses) and the rounds are summed, so a probe of R
+    rounds counts R × its workload's requests; without traces it counts the ``slo`` section's one (median) round."""
+    offered, met = record.value("slo.offered"), record.value("slo.met")
     duration = record.value("metrics.duration")
-    if attainment is None or offered is None or not duration:
-        raise ResultsError(record.where, "the cell stores no slo.attainment / slo.offered / metrics.duration",
+    if offered is None or met is None or not duration:
+        raise ResultsError(record.where, "the cell stores no slo.offered / slo.met / metrics.duration",
                            "Run the probe with a batchperf that measures SLO attainment (issue 24)")
-    return ProbeResult(min(max(attainment, 0.0), 1.0), offered / duration)
+    rate = offered / duration
+    if not record.traces:
+        return ProbeResult(round(met), round(offered), rate)
+    slos = {name: SLO(**{k: v for k, v in slo.items() if k in SLO_FIELDS})
+            for name, slo in (record.raw("workload.slos", {}) or {}).items()}
+    per_tenant = {name: int(block["offered"]) for name, block in record.tenants.items() if "offered" in block}
+    rounds = [attainment(trace, slos, per_tenant or {NO_TENANT: round(offered)}) for trace in record.run_traces()]
+    return ProbeResult(sum(r.met for r in rounds), sum(r.offered for r in rounds), rate)
 
 
 def base_id(cell_id: str) -> str:

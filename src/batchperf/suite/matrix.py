@@ -34,6 +34,7 @@ class TrafficCell:
     concurrency: str = "4"
     output_lens: str | None = None  # None: the tier's
     policy: str = FCFS  # a --batchperf-policies entry (issue 27)
+    slices: tuple[str, ...] | None = None  # the named slices (--batchperf-slice) that keep it; None: every one
 
 
 @dataclass(frozen=True, slots=True)
@@ -127,6 +128,13 @@ TIERS: dict[str, Tier] = {
             TrafficCell("continuous", f"trace:{TRAFFIC_FIXTURES}/mini_trace.jsonl"),
             # issue 27: batching policies in batchperf's engine, on the two tenants beside the fcfs cell above
             *(TrafficCell("continuous", TWO_TENANTS, policy=p) for p in CPU_POLICY_CELLS),
+            # every backend runs every kind: the two transformers backends on each (no prefix cache, priority
+            # ignored and said so in the record); the whole tier only (`make bench`), not CI's slice
+            *(TrafficCell(b, w, **kw, slices=()) for b in ("hf-static", "hf-continuous") for w, kw in (
+                ("prefix:2:128", {"prompt_len": "32", "output_lens": "4,8"}),
+                (TWO_TENANTS, {}),
+                (f"trace:{TRAFFIC_FIXTURES}/mini_trace.jsonl", {}),
+            )),
         ),
     ),
     # The GPU tier: real checkpoints, hundreds of requests per cell so P99 means something.
@@ -134,12 +142,23 @@ TIERS: dict[str, Tier] = {
         "gpu", "cuda", models=("qwen2.5-0.5b", "qwen2.5-1.5b"), backends=("hf-static", "continuous", "vllm"),
         batch_sizes=("1", "4", "8", "16", "32", "64"), prompt_lens=("128", "512", "2048"),
         concurrency=("16", "64"), num_prompts=256, rounds=3,
-        # issue 27: the CPU tier's policy cells at the GPU's scale (two tenants at GPU rates and SLOs): every
-        # policy on batchperf's engine, vLLM's two on the same traffic
-        traffic=(*(TrafficCell("continuous", GPU_TWO_TENANTS, batch_size="32", prompt_len="512", concurrency="64",
-                               policy=p) for p in GPU_POLICY_CELLS),
-                 *(TrafficCell("vllm", GPU_TWO_TENANTS, batch_size="32", prompt_len="512", concurrency="64",
-                               policy=p) for p in ("fcfs", "priority"))),
+        traffic=(
+            # issue 24 at the GPU tier's scale, on the two backends that take priority (docs/gpu.md)
+            *(TrafficCell(b, w, batch_size="32", prompt_len=p, concurrency="256")  # 256: above the requests in flight
+              for b in ("vllm", "continuous") for w, p in (
+                  # four system prompts of 1024 tokens (64 of vLLM's 16-token GPU blocks) + 512 distinct tokens each
+                  ("prefix:4:1024", "512"),
+                  # interactive (TTFT <= 200 ms) beside long-prompt batch requests, ~20 req/s in all
+                  (GPU_TWO_TENANTS, "128"),
+                  # 512 requests at ~40 req/s over 13 s, four shared 512-token system blocks
+                  (f"trace:{TRAFFIC_FIXTURES}/gpu_trace.jsonl", "128"),
+              )),
+            # issue 27: the same two tenants under every other policy of batchperf's engine, and vLLM's priority
+            *(TrafficCell("continuous", GPU_TWO_TENANTS, batch_size="32", prompt_len="128", concurrency="256",
+                          policy=p) for p in GPU_POLICY_CELLS if p != FCFS),
+            TrafficCell("vllm", GPU_TWO_TENANTS, batch_size="32", prompt_len="128", concurrency="256",
+                        policy="priority"),
+        ),
     ),
 }
 
@@ -313,7 +332,8 @@ def sliced(tier: Tier, name: str) -> Tier:
         return tier
     cut = tier.slices[name]
     limits = {b: {**tier.limits.get(b, {}), **cut.get("*", {}), **cut.get(b, {})} for b in tier.backends}
-    return replace(tier, limits=limits)
+    traffic = tuple(t for t in tier.traffic if t.slices is None or name in t.slices)
+    return replace(tier, limits=limits, traffic=traffic)
 
 
 def slice_names() -> set[str]:
