@@ -109,7 +109,9 @@ def test_the_ci_slice_keeps_every_backend_every_workload_kind_the_kv_fit_and_the
         assert {c.prompt_len for c in cells if c.backend == backend and c.workload == "synthetic"} == {"64", "512"}
     assert "cpu-tiny-qwen2-vllm-server-bs4-p64-c16" in ids
     # the transformers backends' traffic cells are the whole tier's only: CI's slice is near its budget
-    assert not [i for i in ids if "-w" in i and "-hf-" in i] and len([i for i in ids if "-w" in i]) == 5
+    # five traffic cells and the two policy cells (continuous on the two tenants under aimd and priority)
+    assert not [i for i in ids if "-w" in i and "-hf-" in i] and len([i for i in ids if "-w" in i]) == 7
+    assert len([i for i in ids if "-pol" in i]) == 3  # those two and vLLM's two-tenant cell under its priority
 
 
 def test_every_backend_runs_every_workload_kind_in_the_whole_cpu_tier() -> None:
@@ -124,8 +126,13 @@ def test_the_gpu_tier_has_every_workload_kind_at_its_scale() -> None:
     """Shared prefixes (whole 16-token GPU blocks), two tenants at GPU rates and a trace replay, on vllm and
     continuous (the backends that take priority), for each model of the tier; each resolves (its file is there)."""
     gpu = TIERS["gpu"]
-    traffic = [c for c in gpu.cells() if c.workload != "synthetic"]
+    every = [c for c in gpu.cells() if c.workload != "synthetic"]
+    traffic = [c for c in every if c.policy == "fcfs"]
     assert len(traffic) == len(gpu.models) * 2 * 3
+    # issue 27: the tenants under continuous's four other policies and vLLM's priority, at the same scale
+    policies = {(c.backend, c.policy) for c in every if c.policy != "fcfs"}
+    assert policies == {("continuous", p) for p in ("seed", "aimd", "priority", "fair")} | {("vllm", "priority")}
+    assert len(every) == len(gpu.models) * (2 * 3 + 5)
     assert {(c.backend, c.workload.split(":")[0]) for c in traffic} == {
         (b, k) for b in ("vllm", "continuous") for k in ("prefix", "tenants", "trace")}
     for cell in traffic:

@@ -94,7 +94,8 @@ def test_bad_input_is_refused_with_the_fix(args: list[str], message: str) -> Non
 def test_the_cells_are_those_every_backend_has_in_the_tier() -> None:
     cpu = TIERS["cpu"]
     both = versus.shared_cells(cpu, ["hf-static", "continuous"])
-    assert [c.id for c in both] == [c.id for c in cpu.cells() if c.backend == "hf-static"] and len(both) == 27
+    assert [c.id for c in both] == [c.id for c in cpu.cells() if c.backend == "hf-static"] and len(both) == 27 + 3
+    # (27 synthetic cells and the three traffic kinds both run in the whole tier: prefix, tenants, trace)
     # vllm's sub-matrix on the CPU tier is bs4 p64 c4,c16: the cells hf-static shares with it
     peer = versus.shared_cells(cpu, ["vllm", "hf-static"])
     assert [c.id for c in peer] == ["cpu-tiny-qwen2-vllm-bs4-p64-c4", "cpu-tiny-qwen2-vllm-bs4-p64-c16"]
