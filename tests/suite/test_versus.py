@@ -98,7 +98,9 @@ def test_the_cells_are_those_every_backend_has_in_the_tier() -> None:
     # (27 synthetic cells and the three traffic kinds both run in the whole tier: prefix, tenants, trace)
     # vllm's sub-matrix on the CPU tier is bs4 p64 c4,c16: the cells hf-static shares with it
     peer = versus.shared_cells(cpu, ["vllm", "hf-static"])
-    assert [c.id for c in peer] == ["cpu-tiny-qwen2-vllm-bs4-p64-c4", "cpu-tiny-qwen2-vllm-bs4-p64-c16"]
+    # and the shared-prefix cell (vLLM runs the two tenants only under its priority policy: another cell)
+    assert [c.id for c in peer] == ["cpu-tiny-qwen2-vllm-bs4-p64-c4", "cpu-tiny-qwen2-vllm-bs4-p64-c16",
+                                    "cpu-tiny-qwen2-vllm-bs4-p32-c4-wprefix2x128"]
     # an axis given on the command line replaces the sub-matrix's limit too
     narrow = narrowed(cpu, batch_sizes="1", concurrency="4", prompt_lens="64")
     assert [c.id for c in versus.shared_cells(narrow, ["vllm", "hf-static"])] == ["cpu-tiny-qwen2-vllm-bs1-p64-c4"]
