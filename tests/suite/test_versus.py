@@ -104,7 +104,7 @@ def test_the_cells_are_those_every_backend_has_in_the_tier() -> None:
     # an axis given on the command line replaces the sub-matrix's limit too
     narrow = narrowed(cpu, batch_sizes="1", concurrency="4", prompt_lens="64")
     assert [c.id for c in versus.shared_cells(narrow, ["vllm", "hf-static"])] == ["cpu-tiny-qwen2-vllm-bs1-p64-c4"]
-    disjoint = replace(cpu, limits={"vllm": {"batch_sizes": ("4",)}, "hf-static": {"batch_sizes": ("8",)}})
+    disjoint = replace(cpu, limits={"vllm": {"batch_sizes": ("4",)}, "hf-static": {"batch_sizes": ("8",)}}, traffic=())
     assert versus.shared_cells(disjoint, ["vllm", "hf-static"]) == []
 
 
