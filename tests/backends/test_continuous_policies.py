@@ -74,3 +74,15 @@ def test_a_policy_the_workload_gives_no_target_to_is_skipped_with_the_engines_re
             run_cell(backend, workload, 2, 2, policy=parse_policy("aimd"))
     finally:
         backend.close()
+
+
+@pytest.mark.parametrize("policy, honoured", [("fcfs", "ignored"), ("aimd", "ignored"), ("priority", "honoured")])
+def test_the_record_says_whether_the_policy_honoured_the_priorities(tiny_model, policy, honoured):
+    """fcfs (as vLLM's) admits in arrival order: the requests' priorities are ignored, and the record says so;
+    only the priority policy honours them."""
+    from small_runs import TWO_TENANTS, measured_cell
+
+    record = measured_cell(tiny_model, "continuous", batch_size="4", concurrency="16", workload=TWO_TENANTS,
+                           policy=policy)
+    section = record.workload
+    assert section["priority"] == honoured and f"policy {policy}" in section["priority_note"], section

@@ -11,6 +11,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from batchperf.engine.block_manager import BlockManager, blocks_for
+from batchperf.engine.policies import PolicyContext, parse_policy
 from batchperf.engine.request import Request, Status
 from batchperf.engine.scheduler import Scheduler, SchedulerConfig
 
@@ -133,9 +134,16 @@ def test_the_engine_but_the_runner_never_imports_torch():
     assert result.stdout.strip() == "torch-free"
 
 
-def test_waiting_requests_are_admitted_by_priority_fifo_within_one():
-    blocks = BlockManager(num_blocks=64, block_size=4)
-    scheduler = Scheduler(SchedulerConfig(batch_size=1), blocks)
+@pytest.mark.parametrize("policy, order", [(None, [0, 1, 2, 3]), ("fcfs", [0, 1, 2, 3]), ("priority", [1, 3, 0, 2])])
+def test_fcfs_admits_in_arrival_order_and_priority_by_priority_fifo_within_one(policy, order):
+    """fcfs is vLLM's: arrival order whatever the requests' priorities; the priority policy admits lower first."""
+    built = None if policy is None else parse_policy(policy).build(PolicyContext(batch_size=1))
+    scheduler = Scheduler(SchedulerConfig(batch_size=1), BlockManager(num_blocks=64, block_size=4), built)
     for rid, priority in ((0, 1), (1, 0), (2, 1), (3, 0)):
         scheduler.add(Request(rid, (1, 2), 1, priority=priority))
-    assert [r.request_id for r in scheduler.waiting] == [1, 3, 0, 2]
+    admitted = []
+    for now in range(4):
+        step = scheduler.schedule(float(now))
+        admitted += [s.request.request_id for s in step]
+        scheduler.postprocess(step, [7] * len(step), float(now) + 0.5)  # one token each: every request ends
+    assert admitted == order

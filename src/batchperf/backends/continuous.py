@@ -83,9 +83,19 @@ def policy_record(policy: Policy | None) -> dict[str, Any]:
     return {"engine": "batchperf", **state, **({"counters": counters} if counters else {})}
 
 
+def engine_priority_note(policy: str) -> tuple[bool, str]:
+    """(honoured, why) of the requests' priorities under a policy of batchperf's own engine (``continuous``)."""
+    if policy == "priority":
+        return True, ("continuous: policy priority: admitted lower priority first, and an urgent arrival may preempt "
+                      "a less urgent running request")
+    return False, f"continuous: policy {policy}: priorities play no part (admission in arrival order" + (
+        ", or by the tenants' virtual token counters)" if policy == "fair" else ")")
+
+
 class ContinuousBackend:
     name = "continuous"
-    priority_support = (True, "batchperf's engine admits waiting requests by priority (lower first), FIFO within one")
+    # under the default fcfs; a run's policy says what it did (suite.cell.workload_section reads RunTrace.policy)
+    priority_support = (False, "policy fcfs: batchperf's engine admits in arrival order (priorities play no part)")
     policies = KNOWN_POLICIES  # every policy of batchperf.engine.policy (--batchperf-policies)
 
     def prefix_caching_for(self, workload: Workload) -> bool:

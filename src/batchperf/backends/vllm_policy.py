@@ -33,3 +33,4 @@ def priority_note(backend: str, priority: bool) -> tuple[bool, str]:
     if priority:
         return True, f"{backend}: vLLM's priority scheduling policy, each request's priority (lower first)"
     return False, f"{backend}: policy fcfs: vLLM's fcfs scheduling policy, in arrival order (priorities not sent)"
+

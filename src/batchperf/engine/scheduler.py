@@ -9,8 +9,8 @@ Torch-free. Every step, with the running cap and token budget its policy gives
    its blocks are freed and it goes back to the head of the queue, to be
    recomputed (prompt and the tokens it has generated) when readmitted. Running requests above the cap
    (when a policy lowers it) keep their blocks and wait for a step with room;
-2. if nothing was preempted, waiting requests are admitted in the policy's order (fcfs: priority order, lower
-   first, FIFO within a priority; a preempted request goes back first) while
+2. if nothing was preempted, waiting requests are admitted in the policy's order (fcfs: arrival order, as vLLM's
+   fcfs, whatever the requests' priorities; priority: lower first; a preempted request goes back first) while
    fewer than the cap run, the budget lasts and their blocks are free; a policy may let a waiting request
    displace running ones (priority: lower-priority ones) when the cap or the blocks keep it out.
 
@@ -89,11 +89,7 @@ class Scheduler:
             )
         self.policy.arrive(request, self.waiting)
         request.status = Status.WAITING
-        # behind every waiting request of the same or a better (lower) priority: FIFO within a priority
-        at = len(self.waiting)
-        while at > 0 and self.waiting[at - 1].priority > request.priority:
-            at -= 1
-        self.waiting.insert(at, request)
+        self.waiting.append(request)  # arrival order; a policy's ``select`` may take another (priority, fair)
 
     def schedule(self, now: float = 0.0) -> list[Scheduled]:
         """This step's work; ``now`` (s) stamps first admissions and starts the step the policy is told of."""

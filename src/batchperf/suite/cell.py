@@ -13,6 +13,7 @@ from typing import Any
 import pytest
 
 from batchperf.backends import Backend, CellUnsupported
+from batchperf.backends.continuous import engine_priority_note
 from batchperf.backends.runner import run_cell
 from batchperf.backends.vllm_policy import priority_note
 from batchperf.measure.client_lag import summarise as summarise_client
@@ -83,6 +84,8 @@ def workload_section(workload: Workload, backend: Backend, spec: str, ran: dict[
     honours, note = getattr(backend, "priority_support", (False, f"{backend.name} does not say; taken as ignored"))
     if ran and "scheduling_policy" in ran:
         honours, note = priority_note(backend.name, ran["scheduling_policy"] == "priority")
+    elif ran and ran.get("engine") == "batchperf":
+        honours, note = engine_priority_note(str(ran.get("policy", "fcfs")))
     prefix_caching = getattr(backend, "prefix_caching_for", None)
     return describe_workload(workload, spec, honours, note, None if prefix_caching is None else prefix_caching(workload))
 

@@ -128,8 +128,8 @@ class Param:
 class Policy:
     """The base policy, ``fcfs``: cap = the cell's batch size, admission in queue order, the newest preempted.
 
-    The queue order is the scheduler's: priority first (lower first), FIFO within a priority, a preempted
-    request back at the head. Subclasses override what they decide differently.
+    The queue order is the scheduler's: arrival order (requests' priorities play no part, as in vLLM's fcfs), a
+    preempted request back at the head. Subclasses override what they decide differently.
     """
 
     name: ClassVar[str] = "fcfs"
