@@ -4,8 +4,8 @@ No third-party data: the traces are drawn from a seeded generator. Four "system 
 each are shared by the requests (hash_ids), each request adding its own block of user text, so replaying one
 exercises a prefix cache; two tenants, the interactive one at priority 0. The CPU tier's files (mini_trace.jsonl,
 two_tenants.toml, and sustained_tenants.toml for `batchperf capacity`) are sized for the tiny model on 2 cores;
-the GPU tier's (gpu_trace.jsonl, two_tenants_gpu.toml) for Qwen2.5-0.5B on one H200; poisson_one.toml and
-heavy_light.toml are the policy study's (tools/policy_study.py). Run from the repository root:
+the GPU tier's (gpu_trace.jsonl, two_tenants_gpu.toml) for Qwen2.5-0.5B on one H200; poisson_one.toml,
+bursty_tenants.toml and heavy_light.toml are the policy study's (tools/policy_study.py). Run from the repository root:
 
     python tools/make_example_trace.py
 """
@@ -135,6 +135,32 @@ slo = { ttft_ms = 250, tpot_ms = 50 }
 """
 
 
+BURSTY = """\
+# Two tenants for the policy study's bursty case (docs/policies.md): a steady interactive tenant held to a tight
+# TTFT and TPOT beside a batch tenant whose on/off bursts of long prompts fill the batch; the tiny model on 2 cores
+seed = 0
+
+[tenants.interactive]
+requests = 120
+rate = 20.0
+burstiness = 1.0        # Poisson
+prompt_len = "16-64"
+output_lens = [8, 16]
+priority = 0
+slo = { ttft_ms = 150, tpot_ms = 40 }
+
+[tenants.batch]
+requests = 60
+rate = 30.0
+on_s = 0.5              # sends for 0.5 s, pauses 1 s: 10 req/s on average
+off_s = 1.0
+prompt_len = 384
+output_lens = [32]
+priority = 1
+slo = { e2el_ms = 20000 }
+"""
+
+
 HEAVY_LIGHT = """\
 # Two tenants that both send more than the tiny model on 2 cores serves (the policy study's fairness case,
 # docs/policies.md): "heavy" offers about four times "light"'s weighted tokens, so serving in arrival order gives
@@ -142,7 +168,7 @@ HEAVY_LIGHT = """\
 seed = 0
 
 [tenants.heavy]
-requests = 40
+requests = 80
 rate = 10.0
 prompt_len = 256
 output_lens = [64]
@@ -150,7 +176,7 @@ priority = 0
 slo = { e2el_ms = 30000 }
 
 [tenants.light]
-requests = 80
+requests = 160
 rate = 20.0
 prompt_len = "16-48"
 output_lens = [8]
@@ -171,6 +197,7 @@ def main() -> None:
     # the policy study's (docs/policies.md): one steady Poisson tenant, two backlogged tenants of unequal weight
     (OUT / "poisson_one.toml").write_text(POISSON_ONE)
     (OUT / "heavy_light.toml").write_text(HEAVY_LIGHT)
+    (OUT / "bursty_tenants.toml").write_text(BURSTY)
 
 
 if __name__ == "__main__":

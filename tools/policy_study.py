@@ -1,9 +1,11 @@
 """Issue 27's study: each batching policy's SLO attainment against offered load, beside the static envelope.
 
-For each traffic (a tenants file), the `continuous` backend runs, open loop, at every load factor:
+For each traffic (a tenants file: ``TRAFFIC`` below, each with its loads), the `continuous` backend runs, open
+loop, at every load factor:
 
 - the **static caps**: ``fcfs`` at batch sizes 1, 2, 4, 8, 16 (each measured, not assumed);
-- the **policies**: ``seed``, ``aimd``, ``priority``, ``fair`` (and ``fcfs``) at batch size 16, their largest cap.
+- the **policies**: ``seed``, ``aimd``, ``priority``, ``fair`` at batch size 16, their largest cap (the steady
+  one-tenant traffic runs ``seed`` and ``aimd`` only; the backlogged pair ``fcfs`` at 16 and ``fair``).
 
 The **static envelope** at a load is the best static cap's attainment there. The tool prints a table per traffic
 (attainment overall and per tenant, Jain's index, the policy's own state), judges the issue's targets with their
@@ -12,7 +14,7 @@ in OUT and is not run again (delete it to re-measure), so an interrupted study r
 
 Loads are factors of the tenants file's own rates; ``--loads`` takes them as given. Measure on a quiet machine:
 
-    PYTHONPATH=src python tools/policy_study.py --out results/policy-study
+    OMP_NUM_THREADS=1 PYTHONPATH=src python tools/policy_study.py --out results/policy-study
     PYTHONPATH=src python tools/policy_study.py --out results/policy-study --report-only   # tables, plots, targets
 """
 
@@ -24,6 +26,7 @@ import subprocess
 import sys
 import time
 from collections import defaultdict
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -31,15 +34,29 @@ from batchperf.results.io import read_results
 
 STATIC_CAPS = (1, 2, 4, 8, 16)
 POLICIES = ("fcfs", "seed", "aimd", "priority", "fair")
-TRAFFIC = {  # name -> (tenants file, what the issue asks of it)
-    "poisson": ("fixtures/traffic/poisson_one.toml", "steady Poisson: aimd within 3 points of the static envelope"),
-    "bursty": ("fixtures/traffic/sustained_tenants.toml",
-               "two bursty tenants: aimd >= 5 points above the best single static cap; priority keeps the "
-               "interactive tenant >= 95% where fcfs drops it below 80%"),
-    "backlogged": ("fixtures/traffic/heavy_light.toml",
-                   "two backlogged tenants, one heavier: fair keeps Jain's index >= 0.9 where fcfs does not"),
+
+
+@dataclass(frozen=True)
+class Traffic:
+    file: str  # the tenants file
+    what: str  # the issue's targets on it
+    loads: str  # load factors swept (× the file's rates): about 0.5× to 2× fcfs's capacity at cap 16
+    caps: tuple[int, ...] = STATIC_CAPS  # the static caps measured (fcfs at each batch size)
+    policies: tuple[str, ...] = POLICIES[1:]  # the policies measured at the largest cap
+
+
+TRAFFIC = {
+    "poisson": Traffic("fixtures/traffic/poisson_one.toml",
+                       "steady Poisson: aimd within 3 points of the static envelope at every load",
+                       "1.5,2.5,3.5,5,7", policies=("seed", "aimd")),
+    "bursty": Traffic("fixtures/traffic/bursty_tenants.toml",
+                      "two bursty tenants: aimd >= 5 points above the best single static cap; priority keeps the "
+                      "interactive tenant >= 95% where fcfs drops it below 80%",
+                      "1,2,3,4"),
+    "backlogged": Traffic("fixtures/traffic/heavy_light.toml",
+                          "two backlogged tenants, one heavier: fair keeps Jain's index >= 0.9 where fcfs does not",
+                          "4,8", caps=(16,), policies=("fair", "fair:tenant_cap=8")),
 }
-DEFAULT_LOADS = "0.5,0.75,1,1.5,2"
 
 
 def run_cells(out: Path, name: str, what: str, argv: list[str]) -> Path:
@@ -58,12 +75,12 @@ def run_cells(out: Path, name: str, what: str, argv: list[str]) -> Path:
     return path
 
 
-def measure(out: Path, name: str, tenants_file: str, loads: str, extra: list[str]) -> list[Path]:
-    common = ["--batchperf-backends=continuous", f"--batchperf-workloads=tenants:{tenants_file}",
-              f"--batchperf-load={loads}", "--batchperf-concurrency=64", "--batchperf-prompt-lens=64", *extra]
+def measure(out: Path, name: str, traffic: Traffic, loads: str, extra: list[str]) -> list[Path]:
+    common = ["--batchperf-backends=continuous", f"--batchperf-workloads=tenants:{traffic.file}",
+              f"--batchperf-load={loads}", "--batchperf-concurrency=256", "--batchperf-prompt-lens=64", *extra]
     static = run_cells(out, name, "static", [*common, "--batchperf-policies=fcfs",
-                                             f"--batchperf-batch-sizes={','.join(map(str, STATIC_CAPS))}"])
-    policies = run_cells(out, name, "policies", [*common, f"--batchperf-policies={','.join(POLICIES[1:])}",
+                                             f"--batchperf-batch-sizes={','.join(map(str, traffic.caps))}"])
+    policies = run_cells(out, name, "policies", [*common, f"--batchperf-policies={','.join(traffic.policies)}",
                                                  f"--batchperf-batch-sizes={max(STATIC_CAPS)}"])
     return [static, policies]
 
@@ -82,7 +99,8 @@ def rows(paths: list[Path]) -> list[dict[str, Any]]:
                 "tenants": {t: v.get("attainment") for t, v in tenants.items()},
                 "jain": record.raw("slo.jain_fairness"),
                 "starved": record.raw("slo.starved_tenants"),
-                "state": record.raw("policy.state") or {},
+                "state": {k: v for k, v in (record.raw("policy") or {}).items()
+                          if k not in ("name", "text", "label", "params", "engine")},
                 "id": record.id,
             })
     return out
@@ -101,12 +119,13 @@ def table(name: str, data: list[dict[str, Any]]) -> tuple[str, dict[float, float
             series[f"static {row['cap']}"][row["load"]] = row
         series[key][row["load"]] = row
     loads = sorted({row["load"] for row in data})
-    envelope = {x: max((series[f"static {c}"][x]["attainment"] or 0.0) for c in STATIC_CAPS
-                       if x in series[f"static {c}"]) for x in loads}
+    envelope = {x: max([(series[f"static {c}"][x]["attainment"] or 0.0) for c in STATIC_CAPS
+                        if x in series.get(f"static {c}", {})] or [0.0]) for x in loads}
     tenants = sorted({t for row in data for t in row["tenants"]})
     lines = [f"### {name}", "", "| series | " + " | ".join(f"load {x:g}" for x in loads) + " |",
              "|---|" + "---:|" * len(loads)]
-    names = [f"static {c}" for c in STATIC_CAPS] + [p for p in POLICIES if p != "fcfs"]
+    names = [f"static {c}" for c in STATIC_CAPS] + sorted(k for k in series if not k.startswith("static")
+                                                          and k != "fcfs")
     for key in names:
         cells = []
         for x in loads:
@@ -164,13 +183,14 @@ def judge(name: str, envelope: dict[float, float], series: dict[str, dict[float,
                 out.append(f"priority at load {x:g} (fcfs gives {urgent} {pct(att('fcfs', x, urgent))}%): {urgent} "
                            f"{pct(p)}% — {'MET' if p is not None and p >= 0.95 else 'NOT MET'} (>= 95%); cost: {cost}")
     if name == "backlogged":
-        for x in loads:
-            f, g = series.get("fcfs", {}).get(x), series.get("fair", {}).get(x)
-            if f is None or g is None or f["jain"] is None or g["jain"] is None:
-                continue
-            verdict = "MET" if g["jain"] >= 0.9 else "NOT MET"
-            out.append(f"fair at load {x:g}: Jain {g['jain']:.3f} vs fcfs {f['jain']:.3f} — {verdict} (>= 0.9"
-                       f"{'' if f['jain'] < 0.9 else '; fcfs is fair here too'})")
+        for key in sorted(k for k in series if k.startswith("fair")):
+            for x in loads:
+                f, g = series.get("fcfs", {}).get(x), series[key].get(x)
+                if f is None or g is None or f["jain"] is None or g["jain"] is None:
+                    continue
+                verdict = "MET" if g["jain"] >= 0.9 else "NOT MET"
+                out.append(f"{key} at load {x:g}: Jain {g['jain']:.3f} vs fcfs {f['jain']:.3f} — {verdict} (>= 0.9"
+                           f"{'' if f['jain'] < 0.9 else '; fcfs is fair here too'})")
     seed = series.get("seed", {})
     if seed:
         out.append("seed: " + ", ".join(f"load {x:g}: {pct(r['attainment'])}% (state {json.dumps(r['state'])})"
@@ -191,8 +211,8 @@ def draw(path: Path, name: str, envelope: dict[float, float], series: dict[str, 
         pts = sorted(series.get(f"static {c}", {}).items())
         ax.plot([x for x, _ in pts], [100 * (r["attainment"] or 0) for _, r in pts], color="0.6", lw=0.8,
                 ls=":", marker=".")
-    for p in POLICIES[1:]:
-        pts = sorted(series.get(p, {}).items())
+    for p in sorted(k for k in series if not k.startswith("static") and k != "fcfs"):
+        pts = sorted(series[p].items())
         if pts:
             ax.plot([x for x, _ in pts], [100 * (r["attainment"] or 0) for _, r in pts], marker="o", label=p)
     ax.axhline(90, color="k", lw=0.6, ls="--")
@@ -210,7 +230,7 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--out", type=Path, default=Path("results/policy-study"))
     parser.add_argument("--traffic", default=",".join(TRAFFIC), help=f"comma list of {', '.join(TRAFFIC)}")
-    parser.add_argument("--loads", default=DEFAULT_LOADS, help=f"load factors (default {DEFAULT_LOADS})")
+    parser.add_argument("--loads", default=None, help="load factors for every traffic (default: each traffic's own)")
     parser.add_argument("--report-only", action="store_true", help="measure nothing: tables from OUT's files")
     parser.add_argument("pytest_args", nargs="*", help="more `batchperf run` arguments, after --")
     args = parser.parse_args()
@@ -221,11 +241,12 @@ def main() -> int:
     args.out.mkdir(parents=True, exist_ok=True)
     report = []
     for name in names:
-        tenants_file, what = TRAFFIC[name]
+        traffic = TRAFFIC[name]
+        what = traffic.what
         if args.report_only:
             paths = [p for p in (args.out / f"{name}-static.json", args.out / f"{name}-policies.json") if p.exists()]
         else:
-            paths = measure(args.out, name, tenants_file, args.loads, args.pytest_args)
+            paths = measure(args.out, name, traffic, args.loads or traffic.loads, args.pytest_args)
         if not paths:
             continue
         text, envelope, series = table(name, rows(paths))
