@@ -13,7 +13,7 @@ from batchperf.measure.client_lag import BOUND, REASONS
 from batchperf.measure.workload import LengthSpec, WorkloadSpec
 
 pytest.importorskip("aiohttp", reason="vllm-server's client needs aiohttp (the `vllm` extra)")
-BLOCK_S = 0.06  # each request's task busy-loops this long on the loop's thread before it sends
+BLOCK_S = 0.15  # each request's task busy-loops this long on the loop's thread before it sends
 
 
 def workload():
