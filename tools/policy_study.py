@@ -52,7 +52,7 @@ TRAFFIC = {
     "bursty": Traffic("fixtures/traffic/bursty_tenants.toml",
                       "two bursty tenants: aimd >= 5 points above the best single static cap; priority keeps the "
                       "interactive tenant >= 95% where fcfs drops it below 80%",
-                      "1,2,3,4"),
+                      "1,1.25,1.5,2"),
     "backlogged": Traffic("fixtures/traffic/heavy_light.toml",
                           "two backlogged tenants, one heavier: fair keeps Jain's index >= 0.9 where fcfs does not",
                           "4,8", caps=(16,), policies=("fair", "fair:tenant_cap=8")),
@@ -75,14 +75,15 @@ def run_cells(out: Path, name: str, what: str, argv: list[str]) -> Path:
     return path
 
 
-def measure(out: Path, name: str, traffic: Traffic, loads: str, extra: list[str]) -> list[Path]:
+def measure(out: Path, name: str, traffic: Traffic, loads: str, caps: tuple[int, ...], policies: tuple[str, ...],
+            extra: list[str]) -> list[Path]:
     common = ["--batchperf-backends=continuous", f"--batchperf-workloads=tenants:{traffic.file}",
               f"--batchperf-load={loads}", "--batchperf-concurrency=256", "--batchperf-prompt-lens=64", *extra]
     static = run_cells(out, name, "static", [*common, "--batchperf-policies=fcfs",
-                                             f"--batchperf-batch-sizes={','.join(map(str, traffic.caps))}"])
-    policies = run_cells(out, name, "policies", [*common, f"--batchperf-policies={','.join(traffic.policies)}",
-                                                 f"--batchperf-batch-sizes={max(STATIC_CAPS)}"])
-    return [static, policies]
+                                             f"--batchperf-batch-sizes={','.join(map(str, caps))}"])
+    chosen = run_cells(out, name, "policies", [*common, f"--batchperf-policies={','.join(policies)}",
+                                               f"--batchperf-batch-sizes={max(STATIC_CAPS)}"])
+    return [static, chosen]
 
 
 def rows(paths: list[Path]) -> list[dict[str, Any]]:
@@ -124,7 +125,7 @@ def table(name: str, data: list[dict[str, Any]]) -> tuple[str, dict[float, float
     tenants = sorted({t for row in data for t in row["tenants"]})
     lines = [f"### {name}", "", "| series | " + " | ".join(f"load {x:g}" for x in loads) + " |",
              "|---|" + "---:|" * len(loads)]
-    names = [f"static {c}" for c in STATIC_CAPS] + sorted(k for k in series if not k.startswith("static")
+    names = [f"static {c}" for c in STATIC_CAPS if f"static {c}" in series] + sorted(k for k in series if not k.startswith("static")
                                                           and k != "fcfs")
     for key in names:
         cells = []
@@ -231,6 +232,9 @@ def main() -> int:
     parser.add_argument("--out", type=Path, default=Path("results/policy-study"))
     parser.add_argument("--traffic", default=",".join(TRAFFIC), help=f"comma list of {', '.join(TRAFFIC)}")
     parser.add_argument("--loads", default=None, help="load factors for every traffic (default: each traffic's own)")
+    parser.add_argument("--caps", default=None, help="static caps for every traffic, e.g. 16 (default: each's own)")
+    parser.add_argument("--policies", default=None,
+                        help="policies for every traffic, separated by ';' (default: each traffic's own)")
     parser.add_argument("--report-only", action="store_true", help="measure nothing: tables from OUT's files")
     parser.add_argument("pytest_args", nargs="*", help="more `batchperf run` arguments, after --")
     args = parser.parse_args()
@@ -246,7 +250,9 @@ def main() -> int:
         if args.report_only:
             paths = [p for p in (args.out / f"{name}-static.json", args.out / f"{name}-policies.json") if p.exists()]
         else:
-            paths = measure(args.out, name, traffic, args.loads or traffic.loads, args.pytest_args)
+            caps = tuple(int(c) for c in args.caps.split(",")) if args.caps else traffic.caps
+            policies = tuple(args.policies.split(";")) if args.policies else traffic.policies
+            paths = measure(args.out, name, traffic, args.loads or traffic.loads, caps, policies, args.pytest_args)
         if not paths:
             continue
         text, envelope, series = table(name, rows(paths))

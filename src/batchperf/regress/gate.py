@@ -225,7 +225,7 @@ STARVED = "starved tenant(s)"  # how a starvation note starts (confirm keeps it)
 def starvation_note(record: CellRecord) -> str | None:
     """Why a cell whose policy starved a tenant is failed whatever its metrics say (measure.slo: backlogged for the
     starvation window with no token while another tenant was served); None when no tenant starved."""
-    hungry = sorted(t for t, block in record.tenants.items() if block.get("starved"))
+    hungry = record.starved()
     if not hungry:
         return None
     worst = ", ".join(f"{t or '(no tenant)'} ({record.tenants[t].get('longest_unserved_s', 0):.2f} s unserved)"

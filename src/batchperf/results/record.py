@@ -148,6 +148,10 @@ class CellRecord:
             return None
         return float(node)
 
+    def starved(self) -> list[str]:
+        """The tenants its policy starved (``tenants.<t>.starved``, measure.slo): such a cell is never a pass."""
+        return sorted(t for t, block in self.tenants.items() if block.get("starved"))
+
     def kv_point(self) -> KVPoint:
         """This cell's point of the KV-growth fit (:mod:`batchperf.measure.kv_growth`)."""
         return KVPoint(self.model_name, self.backend, self.kv.get("kv_tokens_per_request_mean"),

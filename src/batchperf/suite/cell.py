@@ -55,13 +55,9 @@ def measure_cell(benchmark: Any, request: pytest.FixtureRequest, cell: Cell, mod
     # pytest rewrites the asserts of its plugins' packages (batchperf's, by its pytest11 entry point), so this
     # failure reads as it did in the test body: the message, then the list
     assert not errors, f"{len(errors)} request(s) did not produce their target token count:\n" + "\n".join(errors)
-    assert not (hungry := starved_names(record)), starvation_message(record, hungry)
+    assert not (hungry := record.starved()), starvation_message(record, hungry)
     gate_outcome(request, verdict)
     return record
-
-
-def starved_names(record: CellRecord) -> list[str]:
-    return sorted(t for t, block in record.tenants.items() if block.get("starved"))
 
 
 def starvation_message(record: CellRecord, names: list[str]) -> str:

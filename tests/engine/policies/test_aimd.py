@@ -24,7 +24,7 @@ def feed(policy, ms: float, steps: int, pressed: bool = True) -> None:
 
 
 def test_it_starts_at_min_cap_and_grows_by_step_per_window_that_met_the_tightest_tpot():
-    policy = parse_policy("aimd:step=2").build(CTX)
+    policy = parse_policy("aimd:step=2,slow_start=0").build(CTX)
     assert policy.params["target_ms"] == 50 and policy.cap([], []) == 1
     feed(policy, 50, steps=3)
     assert policy.cap([], []) == 1  # a window is 4 steps
@@ -32,6 +32,22 @@ def test_it_starts_at_min_cap_and_grows_by_step_per_window_that_met_the_tightest
     assert policy.cap([], []) == 3
     feed(policy, 10, steps=8)
     assert policy.cap([], []) == 7 and policy.state()["increases"] == 3
+
+
+def test_slow_start_doubles_the_cap_until_the_first_miss_then_grows_by_step():
+    policy = parse_policy("aimd").build(CTX)
+    caps = []
+    for _ in range(5):
+        feed(policy, 10, steps=4)
+        caps.append(policy.cap([], []))
+    assert caps == [2, 4, 8, 16, 16]  # 4 windows to the max cap, not 15
+    feed(policy, 60, steps=4)  # a miss: cut by 10%, and from then on additive
+    assert policy.cap([], []) == 14
+    feed(policy, 10, steps=8)
+    assert policy.cap([], []) == 16 and policy.state()["decreases"] == 1
+    feed(policy, 60, steps=4)
+    feed(policy, 10, steps=4)
+    assert policy.cap([], []) == 15  # +1 after the cut to 14, not doubled
 
 
 def test_a_cap_nobody_pressed_against_does_not_grow():
@@ -68,6 +84,7 @@ def test_the_default_decrease_is_clippers_ten_percent_and_always_lowers_a_cap_ab
 def test_the_cap_stays_within_its_bounds_and_moves_the_way_the_latency_says(windows, low, high, step, decrease):
     policy = parse_policy(f"aimd:min_cap={low},max_cap={high},step={step},decrease={decrease!r}").build(CTX)
     for ms, pressed in windows:
+        slow = not policy.state()["decreases"]  # slow start: doubled until the first cut
         before = policy.cap([], [])
         feed(policy, ms, steps=4, pressed=pressed)
         after = policy.cap([], [])
@@ -75,7 +92,7 @@ def test_the_cap_stays_within_its_bounds_and_moves_the_way_the_latency_says(wind
         if ms > 50:
             assert after == max(low, int(before * decrease))
         elif pressed:
-            assert after == min(high, before + step)
+            assert after == min(high, before * 2 if slow else before + step)
         else:
             assert after == before
 
@@ -116,12 +133,18 @@ def test_the_normalised_text_and_label():
 
 def test_in_the_engine_the_cap_settles_where_steps_meet_the_target_without_knowing_the_load():
     """Steps cost 12 ms + 5 ms per request and the target is 50 ms: 7 requests per step meet it (47 ms), 8 do not
-    (52 ms). Under a backlog of 60 requests aimd climbs from 1, one per window of 4 steps, then probes 8, misses,
-    and is cut back to floor(8 * 0.9) = 7, window after window, until the backlog drains."""
+    (52 ms). Under a backlog of 60 requests aimd climbs from 1, one per window of 4 steps (slow start off), then
+    probes 8, misses, and is cut back to floor(8 * 0.9) = 7, window after window, until the backlog drains; with
+    slow start it doubles 1, 2, 4, 8, misses at 8 and settles the same way."""
     requests = [Request(i, (1, 2), 12, 0.0) for i in range(60)]
-    policy = parse_policy("aimd").build(CTX)
+    policy = parse_policy("aimd:slow_start=0").build(CTX)
     _, _, log = drive(requests, SchedulerConfig(16), BlockManager(400, 4), policy, step_ms=linear_ms(12, 5))
     climb = [cap for cap in range(1, 8) for _ in range(4)]
     assert log.caps[:28] == climb
     assert log.caps[28:52] == ([8] * 4 + [7] * 4) * 3
     assert max(log.sizes) == 8 and policy.state()["cap_max"] == 8 and policy.state()["decreases"] >= 3
+    requests = [Request(i, (1, 2), 12, 0.0) for i in range(60)]
+    policy = parse_policy("aimd").build(CTX)
+    _, _, log = drive(requests, SchedulerConfig(16), BlockManager(400, 4), policy, step_ms=linear_ms(12, 5))
+    assert log.caps[:20] == [1] * 4 + [2] * 4 + [4] * 4 + [8] * 4 + [7] * 4
+    assert log.caps[20:36] == ([8] * 4 + [7] * 4) * 2 and policy.state()["cap_max"] == 8
