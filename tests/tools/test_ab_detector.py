@@ -7,29 +7,21 @@ few pairs ends inconclusive, and only finished verdicts are read back.
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import math
-import sys
 from pathlib import Path
 
 import numpy as np
 import pytest
-from paths import REPO
+from tool_module import tool_module
 
 from batchperf.ab.stats import min_pairs, per_look_level
-
-TOOL = REPO / "tools" / "ab_detector.py"
 
 
 @pytest.fixture(scope="module")
 def tool():
-    spec = importlib.util.spec_from_file_location("ab_detector", TOOL)
-    module = importlib.util.module_from_spec(spec)
-    sys.modules["ab_detector"] = module  # dataclasses look their module up by name
-    spec.loader.exec_module(module)
-    yield module
-    del sys.modules["ab_detector"]
+    with tool_module("ab_detector") as module:
+        yield module
 
 
 def verdict_doc(ratios: list[float], seconds: float, status: str, max_pairs: int = 14, max_minutes: float = 10.0) -> dict:

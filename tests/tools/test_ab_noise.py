@@ -3,28 +3,18 @@ seconds split into phases that add up to its wall time. (The measurement itself,
 
 from __future__ import annotations
 
-import importlib.util
 import json
-import sys
 from pathlib import Path
 
 import numpy as np
 import pytest
-from paths import REPO
-
-TOOL = REPO / "tools" / "ab_noise.py"
+from tool_module import tool_module
 
 
 @pytest.fixture(scope="module")
 def tool():
-    sys.path.insert(0, str(TOOL.parent))  # it imports the detector's cells, as it does when run as a script
-    spec = importlib.util.spec_from_file_location("ab_noise", TOOL)
-    module = importlib.util.module_from_spec(spec)
-    sys.modules["ab_noise"] = module
-    spec.loader.exec_module(module)
-    yield module
-    del sys.modules["ab_noise"]
-    sys.path.remove(str(TOOL.parent))
+    with tool_module("ab_noise", beside=True) as module:
+        yield module
 
 
 @pytest.mark.parametrize(("between", "within"), [(0.05, 0.02), (0.02, 0.05), (0.0, 0.03)])

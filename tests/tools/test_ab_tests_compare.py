@@ -2,26 +2,17 @@
 
 from __future__ import annotations
 
-import importlib.util
-import sys
-
 import numpy as np
 import pytest
-from paths import REPO
+from tool_module import tool_module
 
 from batchperf.ab import judge as ab_judge
-
-TOOL = REPO / "tools" / "ab_tests_compare.py"
 
 
 @pytest.fixture(scope="module")
 def tool():
-    spec = importlib.util.spec_from_file_location("ab_tests_compare", TOOL)
-    module = importlib.util.module_from_spec(spec)
-    sys.modules["ab_tests_compare"] = module
-    spec.loader.exec_module(module)
-    yield module
-    del sys.modules["ab_tests_compare"]
+    with tool_module("ab_tests_compare") as module:
+        yield module
 
 
 @pytest.mark.parametrize("test", ab_judge.TESTS)

@@ -3,23 +3,14 @@ from the numbers (MET only when they say so)."""
 
 from __future__ import annotations
 
-import importlib.util
-import sys
-
 import pytest
-from paths import REPO
-
-TOOL = REPO / "tools" / "policy_study.py"
+from tool_module import tool_module
 
 
 @pytest.fixture(scope="module")
 def tool():
-    spec = importlib.util.spec_from_file_location("policy_study", TOOL)
-    module = importlib.util.module_from_spec(spec)
-    sys.modules["policy_study"] = module
-    spec.loader.exec_module(module)
-    yield module
-    del sys.modules["policy_study"]
+    with tool_module("policy_study") as module:
+        yield module
 
 
 def row(policy: str, cap: int, load: float, att: float, tenants: dict | None = None, jain: float | None = None):

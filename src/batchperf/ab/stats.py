@@ -25,10 +25,11 @@ from __future__ import annotations
 import json
 import math
 import os
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -193,6 +194,27 @@ def cache_file() -> Path:
     return Path(os.environ.get("BATCHPERF_CACHE", Path.home() / ".cache" / "batchperf")) / LEVELS_FILE
 
 
+def cached(key: str, plausible: Callable[[object], bool], compute: Callable[[], Any]) -> Any:
+    """The value stored under ``key`` in :func:`cache_file`, or, when it is absent or not ``plausible``,
+    ``compute()``'s, stored there (a cache only: one that cannot be written is computed again next time)."""
+    path = cache_file()
+    try:
+        stored = json.loads(path.read_text())
+    except (OSError, ValueError):
+        stored = {}
+    stored = stored if isinstance(stored, dict) else {}
+    if not plausible(stored.get(key)):
+        stored[key] = compute()
+        try:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            tmp = path.with_suffix(f".{os.getpid()}.tmp")
+            tmp.write_text(json.dumps(stored, indent=1, sort_keys=True))
+            os.replace(tmp, path)
+        except OSError:
+            pass
+    return stored[key]
+
+
 @lru_cache(maxsize=64)
 def per_look_level(max_pairs: int, alpha: float) -> tuple[float, str]:
     """(per-look level, how it was found) for up to ``max_pairs`` looks at family error ``alpha``; cached on disk."""
@@ -202,22 +224,8 @@ def per_look_level(max_pairs: int, alpha: float) -> tuple[float, str]:
         return union_bound_level(max_pairs, alpha), "union bound over the looks"
     sims = min(MAX_SIMULATIONS, max(SIMULATIONS, math.ceil(MIN_EVENTS / alpha)))
     key = f"{max_pairs}:{alpha:.6g}:{sims}:{SEED}"
-    path = cache_file()
-    try:
-        stored = json.loads(path.read_text())
-    except (OSError, ValueError):
-        stored = {}
-    if not isinstance(stored, dict) or not _plausible(stored.get(key), alpha):
-        stored = stored if isinstance(stored, dict) else {}
-        stored[key] = simulated_level(max_pairs, alpha, sims)
-        try:
-            path.parent.mkdir(parents=True, exist_ok=True)
-            tmp = path.with_suffix(f".{os.getpid()}.tmp")
-            tmp.write_text(json.dumps(stored, indent=1, sort_keys=True))
-            os.replace(tmp, path)
-        except OSError:
-            pass  # a cache only: computing it again next time is fine
-    return stored[key], f"simulated ({sims} sequences)"
+    level = cached(key, lambda entry: _plausible(entry, alpha), lambda: simulated_level(max_pairs, alpha, sims))
+    return level, f"simulated ({sims} sequences)"
 
 
 def _plausible(level: object, alpha: float) -> bool:

@@ -25,9 +25,7 @@ on the log scale, :func:`~batchperf.ab.stats.call`).
 
 from __future__ import annotations
 
-import json
 import math
-import os
 from collections.abc import Sequence
 from functools import lru_cache
 
@@ -123,22 +121,9 @@ def boundaries(max_pairs: int, alpha: float, spending: str = "obf") -> tuple[flo
     check(max_pairs, alpha, spending)
     sims = simulations_for(alpha)
     key = f"{FILE_KEY}:{spending}:{max_pairs}:{alpha:.6g}:{sims}:{SEED}:{MIN_PAIRS}"
-    path = ab_stats.cache_file()
-    try:
-        stored = json.loads(path.read_text())
-    except (OSError, ValueError):
-        stored = {}
-    stored = stored if isinstance(stored, dict) else {}
-    if not _plausible(stored.get(key), max_pairs):
-        stored[key] = [c if math.isfinite(c) else None for c in simulated_boundaries(max_pairs, alpha, spending, sims)]
-        try:
-            path.parent.mkdir(parents=True, exist_ok=True)
-            tmp = path.with_suffix(f".{os.getpid()}.tmp")
-            tmp.write_text(json.dumps(stored, indent=1, sort_keys=True))
-            os.replace(tmp, path)
-        except OSError:
-            pass  # a cache only
-    return tuple(math.inf if c is None else float(c) for c in stored[key])
+    stored = ab_stats.cached(key, lambda entry: _plausible(entry, max_pairs), lambda: [
+        c if math.isfinite(c) else None for c in simulated_boundaries(max_pairs, alpha, spending, sims)])
+    return tuple(math.inf if c is None else float(c) for c in stored)
 
 
 def _plausible(entry: object, max_pairs: int) -> bool:
