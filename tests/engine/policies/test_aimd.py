@@ -23,8 +23,13 @@ def feed(policy, ms: float, steps: int, pressed: bool = True) -> None:
         policy.observe(StepReport(0.0, ms / 1e3, (), 0, (), cap, cap, 1 if pressed else 0))
 
 
-def test_it_starts_at_min_cap_and_grows_by_step_per_window_that_met_the_tightest_tpot():
-    policy = parse_policy("aimd:step=2,slow_start=0").build(CTX)
+def test_it_starts_at_the_cells_batch_size_the_kv_pool_was_sized_for():
+    assert parse_policy("aimd").build(CTX).cap([], []) == 16
+    assert parse_policy("aimd:max_cap=8").build(CTX).cap([], []) == 8
+
+
+def test_from_a_lower_start_it_grows_by_step_per_window_that_met_the_tightest_tpot():
+    policy = parse_policy("aimd:step=2,slow_start=0,start=1").build(CTX)
     assert policy.params["target_ms"] == 50 and policy.cap([], []) == 1
     feed(policy, 50, steps=3)
     assert policy.cap([], []) == 1  # a window is 4 steps
@@ -35,7 +40,7 @@ def test_it_starts_at_min_cap_and_grows_by_step_per_window_that_met_the_tightest
 
 
 def test_slow_start_doubles_the_cap_until_the_first_miss_then_grows_by_step():
-    policy = parse_policy("aimd").build(CTX)
+    policy = parse_policy("aimd:start=1").build(CTX)
     caps = []
     for _ in range(5):
         feed(policy, 10, steps=4)
@@ -51,7 +56,7 @@ def test_slow_start_doubles_the_cap_until_the_first_miss_then_grows_by_step():
 
 
 def test_a_cap_nobody_pressed_against_does_not_grow():
-    policy = parse_policy("aimd").build(CTX)
+    policy = parse_policy("aimd:start=1").build(CTX)
     feed(policy, 10, steps=40, pressed=False)
     assert policy.cap([], []) == 1 and policy.state()["increases"] == 0
 
@@ -137,14 +142,19 @@ def test_in_the_engine_the_cap_settles_where_steps_meet_the_target_without_knowi
     probes 8, misses, and is cut back to floor(8 * 0.9) = 7, window after window, until the backlog drains; with
     slow start it doubles 1, 2, 4, 8, misses at 8 and settles the same way."""
     requests = [Request(i, (1, 2), 12, 0.0) for i in range(60)]
-    policy = parse_policy("aimd:slow_start=0").build(CTX)
+    policy = parse_policy("aimd:slow_start=0,start=1").build(CTX)
     _, _, log = drive(requests, SchedulerConfig(16), BlockManager(400, 4), policy, step_ms=linear_ms(12, 5))
     climb = [cap for cap in range(1, 8) for _ in range(4)]
     assert log.caps[:28] == climb
     assert log.caps[28:52] == ([8] * 4 + [7] * 4) * 3
     assert max(log.sizes) == 8 and policy.state()["cap_max"] == 8 and policy.state()["decreases"] >= 3
     requests = [Request(i, (1, 2), 12, 0.0) for i in range(60)]
-    policy = parse_policy("aimd").build(CTX)
+    policy = parse_policy("aimd:start=1").build(CTX)
     _, _, log = drive(requests, SchedulerConfig(16), BlockManager(400, 4), policy, step_ms=linear_ms(12, 5))
     assert log.caps[:20] == [1] * 4 + [2] * 4 + [4] * 4 + [8] * 4 + [7] * 4
     assert log.caps[20:36] == ([8] * 4 + [7] * 4) * 2 and policy.state()["cap_max"] == 8
+    # by default from the cell's batch size (16): cut window after window (16, 14, 12, 10, 9, 8, 7), then the same
+    requests = [Request(i, (1, 2), 12, 0.0) for i in range(60)]
+    policy = parse_policy("aimd").build(CTX)
+    _, _, log = drive(requests, SchedulerConfig(16), BlockManager(400, 4), policy, step_ms=linear_ms(12, 5))
+    assert log.caps[:4] == [16] * 4 and 7 in log.caps and policy.state()["cap_max"] == 16
