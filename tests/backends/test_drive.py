@@ -2,47 +2,17 @@
 
 from __future__ import annotations
 
-from typing import Any
+from fake_runs import OneTokenRun
 
-from batchperf.backends.drive import Finished, Sent, drive
+from batchperf.backends.drive import drive
 from batchperf.measure.clock import RunClock
 from batchperf.measure.trace import RequestTrace
 from batchperf.measure.workload import Arrival, LengthSpec, RequestSpec, Workload, WorkloadSpec
 
 
-class InstantRun:
-    """A backend that answers each request with one token as soon as it is sent; its traces know nothing of tenants."""
-
-    blocking_step = False
-
-    def __init__(self, clock: RunClock) -> None:
-        self.clock, self.pending = clock, []
-
-    def add(self, request: Sent) -> None:
-        self.pending.append(request)
-
-    @property
-    def has_work(self) -> bool:
-        return bool(self.pending)
-
-    def step(self, until: float | None) -> list[Finished]:
-        now, done, self.pending = self.clock.now(), self.pending, []
-        return [Finished(RequestTrace(s.request_id, s.prompt_len, s.target_len, a, sent, (now,), sent=sent), now)
-                for s, a, sent in done]
-
-    def kv_figures(self) -> dict[str, Any]:
-        return {}
-
-    def counters(self) -> dict[str, Any]:
-        return {}
-
-    def close(self) -> None:
-        pass
-
-
 def run(workload: Workload) -> list[RequestTrace]:
     clock = RunClock(None)
-    return drive("instant", workload, 1, 1, clock, InstantRun(clock)).requests
+    return drive("instant", workload, 1, 1, clock, OneTokenRun(clock, blocking_step=False)).requests
 
 
 def test_tenant_priority_and_due_are_copied_from_the_spec_into_every_trace() -> None:

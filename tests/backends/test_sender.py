@@ -6,59 +6,21 @@ fake step blocks until the test has seen what it waits for."""
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable
-from typing import Any
 
 import pytest
+from fake_runs import OneTokenRun
 
 from batchperf.backends import sender as sender_module
-from batchperf.backends.drive import Finished, Sent, drive
+from batchperf.backends.drive import drive
 from batchperf.measure.clock import RunClock
 from batchperf.measure.feed import RequestFeed
-from batchperf.measure.trace import RequestTrace
 from batchperf.measure.workload import Arrival, LengthSpec, RequestSpec, Workload, WorkloadSpec
 
 WAIT_S = 30.0  # a guard for a fake step that waits for the sender: reached only when the sender never sends
 
 
-class BlockingRun:
-    """A backend whose step holds the thread (an engine step): every request taken gets one token at its end.
-    ``during_step(n)`` runs inside the n-th step (from 0); ``events`` records adds and steps in order."""
-
-    blocking_step = True
-
-    def __init__(self, clock: RunClock, during_step: Callable[[int], None] = lambda n: None) -> None:
-        self.clock, self.during_step = clock, during_step
-        self.pending: list[Sent] = []
-        self.events: list[str] = []
-        self.step_ends: list[float] = []
-        self.closed = False
-
-    def add(self, request: Sent) -> None:
-        self.events.append(f"add{request.spec.request_id}")
-        self.pending.append(request)
-
-    @property
-    def has_work(self) -> bool:
-        return bool(self.pending)
-
-    def step(self, until: float | None) -> list[Finished]:
-        self.events.append("step")
-        self.during_step(len(self.step_ends))
-        now = self.clock.now()
-        self.step_ends.append(now)
-        done, self.pending = self.pending, []
-        return [Finished(RequestTrace(s.request_id, s.prompt_len, s.target_len, a, sent, (now,), sent=sent), now)
-                for s, a, sent in done]
-
-    def kv_figures(self) -> dict[str, Any]:
-        return {}
-
-    def counters(self) -> dict[str, Any]:
-        return {}
-
-    def close(self) -> None:
-        self.closed = True
+class BlockingRun(OneTokenRun):
+    """A backend whose step holds the thread (an engine step): every request taken gets one token at its end."""
 
 
 def open_loop(*offsets: float) -> Workload:
