@@ -53,6 +53,25 @@ def stem_of(work: Path, kind: str, index: int) -> Path:
     return work / f"{kind}-{index:03d}"
 
 
+def parse_variants(entries: list[str]) -> dict[str, tuple[tuple[str, str], ...]]:
+    """``NAME:K=V,K=V`` -> {NAME: ((K, V), ...)}; the plain run is the variant "" (always measured)."""
+    variants: dict[str, tuple[tuple[str, str], ...]] = {"": ()}
+    for entry in entries:
+        name, sep, rest = entry.partition(":")
+        pairs = [item.partition("=") for item in rest.split(",") if item]
+        if not sep or not name.isidentifier() or not pairs or any(not k or not eq for k, eq, _ in pairs):
+            raise ValueError(f"--variant {entry!r}: expected NAME:K=V[,K=V], e.g. "
+                             "jemalloc:LD_PRELOAD=/usr/lib/x86_64-linux-gnu/libjemalloc.so.2")
+        variants[name] = tuple((k, v) for k, _, v in pairs)
+    return variants
+
+
+def kind_name(kind: str) -> str:
+    """A measured kind is a cell kind, or ``CELL+VARIANT`` (the cell run with the variant's variables)."""
+    cell, _, variant = kind.partition("+")
+    return KINDS[cell].name + (f" [{variant}]" if variant else "")
+
+
 def done(stem: Path) -> bool:
     return all(stem.with_suffix(s).exists() for s in (".json", ".phases.json", ".run.json"))
 
@@ -70,10 +89,11 @@ def measure_one(kind: str, index: int, args: argparse.Namespace, work: Path) -> 
     if done(stem):
         return "kept"
     set_aside(stem)
-    env = Environment(kind, Path(sys.executable), ((PHASES_ENV, str(stem.with_suffix(".phases.json"))),),
-                      default_checkout())
+    cell, _, variant = kind.partition("+")
+    env = Environment(kind, Path(sys.executable),
+                      ((PHASES_ENV, str(stem.with_suffix(".phases.json"))), *args.variants[variant]), default_checkout())
     # the phases plugin first: everything before its import is the interpreter's start and pytest's own import
-    pytest_args = ["-p", "batchperf.measure.phases", *KINDS[kind].selection, *shlex.split(args.extra),
+    pytest_args = ["-p", "batchperf.measure.phases", *KINDS[cell].selection, *shlex.split(args.extra),
                    f"--batchperf-rounds={args.rounds}", "--batchperf-progress=off"]
     run = run_cells(env, pytest_args, stem, timeout_s=args.process_minutes * 60)
     if run.crashed or any(o.status in ("failed", "error") for o in run.outcomes.values()):  # (a skipped check is fine)
@@ -132,7 +152,7 @@ def noise_table(work: Path, kinds: list[str], rounds: int, seed: int = 1) -> str
         groups = [load(s)[0] for s in finished(work, kind)]
         groups = [g for g in groups if len(g) >= 2]
         if len(groups) < 3:
-            lines.append(f"| {KINDS[kind].name} | {len(groups)} processes: too few (3 or more with 2+ rounds) | | | |")
+            lines.append(f"| {kind_name(kind)} | {len(groups)} processes: too few (3 or more with 2+ rounds) | | | |")
             continue
         d = decompose(groups)
         boot = [decompose([groups[i] for i in rng.integers(len(groups), size=len(groups))])["between"]
@@ -141,7 +161,7 @@ def noise_table(work: Path, kinds: list[str], rounds: int, seed: int = 1) -> str
         w_low = d["within"] * math.sqrt(df / stats.chi2.ppf(0.975, df))
         w_high = d["within"] * math.sqrt(df / stats.chi2.ppf(0.025, df))
         pair = " / ".join(f"{math.sqrt(2 * (d['between'] ** 2 + d['within'] ** 2 / r)):.3f}" for r in (1, 3, 5, 10))
-        lines.append(f"| {KINDS[kind].name} | {len(groups)} x {statistics.median(len(g) for g in groups):g} "
+        lines.append(f"| {kind_name(kind)} | {len(groups)} x {statistics.median(len(g) for g in groups):g} "
                      f"| {d['between']:.3f} [{np.percentile(boot, 2.5):.3f}, {np.percentile(boot, 97.5):.3f}] "
                      f"| {d['within']:.3f} [{w_low:.3f}, {w_high:.3f}] | {pair} |")
     return "\n".join(lines)
@@ -155,7 +175,7 @@ def seconds_table(work: Path, kinds: list[str]) -> str:
         if not rows:
             continue
         shares = [statistics.median(r[p] / r["total"] for r in rows) for p in PHASES]
-        lines.append(f"| {KINDS[kind].name} | {len(rows)} | {statistics.median(r['total'] for r in rows):.1f} | "
+        lines.append(f"| {kind_name(kind)} | {len(rows)} | {statistics.median(r['total'] for r in rows):.1f} | "
                      + " | ".join(f"{s:.1%}" for s in shares) + " |")
     return "\n".join(lines)
 
@@ -178,7 +198,7 @@ def design_table(work: Path, kinds: list[str], minutes: float = 10.0) -> str:
         for r in (1, 2, 3, 5, 10):
             pairs = minutes * 60 / (2 * (fixed + r * per_round))
             cells.append(f"{r}: {pairs:.0f}, {math.sqrt(2 * (d['between'] ** 2 + d['within'] ** 2 / r) / pairs):.4f}")
-        lines.append(f"| {KINDS[kind].name} | {fixed:.1f} | {per_round:.2f} | {'; '.join(cells)} |")
+        lines.append(f"| {kind_name(kind)} | {fixed:.1f} | {per_round:.2f} | {'; '.join(cells)} |")
     return "\n".join(lines)
 
 
@@ -204,6 +224,10 @@ def main() -> int:
     parser.add_argument("--rounds", type=int, default=5, help="measured rounds per process (default 5)")
     parser.add_argument("--cells", default="compute,dispatch", help=f"cell kinds, of {', '.join(KINDS)}")
     parser.add_argument("--extra", default="", metavar="ARGS", help="more pytest arguments for every process")
+    parser.add_argument("--variant", action="append", default=[], metavar="NAME:K=V[,K=V]",
+                        help="also measure each cell with these variables set (repeatable), interleaved process by "
+                             "process with the plain run: e.g. jemalloc:LD_PRELOAD=/usr/lib/x86_64-linux-gnu/"
+                             "libjemalloc.so.2 or thp:THP_MEM_ALLOC_ENABLE=1; reported as CELL [NAME]")
     parser.add_argument("--process-minutes", type=float, default=15.0, help="a process longer than this hangs")
     parser.add_argument("--keep", type=Path, default=None, help="keep (and resume from) every process's files here")
     parser.add_argument("--estimate-only", action="store_true", help="measure nothing: the tables from --keep DIR")
@@ -211,6 +235,11 @@ def main() -> int:
     kinds = [k.strip() for k in args.cells.split(",") if k.strip()]
     if unknown := [k for k in kinds if k not in KINDS]:
         parser.error(f"unknown cell kind(s) {unknown}; known: {', '.join(KINDS)}")
+    try:
+        args.variants = parse_variants(args.variant)
+    except ValueError as exc:
+        parser.error(str(exc))
+    kinds = [f"{k}+{v}" if v else k for k in kinds for v in args.variants]
     if args.processes < 3 or args.rounds < 2:
         parser.error("--processes 3 or more and --rounds 2 or more: the decomposition needs both levels")
     if args.estimate_only and args.keep is None:
@@ -220,7 +249,7 @@ def main() -> int:
     work = args.keep or Path(tempfile.mkdtemp(prefix="batchperf-ab-noise-"))
     work.mkdir(parents=True, exist_ok=True)
     code = 0
-    wanted = {"rounds": args.rounds, "extra": args.extra}  # what a kept process must have been measured with
+    wanted = {"rounds": args.rounds, "extra": args.extra, **({"variants": args.variant} if args.variant else {})}  # what a kept process must have been measured with
     recorded = work / "settings.json"
     if recorded.exists() and (kept := json.loads(recorded.read_text())) != wanted and not args.estimate_only:
         parser.error(f"{work} holds processes measured with {kept}; give the same --rounds/--extra to resume, "

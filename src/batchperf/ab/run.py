@@ -45,6 +45,7 @@ from batchperf.ab.env import (
     collect,
     probe,
     run_cells,
+    run_resident,
 )
 from batchperf.ab.settings import BudgetTooSmall, Settings, UsageProblem
 from batchperf.ab.stats import Interval
@@ -183,7 +184,8 @@ class AbResult:
             "command": s.command,
             "settings": {"margin": s.margin, "margins": dict(s.margins), "metrics": list(s.metrics), "alpha": s.alpha,
                          **self.judge.to_dict(), "level_method": self.level_method, "max_pairs": s.max_pairs,
-                         "max_minutes": s.max_minutes, "rounds": s.rounds, "pytest_args": list(s.pytest_args)},
+                         "max_minutes": s.max_minutes, "rounds": s.rounds, "design": s.design,
+                         "pytest_args": list(s.pytest_args)},
             "environments": envs,
             "versions_differ": {k: list(v) for k, v in self.versions_differ.items()} if len(self.probes) == 2 else {},
             "vars_differ": {k: list(v) for k, v in self.vars_differ.items()},
@@ -419,13 +421,16 @@ def measure_pairs(result: AbResult, runner: Runner, progress: Progress, clock: C
             return
         deselect = [f"--deselect={c.nodeid}" for c in result.cells.values() if c not in measuring(result)]
         deselect += [f"--deselect={nodeid}" for nodeid in skip]
-        runs = {}
-        for label in order_of(index):
-            stem = settings.out.resolve() / f"pair-{index:03d}-{label}"
-            runs[label] = runner(envs[label], [*settings.run_args(), *deselect], stem,
-                                 timeout_s=settings.process_timeout_s)
-            if runs[label].crashed:  # the pair is lost anyway: don't spend the other side's process
-                break
+        args = [*settings.run_args(), *deselect]
+        stems = {label: settings.out.resolve() / f"pair-{index:03d}-{label}" for label in envs}
+        if settings.design == "resident":  # both at once, taking turns round by round (docs/ab.md, "Designs")
+            runs = run_resident(envs, args, stems, order_of(index), list(result.cells), settings.process_timeout_s)
+        else:
+            runs = {}
+            for label in order_of(index):
+                runs[label] = runner(envs[label], args, stems[label], timeout_s=settings.process_timeout_s)
+                if runs[label].crashed:  # the pair is lost anyway: don't spend the other side's process
+                    break
         pair = Pair(index, order_of(index), runs, _load())
         result.pairs.append(pair)
         if crashed := [r for r in runs.values() if r.crashed]:

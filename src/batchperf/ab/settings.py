@@ -13,6 +13,7 @@ from batchperf.measure.catalogue import AB_DEFAULT, AB_WITH_LATENCY, GATED, Dire
 
 DEFAULT_METRICS = AB_DEFAULT
 LATENCY_METRICS = AB_WITH_LATENCY  # --latency-decides: the older deciding set
+DESIGNS = ("sequential", "resident")  # docs/ab.md, "Designs"
 DEFAULT_ROUNDS = 5  # measured rounds per process: cheap next to a process start, and steadier process medians
 
 
@@ -39,6 +40,7 @@ class Settings:
     process_minutes: float | None = None  # a process longer than this hangs: stopped, the run fails (None: max_minutes)
     rounds: int | None = DEFAULT_ROUNDS  # None: the tier's (or what the pytest arguments say)
     test: str = ab_judge.DEFAULT_TEST  # the interval of each look: "t" (sequential t) or "signed-rank"
+    design: str = "sequential"  # how a pair's two processes run: one after the other, or "resident" (at once, in turns)
     command: str = ""  # the command line, recorded so the run can be repeated
 
     def __post_init__(self) -> None:
@@ -60,6 +62,8 @@ class Settings:
                 problems.append(f"--margin {name + '=' if name else ''}{value}: must be a fraction in [0, 1)")
         if self.test not in ab_judge.TESTS:
             problems.append(f"--test {self.test}: unknown; give one of {', '.join(ab_judge.TESTS)}")
+        if self.design not in DESIGNS:
+            problems.append(f"--design {self.design}: unknown; give one of {', '.join(DESIGNS)}")
         if self.rounds is not None and self.rounds < 1:
             problems.append(f"--rounds {self.rounds}: must be >= 1")
         known = {r.name for r in GATED if r.direction is not Direction.EXACT}

@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Any, NoReturn
 
 from batchperf.ab.env import Environment, EnvironmentProblem, default_checkout, interpreter, parse_vars
 from batchperf.ab.judge import DEFAULT_TEST, TESTS
-from batchperf.ab.settings import DEFAULT_METRICS, DEFAULT_ROUNDS, LATENCY_METRICS, Settings, UsageProblem
+from batchperf.ab.settings import DEFAULT_METRICS, DEFAULT_ROUNDS, DESIGNS, LATENCY_METRICS, Settings, UsageProblem
 from batchperf.ab.stats import MAX_PAIRS
 from batchperf.measure.child import exit_code_of
 from batchperf.results.io import atomic_write_text
@@ -76,6 +76,11 @@ def add_verdict_args(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--rounds", type=int, default=DEFAULT_ROUNDS, metavar="R",
                         help=f"measured rounds per process (default {DEFAULT_ROUNDS}; a --batchperf-rounds in the "
                              "pytest arguments wins)")
+    parser.add_argument("--design", choices=DESIGNS, default="sequential",
+                        help="how a pair's two processes run (default sequential): 'sequential', A's process and then "
+                             "B's, each alone on the machine; 'resident', both at once, each held before every round "
+                             "and released in turns (A B | B A | ...), so the two sides' rounds lie seconds apart "
+                             "instead of a process apart. docs/ab.md, 'Designs', says when each is better")
     parser.add_argument("pytest_args", nargs="*", metavar="PYTEST_ARGS",
                         help="after --: the cells, as `pytest perf_tests` takes them (e.g. -m cpu -k vllm)")
 
@@ -100,6 +105,7 @@ def verdict_kwargs(args: argparse.Namespace) -> dict[str, Any]:
     metrics = tuple(m.strip() for m in chosen.split(",") if m.strip())
     return {"margin": margin, "margins": margins, "metrics": metrics, "alpha": args.alpha,
             "max_pairs": args.max_pairs, "max_minutes": args.max_minutes, "rounds": args.rounds, "test": args.test,
+            "design": args.design,
             "process_minutes": args.process_minutes,
             "pytest_args": tuple(args.pytest_args), "command": shlex.join(["batchperf", *sys.argv[1:]])}
 

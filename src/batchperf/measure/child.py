@@ -26,7 +26,7 @@ from batchperf.measure import group_guard
 
 STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM)
 GRACE_S = 10.0  # the guard's SIGTERM-to-SIGKILL wait when it ends the child's group
-_running: list[subprocess.Popen[bytes]] = []  # the guard of the child running now (this process's main thread)
+_running: list[subprocess.Popen[bytes]] = []  # the guards of the children running now (this process's main thread)
 _pending: list[int] = []  # signals that arrived while a child ran
 
 
@@ -64,7 +64,8 @@ def stop_signals() -> Iterator[None]:
         if not _running:
             raise Stopped(signum)
         _pending.append(signum)
-        _stop(_running[-1])
+        for proc in _running:
+            _stop(proc)
 
     previous = {sig: signal.signal(sig, handler) for sig in STOP_SIGNALS}
     try:
@@ -81,17 +82,25 @@ def _stop(guard: subprocess.Popen[bytes]) -> None:
         guard.send_signal(signal.SIGTERM)
 
 
-def run_guarded(cmd: Sequence[str], *, cwd: Path | None = None, env: Mapping[str, str] | None = None,
-                stdout: IO[Any] | int | None = None, timeout_s: float | None = None,
-                grace_s: float = GRACE_S) -> Finished:
-    """Run ``cmd`` under the guard and wait; :class:`Stopped` (after it ended) when a stop signal came meanwhile."""
+def start_guarded(cmd: Sequence[str], *, cwd: Path | None = None, env: Mapping[str, str] | None = None,
+                  stdout: IO[Any] | int | None = None, grace_s: float = GRACE_S) -> subprocess.Popen[bytes]:
+    """Start ``cmd`` under the guard and return the guard; end it with :func:`finish_guarded` (which also stops it
+    on any error). A stop signal inside :func:`stop_signals` stops every child started so and not yet finished."""
     guard = [sys.executable, group_guard.__file__, str(os.getpid()), str(grace_s), "--", *cmd]
     proc = subprocess.Popen(guard, cwd=cwd, env=None if env is None else dict(env), stdout=stdout,
                             stderr=subprocess.STDOUT if stdout is not None else None, stdin=subprocess.DEVNULL,
                             start_new_session=True, preexec_fn=group_guard.die_with_parent)
     _running.append(proc)
+    return proc
+
+
+def finish_guarded(proc: subprocess.Popen[bytes], timeout_s: float | None = None, stop: bool = False) -> Finished:
+    """Wait for a child of :func:`start_guarded` (stopping it first when ``stop``, or when ``timeout_s`` passes);
+    :class:`Stopped` (after it ended) when a stop signal came meanwhile."""
     timed_out = False
     try:
+        if stop:
+            _stop(proc)
         try:
             code = proc.wait(timeout=timeout_s)
         except subprocess.TimeoutExpired:
@@ -103,9 +112,17 @@ def run_guarded(cmd: Sequence[str], *, cwd: Path | None = None, env: Mapping[str
         proc.wait()
         raise
     finally:
-        _running.remove(proc)
+        if proc in _running:
+            _running.remove(proc)
     if _pending:
         signum = _pending[0]
         _pending.clear()
         raise Stopped(signum)
     return Finished(code, timed_out)
+
+
+def run_guarded(cmd: Sequence[str], *, cwd: Path | None = None, env: Mapping[str, str] | None = None,
+                stdout: IO[Any] | int | None = None, timeout_s: float | None = None,
+                grace_s: float = GRACE_S) -> Finished:
+    """Run ``cmd`` under the guard and wait; :class:`Stopped` (after it ended) when a stop signal came meanwhile."""
+    return finish_guarded(start_guarded(cmd, cwd=cwd, env=env, stdout=stdout, grace_s=grace_s), timeout_s)

@@ -16,6 +16,7 @@ from batchperf.backends import Backend, CellUnsupported
 from batchperf.backends.continuous import engine_priority_note
 from batchperf.backends.runner import run_cell
 from batchperf.backends.vllm_policy import priority_note
+from batchperf.measure import round_gate
 from batchperf.measure.client_lag import summarise as summarise_client
 from batchperf.measure.counters import summarise as summarise_counters
 from batchperf.measure.devices import device_name
@@ -98,7 +99,10 @@ def run_rounds(benchmark: Any, backend: Backend, cell: Cell, workload: Workload)
         traces.append(one_round(backend, cell, workload))
 
     rounds, warmup = cell.params.rounds, cell.params.warmup_rounds
-    benchmark.pedantic(timed_round, rounds=rounds, warmup_rounds=warmup, iterations=1)
+    # the round gate (ab's resident design) waits in pedantic's untimed set-up, before each round, warm-up included
+    benchmark.pedantic(timed_round, setup=lambda: round_gate.wait(f"round {cell.id}"), rounds=rounds,
+                       warmup_rounds=warmup, iterations=1)
+    round_gate.wait(f"end {cell.id}")
     # pedantic runs the warm-up rounds first; with --benchmark-disable it runs the target once.
     return traces[-rounds:] if len(traces) > rounds else traces
 

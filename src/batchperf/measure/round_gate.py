@@ -1,0 +1,132 @@
+"""Rounds released one at a time by a coordinator: ``batchperf ab --design resident`` (issue 25).
+
+Two resident workers, one per environment, each a pytest process of the same cells, take turns: neither
+measures while the other does, and the coordinator decides who goes next (A B B A …), so the two sides' rounds
+lie seconds apart instead of a whole process apart.
+
+**The worker's side** (:func:`wait`, called by the suite before each round of a cell, warm-up included, and once
+after its last): when ``BATCHPERF_ROUND_GATE`` names a Unix socket, the process connects to it once, says what it
+is about to do (``round CELL`` or ``end CELL``, a line) and blocks until the coordinator answers ``go``. Without
+the variable it does nothing, so every other run is unchanged. If the coordinator goes away (the connection
+ends), the worker stops waiting and runs on ungated.
+
+**The coordinator's side** (:class:`Gate`): one listening socket per worker; :meth:`Gate.accept` waits for the
+worker to connect (its set-up done), :meth:`Gate.next` for its next line, :meth:`Gate.go` releases it. The wait
+is outside the timed round (pytest-benchmark's ``setup`` hook), so it is never measured.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+ENV = "BATCHPERF_ROUND_GATE"
+GO = b"go\n"
+
+_link: list[socket.socket | None] = []  # this process's connection, once made ([None]: the coordinator is gone)
+
+
+def wait(what: str) -> None:
+    """Say ``what`` (``round CELL`` / ``end CELL``) to the coordinator and wait for its go; no-op without one."""
+    path = os.environ.get(ENV)
+    if not path:
+        return
+    if not _link:
+        sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        try:
+            sock.connect(path)
+        except OSError:  # no coordinator listens (it is gone): run ungated
+            sock.close()
+            sock = None
+        _link.append(sock)
+    sock = _link[0]
+    if sock is None:
+        return
+    try:
+        sock.sendall(what.replace("\n", " ").encode() + b"\n")
+        answer = _read_line(sock)
+    except OSError:
+        answer = b""
+    if answer != GO:  # the coordinator ended the connection: run on, ungated
+        sock.close()
+        _link[0] = None
+
+
+def _read_line(sock: socket.socket) -> bytes:
+    data = b""
+    while not data.endswith(b"\n"):
+        chunk = sock.recv(256)
+        if not chunk:
+            return b""
+        data += chunk
+    return data
+
+
+class GateClosed(RuntimeError):
+    """The worker went away (its process ended, or it closed the connection) before saying anything more."""
+
+
+class Gate:
+    """The coordinator's end of one worker's gate: a listening Unix socket at ``path``."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self._server = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        self._server.bind(str(path))
+        self._server.listen(1)
+        self._conn: socket.socket | None = None
+        self._buffer = b""
+
+    def env(self) -> tuple[str, str]:
+        """The variable that points a worker at this gate."""
+        return ENV, str(self.path)
+
+    def next(self, alive: Callable[[], bool], timeout_s: float) -> str:
+        """The worker's next line (``round CELL`` / ``end CELL``), connecting first if needed. GateClosed when the
+        worker ends (``alive()`` false, or the connection closes) or says nothing within ``timeout_s``."""
+        deadline = time.monotonic() + timeout_s
+        while b"\n" not in self._buffer:
+            if time.monotonic() > deadline:
+                raise GateClosed(f"no word from the worker in {timeout_s:.0f} s")
+            sock = self._conn or self._accept()
+            if sock is None:
+                if not alive():
+                    raise GateClosed("the worker ended before it reached its first round")
+                continue
+            try:
+                chunk = sock.recv(256)
+            except TimeoutError:
+                if not alive():
+                    raise GateClosed("the worker ended") from None
+                continue
+            if not chunk:
+                raise GateClosed("the worker closed its gate")
+            self._buffer += chunk
+        line, _, self._buffer = self._buffer.partition(b"\n")
+        return line.decode(errors="replace")
+
+    def _accept(self) -> socket.socket | None:
+        self._server.settimeout(0.2)
+        try:
+            conn, _ = self._server.accept()
+        except TimeoutError:
+            return None
+        conn.settimeout(0.2)
+        self._conn = conn
+        return conn
+
+    def go(self) -> None:
+        """Release the worker's next round (or its end)."""
+        if self._conn is None:
+            raise GateClosed("no worker is connected")
+        self._conn.sendall(GO)
+
+    def close(self) -> None:
+        """Close both sockets (a worker still waiting runs on ungated) and remove the socket file."""
+        for sock in (self._conn, self._server):
+            if sock is not None:
+                sock.close()
+        self.path.unlink(missing_ok=True)
