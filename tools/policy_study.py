@@ -14,8 +14,8 @@ alike. The cells are named by their pytest node ids (collected once through the 
 in command-line order. Each run leaves ``OUT/<traffic>-load<x>-r<k>.json`` and is not run again (delete it to
 re-measure), so an interrupted study resumes where it stopped.
 
-**The report.** Per series and load: the median attainment over the repeats (each repeat's cell value is the
-median of its rounds) and the spread [min–max] of the repeats. The **static envelope** of a repeat at a load is
+**The report.** Per series and load: the median attainment over every round of every repeat (each round's
+recomputed from its trace) and the spread [min–max] of the repeats' values (a cell's value: its rounds' median). The **static envelope** of a repeat at a load is
 the best static cap in THAT repeat; the targets are judged on paired differences, repeat by repeat (aimd −
 envelope; aimd − the repeat's best single static cap; priority where that repeat's fcfs drops the interactive
 tenant below 80%; fair's Jain's index), and MET only when every repeat meets it. The tool prints a table per
@@ -42,6 +42,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from batchperf.measure.metrics import SLO
+from batchperf.measure.slo import attainment
+from batchperf.measure.trace import RunTrace
 from batchperf.results.io import read_results
 
 STATIC_CAPS = (1, 2, 4, 8, 16)
@@ -180,6 +183,18 @@ def stored(out: Path, name: str) -> list[tuple[int, Path]]:
 
 # ---- reading and judging ----
 
+def round_attainments(record: Any) -> list[float]:
+    """Each measured round's overall attainment, recomputed from its stored trace as the cell computed it
+    (measure.slo: the workload's SLOs, what it offered per tenant); the record's keeps only the median over rounds.
+    Without traces (or SLOs), the cell's median alone."""
+    slos = {name: SLO(**slo) for name, slo in (record.raw("workload.slos") or {}).items()}
+    offered = {name: block["offered"] for name, block in (record.raw("tenants") or {}).items() if "offered" in block}
+    traces = record.traces
+    if not slos or not traces:
+        return [] if record.raw("slo.attainment") is None else [record.raw("slo.attainment")]
+    return [attainment(RunTrace.from_dict(t), slos, offered or None).ratio for t in traces]
+
+
 def rows(paths: Iterable[tuple[int, Path]]) -> list[dict[str, Any]]:
     """One row per measured cell and repeat: its policy, cap, load, attainment (overall, per tenant), fairness."""
     out = []
@@ -191,7 +206,8 @@ def rows(paths: Iterable[tuple[int, Path]]) -> list[dict[str, Any]]:
                 "policy": record.raw("policy.label") or record.raw("policy.name") or "fcfs",
                 "cap": record.batch_size,
                 "load": float(record.raw("workload.load") or record.raw("cell.load") or 1.0),
-                "attainment": record.raw("slo.attainment"),
+                "attainment": record.raw("slo.attainment"),  # the median over the cell's rounds
+                "rounds": round_attainments(record),
                 "tenants": {t: v.get("attainment") for t, v in tenants.items()},
                 "jain": record.raw("slo.jain_fairness"),
                 "starved": record.raw("slo.starved_tenants"),
@@ -234,11 +250,15 @@ def pct(x: float | None) -> str:
     return "—" if x is None else f"{100 * x:.1f}"
 
 
-def with_spread(values: Sequence[float | None]) -> str:
+def with_spread(values: Sequence[float | None], pooled: Sequence[float] | None = None) -> str:
+    """``median [min–max]`` of the values (one a repeat); the median of ``pooled`` instead when given (every
+    round of every repeat)."""
     s = spread(values)
     if s is None:
         return "—"
     med, lo, hi = s
+    if pooled:
+        med = statistics.median(pooled)
     return pct(med) + (f" [{pct(lo)}–{pct(hi)}]" if len([v for v in values if v is not None]) > 1 else "")
 
 
@@ -261,7 +281,7 @@ def table(name: str, data: list[dict[str, Any]]) -> tuple[str, dict[int, dict[fl
             if not per:
                 cells.append("—")
                 continue
-            cell = with_spread([r["attainment"] for r in per])
+            cell = with_spread([r["attainment"] for r in per], [a for r in per for a in r.get("rounds", ())])
             if len(tenants) > 1:
                 cell += " (" + "/".join(pct((spread([r["tenants"].get(t) for r in per]) or (None,))[0])
                                         for t in tenants) + ")"
@@ -273,9 +293,10 @@ def table(name: str, data: list[dict[str, Any]]) -> tuple[str, dict[int, dict[fl
         lines.append(f"| {key} | " + " | ".join(cells) + " |")
     lines.append("| **envelope** (per repeat) | " + " | ".join(
         with_spread([env[r].get(x) for r in repeats if r in env]) for x in loads) + " |")
-    lines += ["", "Cells: attainment %, the median over the repeats [min–max of the repeats]"
-              + (f"; (per tenant: {' / '.join(tenants)}, medians), J = Jain's index (median)" if len(tenants) > 1
-                 else "") + "."]
+    lines += ["", "Cells: attainment %, the median over every round of every repeat [min–max of the repeats' "
+              "medians]" + (f"; (per tenant: {' / '.join(tenants)}, the median of the repeats'), J = Jain's index "
+                            "(the median of the repeats')" if len(tenants) > 1 else "") + "; the envelope: the "
+              "median [min–max] of the repeats' envelopes."]
     return "\n".join(lines), env, series
 
 

@@ -7,6 +7,9 @@ from __future__ import annotations
 import pytest
 from tool_module import tool_module
 
+from batchperf.measure.trace import RequestTrace, RunTrace
+from batchperf.results.record import CellRecord
+
 
 @pytest.fixture(scope="module")
 def tool():
@@ -113,3 +116,24 @@ def test_fair_is_judged_by_jain_s_index_in_every_repeat(tool) -> None:
     assert "fair at load 4: Jain 0.930, 0.910 (repeats) vs fcfs 0.720, 0.720 — MET in every repeat (>= 0.9)" in lines
     assert ("fair-tenant_cap8 at load 4: Jain 0.950, 0.880 (repeats) vs fcfs 0.720, 0.720 — NOT MET (>= 0.9)"
             in lines)
+
+
+def test_the_table_s_median_pools_every_round_of_every_repeat_and_its_spread_is_the_repeats(tool) -> None:
+    data = [{**row("fcfs", 16, 1.0, 0.6, repeat=0), "rounds": [0.5, 0.6, 0.7]},
+            {**row("fcfs", 16, 1.0, 0.95, repeat=1), "rounds": [0.9, 0.95, 1.0]}]
+    text, _, _ = tool.table("poisson", data)
+    assert "| static 16 | 80.0 [60.0–95.0] |" in text, text  # median of the six rounds; min–max of the two medians
+
+
+def test_each_round_s_attainment_is_recomputed_from_its_trace_counting_what_never_came_back(tool) -> None:
+    def trace(*ttfts: float) -> dict:
+        requests = [RequestTrace(i, 8, 2, 0.0, 0.0, (t, t + 0.01), tenant="t") for i, t in enumerate(ttfts)]
+        return RunTrace("continuous", 16, 2, requests, end=1.0).to_dict()
+
+    record = CellRecord(cell={"id": "x"}, model={}, metrics={}, rounds=[], kv={},
+                        traces=[trace(0.1, 0.4), trace(0.1, 0.2), trace(0.1)], slo={"attainment": 0.5},
+                        tenants={"t": {"attainment": 0.5, "offered": 2}},
+                        workload={"slos": {"t": {"ttft_ms": 250.0, "tpot_ms": None, "e2el_ms": None}}})
+    assert tool.round_attainments(record) == [0.5, 1.0, 0.5]  # the third round lost a request: a miss
+    assert tool.round_attainments(CellRecord(cell={"id": "x"}, model={}, metrics={}, rounds=[], kv={},
+                                             slo={"attainment": 0.7})) == [0.7]  # no traces: the cell's median
