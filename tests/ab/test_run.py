@@ -97,6 +97,7 @@ def test_the_budget_of_minutes_stops_before_a_pair_that_would_overrun(tmp_path: 
     ({"metrics": ("tokens_per_joule",)}, "unknown metric(s) tokens_per_joule"),
     ({"margin": 1.5}, "--margin 1.5"),
     ({"alpha": 0.0}, "--alpha 0.0"),
+    ({"design": "duet"}, "--design duet: unknown; give one of sequential, resident"),
 ])
 def test_settings_that_cannot_give_an_answer_are_refused(tmp_path: Path, kwargs: dict, message: str) -> None:
     with pytest.raises(UsageProblem, match=message.replace("(", r"\(").replace(")", r"\)")):
@@ -248,3 +249,19 @@ def test_a_malformed_fingerprint_in_a_pair_s_results_fails_the_run_with_exit_4(t
     assert result.status == "failed" and result.exit_code == 4 and result.reason
     saved = json.loads((tmp_path / "ab" / "ab.json").read_text())
     assert saved["status"] == "failed" and saved["exit_code"] == 4
+
+
+def test_the_resident_design_runs_each_pair_through_run_resident(tmp_path: Path,
+                                                                 monkeypatch: pytest.MonkeyPatch) -> None:
+    fakes = FakeEnvs(speed={"A": 1.0, "B": 0.8}, noise=0.004, cells=CELLS[:1])
+    calls = []
+
+    def resident(envs, args, stems, order, cells, timeout_s):  # noqa: ANN001, ANN202 - run_resident's signature
+        calls.append((order, list(cells)))
+        return {label: fakes.run(envs[label], args, stems[label], timeout_s=timeout_s) for label in order}
+
+    monkeypatch.setattr("batchperf.ab.run.run_resident", resident)
+    result = run(fakes, settings(tmp_path, design="resident"))
+    assert result.exit_code == 1 and len(calls) == len(result.pairs)
+    assert [c[0] for c in calls[:2]] == [("A", "B"), ("B", "A")] and calls[0][1] == list(CELLS[:1])
+    assert json.loads((tmp_path / "ab" / "ab.json").read_text())["settings"]["design"] == "resident"
