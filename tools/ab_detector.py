@@ -46,6 +46,7 @@ import numpy as np
 from batchperf.ab import judge as ab_judge
 from batchperf.ab.env import Environment, default_checkout
 from batchperf.ab.run import PairSeries, Settings, cell_verdict, judge_metric, run_ab
+from batchperf.ab.settings import DESIGNS
 from batchperf.ab.stats import relative
 from batchperf.measure.catalogue import by_name
 from batchperf.measure.inject import ENV_SLOWDOWN
@@ -152,6 +153,12 @@ class Bank:
     exchangeable: bool  # A/A: A and B are the same environment, so a pair is as likely with its labels swapped
 
 
+def pair_seconds(pair: dict, design: str) -> float:
+    """A pair's wall seconds: its two processes one after the other, or (resident) at once."""
+    sides = [pair[label]["seconds"] for label in pair["order"]]
+    return max(sides) if design == "resident" else sum(sides)
+
+
 def measured(work: Path) -> dict[tuple[str, float], list[dict]]:
     """(kind, slowdown) -> the ``ab.json`` of every finished verdict folder ``KIND-SLOWDOWN-NN`` under ``work``."""
     found: dict[tuple[str, float], list[dict]] = {}
@@ -173,7 +180,7 @@ def banks(work: Path, metric: str) -> dict[tuple[str, float], Bank]:
         for doc in docs:
             (cell,) = doc["cells"]
             m = next(x for x in cell["metrics"] if x["metric"] == metric)
-            seconds = [sum(p[label]["seconds"] for label in p["order"]) for p in doc["pairs"]]
+            seconds = [pair_seconds(p, doc["settings"].get("design", "sequential")) for p in doc["pairs"]]
             pairs += list(zip(m["a"], m["b"], seconds))
             overheads.append(doc["elapsed_s"] - sum(seconds))
         out[key] = Bank(pairs, statistics.median(overheads), docs[0]["settings"], len(docs), exchangeable=not key[1])
@@ -324,6 +331,9 @@ def main() -> int:
     parser.add_argument("--test", choices=ab_judge.TESTS, default=ab_judge.DEFAULT_TEST,
                         help=f"ab's test (default {ab_judge.DEFAULT_TEST}); the estimate replays the one the verdicts "
                              "ran with")
+    parser.add_argument("--design", choices=DESIGNS, default="sequential",
+                        help="ab's design (default sequential): 'resident' runs each pair's two processes at once, "
+                             "in turns round by round")
     parser.add_argument("--extra", default="", metavar="ARGS",
                         help="more pytest arguments for every process, e.g. '--batchperf-num-prompts 8' (smoke runs)")
     parser.add_argument("--keep", type=Path, default=None,
@@ -389,12 +399,13 @@ def measure(args: argparse.Namespace, kinds: list[str], work: Path, metrics: tup
         settings = Settings(Environment("A", python, dir=here), Environment("B", python, b_vars, here),
                             (*KINDS[kind].selection, *shlex.split(args.extra)), work / f"{kind}-{slowdown:g}-{i:02d}",
                             margin=args.margin, metrics=metrics, alpha=args.alpha, max_pairs=args.max_pairs,
-                            max_minutes=args.max_minutes, rounds=args.rounds, test=args.test)
+                            max_minutes=args.max_minutes, rounds=args.rounds, test=args.test,
+                            design=args.design)
         doc, status, reason = finished(settings.out), "kept", ""
         wanted = {"margin": settings.margin, "metrics": list(metrics), "alpha": settings.alpha, "rounds": settings.rounds,
                   "max_pairs": settings.max_pairs, "max_minutes": settings.max_minutes, "test": settings.test,
-                  "pytest_args": list(settings.pytest_args)}
-        recorded = {"test": "signed-rank", **doc["settings"]} if doc is not None else {}  # before --test: signed-rank
+                  "design": settings.design, "pytest_args": list(settings.pytest_args)}
+        recorded = {"test": "signed-rank", "design": "sequential", **doc["settings"]} if doc is not None else {}  # before --test: signed-rank
         if doc is not None and (differ := [k for k, v in wanted.items() if recorded[k] != v]):
             sys.exit(f"ab_detector: {settings.out} was measured with other settings ({', '.join(differ)}); "
                      "give the same options to resume it, or another --keep folder")

@@ -25,17 +25,14 @@ import argparse
 import json
 import math
 import statistics
-import subprocess
 import sys
-import tempfile
 import time
 from pathlib import Path
 
 from ab_detector import KINDS
 
-from batchperf.ab.env import Environment, default_checkout
+from batchperf.ab.env import Environment, default_checkout, run_resident
 from batchperf.measure.inject import ENV_SLOWDOWN as INJECT_ENV
-from batchperf.measure.round_gate import Gate, GateClosed
 from batchperf.results.io import read_results
 
 METRIC = "output_throughput"
@@ -43,55 +40,24 @@ WAIT_S = 900.0
 
 
 def run_block(index: int, kind: str, args: argparse.Namespace, work: Path) -> dict:
-    """One block: two gated workers, rounds alternated. Returns each side's ln(throughput) per round."""
+    """One block: a pair of resident workers (``batchperf ab --design resident``'s own
+    :func:`~batchperf.ab.env.run_resident`). Returns each side's ln(throughput) per measured round."""
+    envs = {side: Environment(side, Path(sys.executable),
+                              ((INJECT_ENV, str(args.slow)),) if side == "B" and args.slow else (), default_checkout())
+            for side in "AB"}
     stems = {side: work / f"{kind}-{index:03d}-{side}" for side in "AB"}
-    sock_dir = Path(tempfile.mkdtemp(prefix="bp-gate-"))
-    gates = {side: Gate(sock_dir / side) for side in "AB"}
-    procs: dict[str, subprocess.Popen] = {}
+    first = "AB"[index % 2]
     began = time.monotonic()
-    try:
-        for side in "AB":
-            extra = ((INJECT_ENV, str(args.slow)),) if side == "B" and args.slow else ()
-            env = Environment(side, Path(sys.executable), (gates[side].env(), *extra), default_checkout())
-            cmd = env.pytest_command([*KINDS[kind].selection, f"--batchperf-rounds={args.rounds}",
-                                      "--batchperf-progress=off", f"--benchmark-json={stems[side]}.json"])
-            log = open(f"{stems[side]}.log", "w")  # noqa: SIM115 - closed with the process below
-            procs[side] = subprocess.Popen(cmd, cwd=env.dir, env=env.process_env(), stdout=log,
-                                           stderr=subprocess.STDOUT)
-        first = "AB"[index % 2]
-        order = [first, "AB".replace(first, "")]
-        said = {side: gates[side].next(lambda s=side: procs[s].poll() is None, WAIT_S) for side in "AB"}
-        turns = []
-        # the warm-up round(s) and the measured rounds: pair r runs `order` when r is even, reversed when odd
-        for r in range(args.rounds + 1):
-            for side in (order if r % 2 == 0 else order[::-1]):
-                if not said[side].startswith("round "):
-                    raise RuntimeError(f"block {index}: worker {side} said {said[side]!r}, expected a round")
-                t0 = time.monotonic()
-                gates[side].go()
-                said[side] = gates[side].next(lambda s=side: procs[s].poll() is None, WAIT_S)
-                turns.append((side, r, time.monotonic() - t0))
-        for side in "AB":
-            if not said[side].startswith("end "):
-                raise RuntimeError(f"block {index}: worker {side} said {said[side]!r}, expected its end")
-            gates[side].go()
-        codes = {side: procs[side].wait(timeout=WAIT_S) for side in "AB"}
-    except (GateClosed, RuntimeError) as exc:
-        raise RuntimeError(f"block {index} failed: {exc}; see {stems['A']}.log and {stems['B']}.log") from None
-    finally:
-        for side in procs:
-            if procs[side].poll() is None:
-                procs[side].kill()
-        for gate in gates.values():
-            gate.close()
-        sock_dir.rmdir()
-    if any(codes.values()):
-        raise RuntimeError(f"block {index}: pytest exit codes {codes}; see the logs in {work}")
+    runs = run_resident(envs, [*KINDS[kind].selection, f"--batchperf-rounds={args.rounds}", "--batchperf-progress=off"],
+                        stems, (first, "AB".replace(first, "")), [], WAIT_S)
+    if bad := [r for r in runs.values() if r.crashed or any(o.status in ("failed", "error") for o in r.outcomes.values())]:
+        raise RuntimeError(f"block {index}: {', '.join(f'{r.label} exit {r.returncode}' for r in bad)}; see "
+                           + ", ".join(str(r.log) for r in bad))
     rounds = {}
-    for side in "AB":
-        (record,) = read_results(Path(f"{stems[side]}.json")).records
+    for side, run in runs.items():
+        (record,) = read_results(run.results).records
         rounds[side] = [math.log(r[METRIC]) for r in record.rounds]
-    block = {"index": index, "first": first, "seconds": time.monotonic() - began, "turns": turns, **rounds}
+    block = {"index": index, "first": first, "seconds": time.monotonic() - began, **rounds}
     (work / f"{kind}-{index:03d}.block.json").write_text(json.dumps(block))
     return block
 
