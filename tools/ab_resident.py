@@ -1,22 +1,22 @@
 #!/usr/bin/env python
-"""The resident design's noise, measured (issue 25, part 2): two warm workers taking turns, A/A.
+"""The designs of ``batchperf ab`` side by side on their noise and their seconds (issue 25, part 2).
 
-A **block** starts two pytest processes of the same cell (A and B: here the same environment, an A/A; B may be
-slowed with ``--slow``), each held at the round gate (:mod:`batchperf.measure.round_gate`) before every round:
-both set up and load in parallel, then their warm-ups run one after the other, then their measured rounds
-alternate A B | B A | A B … (the first side swaps every block), and neither measures while the other does. Each
-block is one pair of fresh processes, so a process's own level is still sampled once a block.
+For each design (``--designs``, default all three, interleaved block by block so the machine's drift hits
+each alike) it measures ``--blocks`` pairs of processes of one cell, A against B (the same environment: an A/A;
+``--slow F`` slows B), ``--rounds`` measured rounds a process, exactly as ``batchperf ab --design D`` runs a pair:
 
-Per block it records each round's ln(output throughput); then it prints, over the blocks:
+- ``sequential``: A's process, then B's (the order swaps every block), each alone on the machine;
+- ``resident``: both at once, each held at the round gate (:mod:`batchperf.measure.round_gate`) before every
+  round and released in turns (A B | B A | …): the two sides' rounds lie seconds apart;
+- ``duet``: both at once, each pinned to a core of its own (swapped every block), measuring at the same time.
 
-- the sd of a round pair's ln(B/A) within a block (round-to-round noise, drift between adjacent rounds
-  cancelled), and the sd of a block's mean ln(B/A) between blocks (what a verdict's unit varies by);
-- what a process's own level adds: the between-block sd beyond what the round pairs predict (sd/√rounds);
-- a block's seconds, and the sd of the mean ln(B/A) that 10 minutes of blocks buy, beside the fresh-process
-  design's figure from ``tools/ab_noise.py`` (``--compare DIR``).
+It prints per design: the sd of a round pair's ln(B/A) (A's r-th round against B's r-th), the sd of a block's
+mean ln(B/A) between blocks beside what the round pairs alone predict (sd/√rounds: the rest is a process pair's
+own level, which only more blocks average out), a block's seconds, and the sd of the mean ln(B/A) that 10
+minutes of blocks buy: the figure that decides how fast ``ab`` resolves (lower is better).
 
-    OMP_NUM_THREADS=1 PYTHONPATH=src python tools/ab_resident.py --blocks 10 --rounds 10 --keep results/ab-resident
-    OMP_NUM_THREADS=1 PYTHONPATH=src python tools/ab_resident.py --keep results/ab-resident --estimate-only
+    OMP_NUM_THREADS=1 PYTHONPATH=src:tools python tools/ab_resident.py --blocks 10 --keep results/ab-designs
+    PYTHONPATH=src:tools python tools/ab_resident.py --keep results/ab-designs --estimate-only
 """
 
 from __future__ import annotations
@@ -31,7 +31,9 @@ from pathlib import Path
 
 from ab_detector import KINDS
 
-from batchperf.ab.env import Environment, default_checkout, run_resident
+from batchperf.ab.env import Environment, default_checkout, run_cells, run_resident
+from batchperf.ab.settings import DESIGNS
+from batchperf.measure.child import Stopped, stop_signals
 from batchperf.measure.inject import ENV_SLOWDOWN as INJECT_ENV
 from batchperf.results.io import read_results
 
@@ -39,38 +41,44 @@ METRIC = "output_throughput"
 WAIT_S = 900.0
 
 
-def run_block(index: int, kind: str, args: argparse.Namespace, work: Path) -> dict:
-    """One block: a pair of resident workers (``batchperf ab --design resident``'s own
-    :func:`~batchperf.ab.env.run_resident`). Returns each side's ln(throughput) per measured round."""
+def run_block(index: int, kind: str, design: str, args: argparse.Namespace, work: Path) -> dict:
+    """One block of ``design``: a pair of processes as ``batchperf ab --design DESIGN`` runs it (sequential:
+    :func:`~batchperf.ab.env.run_cells` twice; resident and duet: :func:`~batchperf.ab.env.run_resident`). Returns
+    each side's ln(throughput) per measured round."""
     envs = {side: Environment(side, Path(sys.executable),
                               ((INJECT_ENV, str(args.slow)),) if side == "B" and args.slow else (), default_checkout())
             for side in "AB"}
-    stems = {side: work / f"{kind}-{index:03d}-{side}" for side in "AB"}
+    name = f"{kind}-{design}-{index:03d}"
+    stems = {side: work / f"{name}-{side}" for side in "AB"}
     first = "AB"[index % 2]
+    order = (first, "AB".replace(first, ""))
+    pytest_args = [*KINDS[kind].selection, f"--batchperf-rounds={args.rounds}", "--batchperf-progress=off"]
     began = time.monotonic()
-    runs = run_resident(envs, [*KINDS[kind].selection, f"--batchperf-rounds={args.rounds}", "--batchperf-progress=off"],
-                        stems, (first, "AB".replace(first, "")), [], WAIT_S)
+    if design == "sequential":
+        runs = {side: run_cells(envs[side], pytest_args, stems[side], timeout_s=WAIT_S) for side in order}
+    else:
+        runs = run_resident(envs, pytest_args, stems, order, [], WAIT_S, duet=design == "duet")
     if bad := [r for r in runs.values() if r.crashed or any(o.status in ("failed", "error") for o in r.outcomes.values())]:
-        raise RuntimeError(f"block {index}: {', '.join(f'{r.label} exit {r.returncode}' for r in bad)}; see "
+        raise RuntimeError(f"{name}: {', '.join(f'{r.label} exit {r.returncode}' for r in bad)}; see "
                            + ", ".join(str(r.log) for r in bad))
     rounds = {}
     for side, run in runs.items():
         (record,) = read_results(run.results).records
         rounds[side] = [math.log(r[METRIC]) for r in record.rounds]
-    block = {"index": index, "first": first, "seconds": time.monotonic() - began, **rounds}
-    (work / f"{kind}-{index:03d}.block.json").write_text(json.dumps(block))
+    block = {"index": index, "design": design, "first": first, "seconds": time.monotonic() - began, **rounds}
+    (work / f"{name}.block.json").write_text(json.dumps(block))
     return block
 
 
-def blocks_of(work: Path, kind: str) -> list[dict]:
-    return [json.loads(p.read_text()) for p in sorted(work.glob(f"{kind}-[0-9][0-9][0-9].block.json"))]
+def blocks_of(work: Path, kind: str, design: str) -> list[dict]:
+    return [json.loads(p.read_text()) for p in sorted(work.glob(f"{kind}-{design}-[0-9][0-9][0-9].block.json"))]
 
 
-def report(work: Path, kind: str, compare: float | None) -> None:
-    blocks = blocks_of(work, kind)
+def report(work: Path, kind: str, design: str) -> str:
+    """One row of the table: the design's noise at both levels and what 10 minutes of its blocks buy."""
+    blocks = blocks_of(work, kind, design)
     if len(blocks) < 3:
-        print(f"{kind}: {len(blocks)} blocks, too few (3 or more)")
-        return
+        return f"| {KINDS[kind].name} | {design} | {len(blocks)} blocks: too few (3 or more) | | | | | | |"
     # round pair r: A's r-th measured round against B's r-th; a block's mean over its pairs
     diffs = [[b["B"][r] - b["A"][r] for r in range(min(len(b["A"]), len(b["B"])))] for b in blocks]
     means = [statistics.fmean(d) for d in diffs]
@@ -80,46 +88,55 @@ def report(work: Path, kind: str, compare: float | None) -> None:
     level = math.sqrt(max(between ** 2 - within ** 2 / rounds, 0.0))
     seconds = statistics.median(b["seconds"] for b in blocks)
     per10 = 600 / seconds
-    print(f"\n{KINDS[kind].name}: {len(blocks)} blocks x {rounds:g} round pairs, median {seconds:.1f} s a block")
-    print(f"  mean ln(B/A) over blocks: {statistics.fmean(means):+.4f}  (each block: "
-          + ", ".join(f"{m:+.3f}" for m in means) + ")")
-    print(f"  sd of a round pair's ln(B/A), within a block: {within:.4f}")
-    print(f"  sd of a block's mean ln(B/A), between blocks: {between:.4f}  (round pairs alone predict "
-          f"{within / math.sqrt(rounds):.4f}; a process pair's own level adds sd {level:.4f})")
-    print(f"  10 minutes buy {per10:.1f} blocks: sd of the mean ln(B/A) {between / math.sqrt(per10):.4f}"
-          + (f"  (fresh-process pairs, tools/ab_noise.py: {compare:.4f})" if compare else ""))
-    sides = {s: [statistics.fmean(b[s]) for b in blocks] for s in "AB"}
-    print("  a side's mean ln(throughput) per block, A: " + ", ".join(f"{x:.3f}" for x in sides["A"]))
-    print("                                          B: " + ", ".join(f"{x:.3f}" for x in sides["B"]))
+    return (f"| {KINDS[kind].name} | {design} | {len(blocks)} x {rounds:g} | {seconds:.1f} | "
+            f"{statistics.fmean(means):+.4f} | {within:.4f} | {between:.4f} ({within / math.sqrt(rounds):.4f}) | "
+            f"{level:.4f} | {per10:.1f}: **{between / math.sqrt(per10):.4f}** |")
 
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--blocks", type=int, default=10, help="pairs of resident workers (default 10)")
-    parser.add_argument("--rounds", type=int, default=10, help="measured rounds a worker (default 10)")
+    parser.add_argument("--blocks", type=int, default=10, help="pairs of processes per design (default 10)")
+    parser.add_argument("--rounds", type=int, default=8, help="measured rounds a process (default 8)")
     parser.add_argument("--cells", default="compute", help=f"cell kinds, of {', '.join(KINDS)}")
+    parser.add_argument("--designs", default="sequential,resident,duet",
+                        help=f"designs, interleaved block by block, of {', '.join(DESIGNS)} (default all)")
     parser.add_argument("--slow", type=float, default=0.0, help="slow B by this fraction (default 0: A/A)")
-    parser.add_argument("--compare", type=float, default=None, help="the fresh-process design's sd in 10 minutes")
     parser.add_argument("--keep", type=Path, required=True, help="keep (and resume from) every block here")
-    parser.add_argument("--estimate-only", action="store_true")
+    parser.add_argument("--estimate-only", action="store_true", help="measure nothing: the table from --keep")
     args = parser.parse_args()
     kinds = [k for k in args.cells.split(",") if k]
+    designs = [d for d in args.designs.split(",") if d]
+    if bad := [k for k in kinds if k not in KINDS] + [d for d in designs if d not in DESIGNS]:
+        parser.error(f"unknown cell kind(s) or design(s) {bad}; kinds: {', '.join(KINDS)}; designs: "
+                     f"{', '.join(DESIGNS)}")
     args.keep.mkdir(parents=True, exist_ok=True)
+    code = 0
     if not args.estimate_only:
         began = time.monotonic()
-        for i in range(args.blocks):
-            for kind in kinds:
-                if (args.keep / f"{kind}-{i:03d}.block.json").exists():
-                    continue
-                for stale in args.keep.glob(f"{kind}-{i:03d}-*"):
-                    stale.unlink()
-                b = run_block(i, kind, args, args.keep)
-                print(f"[{kind} block {i + 1}/{args.blocks}] {b['seconds']:.1f} s, mean ln(B/A) "
-                      f"{statistics.fmean(x - y for x, y in zip(b['B'], b['A'])):+.4f}  "
-                      f"[{(time.monotonic() - began) / 60:.1f} min]", flush=True)
+        try:
+            with stop_signals():
+                for i in range(args.blocks):
+                    for kind in kinds:
+                        for design in designs:
+                            if (args.keep / f"{kind}-{design}-{i:03d}.block.json").exists():
+                                continue
+                            for stale in args.keep.glob(f"{kind}-{design}-{i:03d}-*"):
+                                stale.unlink()
+                            b = run_block(i, kind, design, args, args.keep)
+                            print(f"[{kind} {design} block {i + 1}/{args.blocks}] {b['seconds']:.1f} s, mean ln(B/A) "
+                                  f"{statistics.fmean(x - y for x, y in zip(b['B'], b['A'])):+.4f}  "
+                                  f"[{(time.monotonic() - began) / 60:.1f} min]", flush=True)
+        except Stopped as exc:
+            print(f"ab_resident: interrupted; the finished blocks are kept in {args.keep}", file=sys.stderr)
+            code = exc.exit_code
+    print("\n| cell | design | blocks x round pairs | s a block | mean ln(B/A) | sd of a round pair's ln(B/A) "
+          "| sd of a block's mean (round pairs alone predict) | a process pair's own level, sd "
+          "| blocks in 10 min: sd of the mean ln(B/A) |")
+    print("|---|---|---:|---:|---:|---:|---:|---:|---:|")
     for kind in kinds:
-        report(args.keep, kind, args.compare)
-    return 0
+        for design in designs:
+            print(report(args.keep, kind, design))
+    return code
 
 
 if __name__ == "__main__":

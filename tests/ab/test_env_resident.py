@@ -4,6 +4,7 @@ between cells, a worker that dies and a pair that hangs are seen as the coordina
 
 from __future__ import annotations
 
+import os
 import sys
 import textwrap
 from pathlib import Path
@@ -30,7 +31,7 @@ FAKE_PYTEST = textwrap.dedent("""
                 start = time.monotonic()
                 time.sleep(0.03)
                 with open(log, "a") as fh:
-                    fh.write(f"{label} {cell} {r} {start} {time.monotonic()}\\n")
+                    fh.write(f"{label} {cell} {r} {start} {time.monotonic()} {min(os.sched_getaffinity(0))}\\n")
                 done += 1
             round_gate.wait(f"end {cell}")
         out = next(a.split("=", 1)[1] for a in sys.argv if a.startswith("--benchmark-json="))
@@ -55,12 +56,21 @@ def envs(tmp_path: Path, cells: dict[str, str], **extra: dict[str, str]) -> dict
 
 def turns(tmp_path: Path) -> list[tuple[str, str, int, float, float]]:
     rows = [line.split() for line in (tmp_path / "turns.log").read_text().splitlines()]
-    return [(label, cell, int(r), float(a), float(b)) for label, cell, r, a, b in rows]
+    return [(label, cell, int(r), float(a), float(b)) for label, cell, r, a, b, _ in rows]
 
 
-def run(tmp_path: Path, made: dict[str, Environment], order: tuple[str, str], timeout_s: float | None = 60):
+def cores(tmp_path: Path) -> dict[str, set[int]]:
+    found: dict[str, set[int]] = {}
+    for line in (tmp_path / "turns.log").read_text().splitlines():
+        label, *_, core = line.split()
+        found.setdefault(label, set()).add(int(core))
+    return found
+
+
+def run(tmp_path: Path, made: dict[str, Environment], order: tuple[str, str], timeout_s: float | None = 60,
+        duet: bool = False):
     stems = {label: tmp_path / f"pair-001-{label}" for label in "AB"}
-    return run_resident(made, [], stems, order, ["c1", "c2"], timeout_s)
+    return run_resident(made, [], stems, order, ["c1", "c2"], timeout_s, duet=duet)
 
 
 def test_rounds_alternate_in_turns_and_never_overlap(tmp_path: Path) -> None:
@@ -100,3 +110,15 @@ def test_files_already_there_are_refused(tmp_path: Path) -> None:
     (tmp_path / "pair-001-B.json").write_text("planted")
     with pytest.raises(FileExistsError, match="planted"):
         run(tmp_path, envs(tmp_path, {"A": "c1", "B": "c1"}), ("A", "B"))
+
+
+@pytest.mark.skipif(len(os.sched_getaffinity(0)) < 2, reason="a duet needs two cores")
+def test_a_duet_runs_both_sides_at_once_each_on_its_own_core(tmp_path: Path) -> None:
+    runs = run(tmp_path, envs(tmp_path, {"A": "c1", "B": "c1"}), ("B", "A"), duet=True)
+    assert not any(r.crashed for r in runs.values())
+    seen = turns(tmp_path)
+    for r in range(4):  # each round of A overlaps B's round of the same index
+        (a,), (b,) = ([t for t in seen if t[0] == label and t[2] == r] for label in "AB")
+        assert a[3] < b[4] and b[3] < a[4]
+    first, second = sorted(os.sched_getaffinity(0))[:2]
+    assert cores(tmp_path) == {"B": {first}, "A": {second}}  # order[0] on the first core

@@ -97,7 +97,7 @@ def test_the_budget_of_minutes_stops_before_a_pair_that_would_overrun(tmp_path: 
     ({"metrics": ("tokens_per_joule",)}, "unknown metric(s) tokens_per_joule"),
     ({"margin": 1.5}, "--margin 1.5"),
     ({"alpha": 0.0}, "--alpha 0.0"),
-    ({"design": "duet"}, "--design duet: unknown; give one of sequential, resident"),
+    ({"design": "bogus"}, "--design bogus: unknown; give one of sequential, resident, duet"),
 ])
 def test_settings_that_cannot_give_an_answer_are_refused(tmp_path: Path, kwargs: dict, message: str) -> None:
     with pytest.raises(UsageProblem, match=message.replace("(", r"\(").replace(")", r"\)")):
@@ -256,7 +256,7 @@ def test_the_resident_design_runs_each_pair_through_run_resident(tmp_path: Path,
     fakes = FakeEnvs(speed={"A": 1.0, "B": 0.8}, noise=0.004, cells=CELLS[:1])
     calls = []
 
-    def resident(envs, args, stems, order, cells, timeout_s):  # noqa: ANN001, ANN202 - run_resident's signature
+    def resident(envs, args, stems, order, cells, timeout_s, duet=False):  # noqa: ANN001, ANN202
         calls.append((order, list(cells)))
         return {label: fakes.run(envs[label], args, stems[label], timeout_s=timeout_s) for label in order}
 

@@ -258,7 +258,8 @@ def run_cells(env: Environment, args: Sequence[str], stem: Path, timeout_s: floa
 
 
 def run_resident(envs: Mapping[str, Environment], args: Sequence[str], stems: Mapping[str, Path],
-                 order: tuple[str, str], cells: Sequence[str], timeout_s: float | None = None) -> dict[str, SideRun]:
+                 order: tuple[str, str], cells: Sequence[str], timeout_s: float | None = None,
+                 duet: bool = False) -> dict[str, SideRun]:
     """One process of each environment at once, as **resident workers taking turns** (``ab --design resident``).
 
     Both start together (their imports and model builds overlap: nothing is measured then) and each holds at the
@@ -267,7 +268,11 @@ def run_resident(envs: Mapping[str, Environment], args: Sequence[str], stems: Ma
     alternating (A B | B A | A B …), so neither measures while the other does and the two sides' rounds lie
     seconds apart. When they wait at different points (a cell one side skipped or failed), the side behind in
     ``cells`` (the collection order) goes alone; a side that ended leaves the other to run on alone. Each side's
-    files are :func:`run_cells`'s; ``timeout_s`` bounds the pair as a whole (both are stopped when it passes)."""
+    files are :func:`run_cells`'s; ``timeout_s`` bounds the pair as a whole (both are stopped when it passes).
+
+    ``duet`` (``ab --design duet``): both sides measure **at the same time**, each pinned to a core of its own
+    (``order[0]`` the first of this process's cores, ``order[1]`` the second: the order swaps every pair, and so
+    do the cores), released together at each round."""
     from batchperf.measure.child import finish_guarded, start_guarded
     from batchperf.measure.round_gate import Gate, GateClosed
 
@@ -277,6 +282,7 @@ def run_resident(envs: Mapping[str, Environment], args: Sequence[str], stems: Ma
         for path in (files[label][".json"], files[label][".xml"]):
             if os.path.lexists(path):
                 raise FileExistsError(errno.EEXIST, "is there already, before its process ran (planted?)", str(path))
+    cores = duet_cores(order) if duet else {}
     sockets = Path(tempfile.mkdtemp(prefix="batchperf-gate-"))
     gates = {label: Gate(sockets / label) for label in order}
     procs: dict[str, Any] = {}
@@ -295,7 +301,7 @@ def run_resident(envs: Mapping[str, Environment], args: Sequence[str], stems: Ma
             logs[label].flush()
             started[label], clocks[label] = time.time(), time.monotonic()
             procs[label] = start_guarded(cmd, cwd=env.dir, env=dict(env.process_env(), **dict([gates[label].env()])),
-                                         stdout=logs[label])
+                                         stdout=logs[label], cpus=cores[label] if duet else None)
 
         def hear(label: str) -> str | None:
             left = 1e9 if deadline is None else deadline - time.monotonic()
@@ -313,12 +319,13 @@ def run_resident(envs: Mapping[str, Environment], args: Sequence[str], stems: Ma
                 break
             live = [label for label in order if said[label] is not None]
             if len(live) == 2 and said[live[0]] == said[live[1]]:
+                together = duet or str(said[live[0]]).startswith("end ")
                 ending = str(said[live[0]]).startswith("end ")
-                for label in (order if turns % 2 == 0 or ending else order[::-1]):
+                for label in (order if turns % 2 == 0 or together else order[::-1]):
                     gates[label].go()
-                    if not ending:
+                    if not together:
                         said[label] = hear(label)
-                if ending:  # both go on at once to whatever follows (the next cell's set-up, the session's end)
+                if together:  # both at once: a duet's round, or what follows an end (the next cell, the exit)
                     said = {label: hear(label) for label in order}
                 turns = 0 if ending else turns + 1
                 continue
@@ -345,6 +352,16 @@ def run_resident(envs: Mapping[str, Environment], args: Sequence[str], stems: Ma
     return {label: SideRun(label, codes[label][0], ended[label] - clocks[label],
                            files[label][".json"] if files[label][".json"].exists() else None, files[label][".log"],
                            outcomes(files[label][".xml"]), started[label], codes[label][1]) for label in order}
+
+
+def duet_cores(order: tuple[str, str]) -> dict[str, frozenset[int]]:
+    """A duet's cores: the first two this process may run on, ``order[0]`` on the first. EnvironmentProblem when
+    there are fewer than two."""
+    cores = sorted(os.sched_getaffinity(0))
+    if len(cores) < 2:
+        raise EnvironmentProblem(f"--design duet pins A and B to a core each and needs two; this process may use "
+                                 f"{len(cores)} ({cores}); use --design resident")
+    return {order[0]: frozenset({cores[0]}), order[1]: frozenset({cores[1]})}
 
 
 def _position(message: str, cells: Sequence[str]) -> tuple[int, int]:

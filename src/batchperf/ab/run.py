@@ -43,6 +43,7 @@ from batchperf.ab.env import (
     Probe,
     SideRun,
     collect,
+    duet_cores,
     probe,
     run_cells,
     run_resident,
@@ -355,6 +356,11 @@ def prepare(settings: Settings, prober: Prober = probe, collector: Collector = c
         raise UsageProblem(f"the pytest arguments {' '.join(settings.pytest_args) or '(none)'} select no cell that "
                            f"both environments have (A: {len(found['A'])}, B: {len(found['B'])}); e.g. "
                            "-- -m cpu -k 'hf-static and bs8 and p512 and c16'")
+    if settings.design == "duet":
+        try:
+            duet_cores(("A", "B"))
+        except EnvironmentProblem as exc:
+            raise UsageProblem(str(exc)) from None
     deciding = len(settings.metrics)  # the exact metrics decide too, but by equality: no error to share
     family = settings.alpha / (len(shared) * deciding)
     needed = ab_judge.fewest_max_pairs(settings.test, family)
@@ -423,8 +429,9 @@ def measure_pairs(result: AbResult, runner: Runner, progress: Progress, clock: C
         deselect += [f"--deselect={nodeid}" for nodeid in skip]
         args = [*settings.run_args(), *deselect]
         stems = {label: settings.out.resolve() / f"pair-{index:03d}-{label}" for label in envs}
-        if settings.design == "resident":  # both at once, taking turns round by round (docs/ab.md, "Designs")
-            runs = run_resident(envs, args, stems, order_of(index), list(result.cells), settings.process_timeout_s)
+        if settings.design in ("resident", "duet"):  # both processes at once (docs/ab.md, "Designs")
+            runs = run_resident(envs, args, stems, order_of(index), list(result.cells), settings.process_timeout_s,
+                                duet=settings.design == "duet")
         else:
             runs = {}
             for label in order_of(index):

@@ -13,7 +13,7 @@ from batchperf.measure.catalogue import AB_DEFAULT, AB_WITH_LATENCY, GATED, Dire
 
 DEFAULT_METRICS = AB_DEFAULT
 LATENCY_METRICS = AB_WITH_LATENCY  # --latency-decides: the older deciding set
-DESIGNS = ("sequential", "resident")  # docs/ab.md, "Designs"
+DESIGNS = ("sequential", "resident", "duet")  # docs/ab.md, "Designs"
 DEFAULT_ROUNDS = 5  # measured rounds per process: cheap next to a process start, and steadier process medians
 
 

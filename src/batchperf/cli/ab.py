@@ -80,7 +80,8 @@ def add_verdict_args(parser: argparse.ArgumentParser) -> None:
                         help="how a pair's two processes run (default sequential): 'sequential', A's process and then "
                              "B's, each alone on the machine; 'resident', both at once, each held before every round "
                              "and released in turns (A B | B A | ...), so the two sides' rounds lie seconds apart "
-                             "instead of a process apart. docs/ab.md, 'Designs', says when each is better")
+                             "instead of a process apart; 'duet', both measuring at the same time, each pinned to a core "
+                             "of its own (swapped every pair). docs/ab.md, 'Designs', says which to use and why")
     parser.add_argument("pytest_args", nargs="*", metavar="PYTEST_ARGS",
                         help="after --: the cells, as `pytest perf_tests` takes them (e.g. -m cpu -k vllm)")
 

@@ -83,13 +83,21 @@ def _stop(guard: subprocess.Popen[bytes]) -> None:
 
 
 def start_guarded(cmd: Sequence[str], *, cwd: Path | None = None, env: Mapping[str, str] | None = None,
-                  stdout: IO[Any] | int | None = None, grace_s: float = GRACE_S) -> subprocess.Popen[bytes]:
+                  stdout: IO[Any] | int | None = None, grace_s: float = GRACE_S,
+                  cpus: frozenset[int] | None = None) -> subprocess.Popen[bytes]:
     """Start ``cmd`` under the guard and return the guard; end it with :func:`finish_guarded` (which also stops it
-    on any error). A stop signal inside :func:`stop_signals` stops every child started so and not yet finished."""
+    on any error). A stop signal inside :func:`stop_signals` stops every child started so and not yet finished.
+    ``cpus``: pin the guard, and so everything it starts, to these cores."""
+
+    def before() -> None:
+        group_guard.die_with_parent()
+        if cpus:
+            os.sched_setaffinity(0, cpus)
+
     guard = [sys.executable, group_guard.__file__, str(os.getpid()), str(grace_s), "--", *cmd]
     proc = subprocess.Popen(guard, cwd=cwd, env=None if env is None else dict(env), stdout=stdout,
                             stderr=subprocess.STDOUT if stdout is not None else None, stdin=subprocess.DEVNULL,
-                            start_new_session=True, preexec_fn=group_guard.die_with_parent)
+                            start_new_session=True, preexec_fn=before)
     _running.append(proc)
     return proc
 
