@@ -5,7 +5,8 @@ each are shared by the requests (hash_ids), each request adding its own block of
 exercises a prefix cache; two tenants, the interactive one at priority 0. The CPU tier's files (mini_trace.jsonl,
 two_tenants.toml, and sustained_tenants.toml for `batchperf capacity`) are sized for the tiny model on 2 cores;
 the GPU tier's (gpu_trace.jsonl, two_tenants_gpu.toml) for Qwen2.5-0.5B on one H200; poisson_one.toml,
-bursty_tenants.toml and heavy_light.toml are the policy study's (tools/policy_study.py). Run from the repository root:
+bursty_tenants.toml and heavy_light.toml are the policy study's (tools/policy_study.py; bursty_tenants_small.toml is
+its bursty case at the opt-in small-qwen2's scale). Run from the repository root:
 
     python tools/make_example_trace.py
 """
@@ -161,6 +162,47 @@ slo = { e2el_ms = 20000 }
 """
 
 
+# The bursty case at small-qwen2's scale (docs/policies.md), its numbers from tools/step_profile.py on one core.
+BURSTY_SMALL = """\
+# Two bursty tenants at small-qwen2's scale (docs/policies.md; opt-in model: --batchperf-models small-qwen2), where
+# a decode step grows with the batch: in the continuous engine on this 2-core VM (OMP_NUM_THREADS=1), quiet, about
+# 8 ms at 1-3 requests, 16 at 4, 20 at 5-6, 23-25 at 7-9, 25-30 at 10-13 (under load from other sessions 1.3-1.8x
+# that), so a cap trades the interactive tenant's TPOT against its queueing.
+# - interactive: 2.5 req/s, Poisson, of 16-32 tokens: alone, ~1 runs at a time and its steps take ~8 ms. Its TPOT
+#   SLO, 25 ms, holds at batches up to ~8 quiet (~4 under load) and is missed past ~10 (a prefill step in its
+#   decode adds to its mean); 25, not 20: with 20, aimd's step target (the TPOT) sat too close to a loaded VM's
+#   batch-1 step (17 ms) and cut its cap to 1 (interactive 0%). TTFT 300 ms allows a prefill step or two.
+# - batch: bursts of 8 requests in 0.5 s every 4 s (2 req/s on average) of 96-token prompts and 32 output tokens:
+#   uncapped, a burst holds the batch at ~10 for ~1 s and an interactive request decoding then misses its TPOT;
+#   capped at 4, the burst's requests hold the slots in waves and an interactive arrival waits for a slot (TTFT:
+#   fcfs at cap 4 and load 1.5 met 18% of the interactive requests, mean TTFT 740 ms). Prompts are 96 tokens, not
+#   384 as at the tiny model's scale: a prompt's prefill is one unchunked step, and at this width a 384-token one
+#   stalls every running request for hundreds of ms whatever the cap (a first version with 128-token prompts and
+#   6 req/s interactive spent most of its steps' time in prefill).
+# 20 s of arrivals at load 1: 50 interactive and 40 batch requests.
+seed = 0
+
+[tenants.interactive]
+requests = 50
+rate = 2.5
+burstiness = 1.0        # Poisson
+prompt_len = "16-48"
+output_lens = [16, 32]
+priority = 0
+slo = { ttft_ms = 300, tpot_ms = 25 }
+
+[tenants.batch]
+requests = 40
+rate = 16.0
+on_s = 0.5              # sends for 0.5 s, pauses 3.5 s: 2 req/s on average
+off_s = 3.5
+prompt_len = 96
+output_lens = [32]
+priority = 1
+slo = { e2el_ms = 20000 }
+"""
+
+
 HEAVY_LIGHT = """\
 # Two tenants that both send more than the tiny model on 2 cores serves (the policy study's fairness case,
 # docs/policies.md): "heavy" offers about four times "light"'s weighted tokens, so serving in arrival order gives
@@ -198,6 +240,7 @@ def main() -> None:
     (OUT / "poisson_one.toml").write_text(POISSON_ONE)
     (OUT / "heavy_light.toml").write_text(HEAVY_LIGHT)
     (OUT / "bursty_tenants.toml").write_text(BURSTY)
+    (OUT / "bursty_tenants_small.toml").write_text(BURSTY_SMALL)  # the same shape for small-qwen2
 
 
 if __name__ == "__main__":

@@ -10,6 +10,8 @@ The CPU tier's model is a random-weight Qwen2 model built from a fixed config
 and seed, saved with ``save_pretrained`` (with a byte-level BPE tokenizer
 trained offline on a synthetic corpus) into a cache folder, and loaded back
 with ``from_pretrained``: the same loading path as a real checkpoint, no hub.
+``small-qwen2`` (opt-in: no tier runs it unless named) is built the same way
+from a wider recipe: each builtin model is one BuiltRecipe in BUILT.
 """
 
 from __future__ import annotations
@@ -19,11 +21,27 @@ import json
 import os
 import shutil
 import tempfile
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from batchperf.backends.dummy import build_dummy
 from batchperf.backends.model import LoadedModel, ModelLoadError, ModelSpec, from_pretrained
+
+BUILTIN = "builtin:"  # a source naming a model built here from BUILT
+
+
+@dataclass(frozen=True, slots=True)
+class BuiltRecipe:
+    """How a builtin model is built: a Qwen2 config (all but the vocabulary), the tokenizer's vocabulary size,
+    a seed for the weights and the corpus, and a version to bump when the recipe changes (the cache folder's
+    name follows it)."""
+
+    config: dict[str, Any]
+    vocab: int
+    seed: int
+    version: int
+
 
 TINY_CONFIG: dict[str, Any] = {
     # Sized so a decode step's matmuls, not Python, take most of the step on 2 cores.
@@ -41,11 +59,29 @@ TINY_VOCAB = 1024
 TINY_SEED = 1234
 TINY_VERSION = 1  # bump when the recipe changes: the cache folder name follows
 
+# Wider, with fewer layers and an 8k vocabulary (its lm_head a quarter of the weights), so a decode step's time
+# grows with the batch on one CPU core (docs/policies.md): 8-15 ms at 1 request, 2.4-3.6x that at 16.
+SMALL_CONFIG: dict[str, Any] = {
+    **TINY_CONFIG,
+    "hidden_size": 768,
+    "intermediate_size": 3072,
+    "num_hidden_layers": 2,
+    "num_attention_heads": 12,
+}
+SMALL_VOCAB = 8192
+
+BUILT: dict[str, BuiltRecipe] = {
+    "tiny-qwen2": BuiltRecipe(TINY_CONFIG, TINY_VOCAB, TINY_SEED, TINY_VERSION),
+    "small-qwen2": BuiltRecipe(SMALL_CONFIG, SMALL_VOCAB, TINY_SEED, 1),
+}
+
 
 MODELS: dict[str, ModelSpec] = {
     spec.name: spec
     for spec in (
         ModelSpec("tiny-qwen2", "builtin:tiny-qwen2", tier="cpu", dtype="float32"),
+        # the policy study's CPU model whose step grows with the batch; no tier runs it unless named
+        ModelSpec("small-qwen2", "builtin:small-qwen2", tier="cpu", dtype="float32", opt_in=True),
         # source: the public checkpoint whose config.json ships in configs/<name>/
         ModelSpec("qwen2.5-0.5b", "Qwen/Qwen2.5-0.5B-Instruct", tier="gpu", dtype="bfloat16", weights="dummy"),
         ModelSpec("qwen2.5-1.5b", "Qwen/Qwen2.5-1.5B-Instruct", tier="gpu", dtype="bfloat16", weights="dummy"),
@@ -101,13 +137,21 @@ def cache_root() -> Path:
 
 def tiny_model_dir(root: Path | None = None) -> Path:
     """Build the CPU tier's tiny model once (atomically) and return its folder."""
-    target = (root or cache_root()) / "models" / f"tiny-qwen2-v{TINY_VERSION}"
+    return built_model_dir("tiny-qwen2", root)
+
+
+def built_model_dir(name: str, root: Path | None = None) -> Path:
+    """Build the builtin model ``name`` (a key of BUILT) once, atomically, and return its folder."""
+    recipe = BUILT.get(name)
+    if recipe is None:
+        raise ModelLoadError(f"no builtin model {name!r}; builtin models: {', '.join(BUILT)}")
+    target = (root or cache_root()) / "models" / f"{name}-v{recipe.version}"
     if (target / "config.json").exists():
         return target
     target.parent.mkdir(parents=True, exist_ok=True)
-    staging = Path(tempfile.mkdtemp(prefix=".tiny-qwen2-", dir=target.parent))
+    staging = Path(tempfile.mkdtemp(prefix=f".{name}-", dir=target.parent))
     try:
-        _build_tiny(staging)
+        _build(recipe, staging)
         try:
             staging.rename(target)
         except OSError:  # another process won the race; its copy is identical
@@ -118,16 +162,16 @@ def tiny_model_dir(root: Path | None = None) -> Path:
     return target
 
 
-def _synthetic_corpus(n_lines: int = 4000) -> list[str]:
+def _synthetic_corpus(n_lines: int = 4000, seed: int = TINY_SEED) -> list[str]:
     import numpy as np
 
-    rng = np.random.Generator(np.random.PCG64(TINY_SEED))
+    rng = np.random.Generator(np.random.PCG64(seed))
     letters = np.array(list("abcdefghijklmnopqrstuvwxyz"))
     words = ["".join(rng.choice(letters, size=rng.integers(2, 9))) for _ in range(3000)]
     return [" ".join(rng.choice(words, size=rng.integers(5, 20))) for _ in range(n_lines)]
 
 
-def _build_tiny(folder: Path) -> None:
+def _build(recipe: BuiltRecipe, folder: Path) -> None:
     import torch
     from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
     from transformers import PreTrainedTokenizerFast, Qwen2Config, Qwen2ForCausalLM
@@ -136,25 +180,26 @@ def _build_tiny(folder: Path) -> None:
     bpe.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
     bpe.decoder = decoders.ByteLevel()
     trainer = trainers.BpeTrainer(
-        vocab_size=TINY_VOCAB,
+        vocab_size=recipe.vocab,
         special_tokens=["<|endoftext|>"],
         initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
         show_progress=False,
     )
-    bpe.train_from_iterator(_synthetic_corpus(), trainer=trainer)
+    bpe.train_from_iterator(_synthetic_corpus(seed=recipe.seed), trainer=trainer)
     tokenizer = PreTrainedTokenizerFast(tokenizer_object=bpe, eos_token="<|endoftext|>", pad_token="<|endoftext|>")
     tokenizer.save_pretrained(folder)
 
     eos = tokenizer.convert_tokens_to_ids("<|endoftext|>")
-    config = Qwen2Config(vocab_size=len(tokenizer), bos_token_id=eos, eos_token_id=eos, pad_token_id=eos, **TINY_CONFIG)
-    torch.manual_seed(TINY_SEED)
+    config = Qwen2Config(vocab_size=len(tokenizer), bos_token_id=eos, eos_token_id=eos, pad_token_id=eos,
+                         **recipe.config)
+    torch.manual_seed(recipe.seed)
     model = Qwen2ForCausalLM(config)
     model.save_pretrained(folder)
 
 
 def resolve_source(spec: ModelSpec) -> Path | str:
-    if spec.source == "builtin:tiny-qwen2":
-        return tiny_model_dir()
+    if spec.source.startswith(BUILTIN):
+        return built_model_dir(spec.source.removeprefix(BUILTIN))
     return spec.source
 
 
