@@ -78,7 +78,7 @@ def report(work: Path, kind: str, design: str) -> str:
     """One row of the table: the design's noise at both levels and what 10 minutes of its blocks buy."""
     blocks = blocks_of(work, kind, design)
     if len(blocks) < 3:
-        return f"| {KINDS[kind].name} | {design} | {len(blocks)} blocks: too few (3 or more) | | | | | | |"
+        return f"| {KINDS[kind].name} | {design} | {len(blocks)} blocks: too few (3 or more) | | | | | | | |"
     # round pair r: A's r-th measured round against B's r-th; a block's mean over its pairs
     diffs = [[b["B"][r] - b["A"][r] for r in range(min(len(b["A"]), len(b["B"])))] for b in blocks]
     means = [statistics.fmean(d) for d in diffs]
@@ -88,9 +88,14 @@ def report(work: Path, kind: str, design: str) -> str:
     level = math.sqrt(max(between ** 2 - within ** 2 / rounds, 0.0))
     seconds = statistics.median(b["seconds"] for b in blocks)
     per10 = 600 / seconds
+    # the side that goes first (sequential, resident) or holds the first core (duet) swaps every block: half the
+    # difference between the two kinds of block is what going first (or the first core) is worth
+    by_first = {side: [m for m, b in zip(means, blocks) if b["first"] == side] for side in "AB"}
+    first = (f"{(statistics.fmean(by_first['B']) - statistics.fmean(by_first['A'])) / 2:+.4f}"
+             if all(by_first.values()) else "—")
     return (f"| {KINDS[kind].name} | {design} | {len(blocks)} x {rounds:g} | {seconds:.1f} | "
-            f"{statistics.fmean(means):+.4f} | {within:.4f} | {between:.4f} ({within / math.sqrt(rounds):.4f}) | "
-            f"{level:.4f} | {per10:.1f}: **{between / math.sqrt(per10):.4f}** |")
+            f"{statistics.fmean(means):+.4f} | {first} | {within:.4f} | {between:.4f} "
+            f"({within / math.sqrt(rounds):.4f}) | {level:.4f} | {per10:.1f}: **{between / math.sqrt(per10):.4f}** |")
 
 
 def main() -> int:
@@ -129,10 +134,11 @@ def main() -> int:
         except Stopped as exc:
             print(f"ab_resident: interrupted; the finished blocks are kept in {args.keep}", file=sys.stderr)
             code = exc.exit_code
-    print("\n| cell | design | blocks x round pairs | s a block | mean ln(B/A) | sd of a round pair's ln(B/A) "
+    print("\n| cell | design | blocks x round pairs | s a block | mean ln(B/A) | going first (duet: the first core) "
+          "is worth, ln | sd of a round pair's ln(B/A) "
           "| sd of a block's mean (round pairs alone predict) | a process pair's own level, sd "
           "| blocks in 10 min: sd of the mean ln(B/A) |")
-    print("|---|---|---:|---:|---:|---:|---:|---:|---:|")
+    print("|---|---|---:|---:|---:|---:|---:|---:|---:|---:|")
     for kind in kinds:
         for design in designs:
             print(report(args.keep, kind, design))

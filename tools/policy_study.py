@@ -50,7 +50,7 @@ from batchperf.results.io import read_results
 STATIC_CAPS = (1, 2, 4, 8, 16)
 POLICIES = ("fcfs", "seed", "aimd", "priority", "fair")
 SUITE = Path("perf_tests")
-RESULT = re.compile(r"^(?P<name>[a-z]+)-load(?P<load>[0-9.]+)-r(?P<repeat>[0-9]+)\.json$")
+RESULT = re.compile(r"^(?P<name>[a-z_]+)-load(?P<load>[0-9.]+)-r(?P<repeat>[0-9]+)\.json$")
 OLD_STYLE = ("static", "policies")  # the two-run layout before the study went side by side
 
 Series = dict[str, dict[float, dict[int, dict[str, Any]]]]  # series -> load -> repeat -> row
@@ -63,6 +63,7 @@ class Traffic:
     loads: str  # load factors swept (× the file's rates): about 0.5× to 2× fcfs's capacity at cap 16
     caps: tuple[int, ...] = STATIC_CAPS  # the static caps measured (fcfs at each batch size)
     policies: tuple[str, ...] = POLICIES[1:]  # the policies measured at the largest cap
+    model: str | None = None  # the model (--batchperf-models); None: the cpu tier's own (tiny-qwen2)
 
 
 TRAFFIC = {
@@ -73,6 +74,10 @@ TRAFFIC = {
                       "two bursty tenants: aimd >= 5 points above the best single static cap; priority keeps the "
                       "interactive tenant >= 95% where fcfs drops it below 80%",
                       "1,1.25,1.5,2"),
+    "bursty_small": Traffic("fixtures/traffic/bursty_tenants_small.toml",
+                            "two bursty tenants on small-qwen2, whose step grows with the batch (8 ms at 1 request, "
+                            "~45 at 16): aimd >= 5 points above the best single static cap",
+                            "2,3", caps=(4, 8, 16), policies=("aimd",), model="small-qwen2"),
     "backlogged": Traffic("fixtures/traffic/heavy_light.toml",
                           "two backlogged tenants, one heavier: fair keeps Jain's index >= 0.9 where fcfs does not",
                           "4,8", caps=(16,), policies=("fair", "fair:tenant_cap=8")),
@@ -95,7 +100,8 @@ def matrix_options(traffic: Traffic, load: str, caps: Sequence[int], policies: S
     """`batchperf run` options of the static cells (fcfs at each cap), of the policies' (at the largest cap), and
     of both at once (the run, which names the cells it wants)."""
     common = ["--batchperf-backends=continuous", f"--batchperf-workloads=tenants:{traffic.file}",
-              f"--batchperf-load={load}", "--batchperf-concurrency=256", "--batchperf-prompt-lens=64"]
+              f"--batchperf-load={load}", "--batchperf-concurrency=256", "--batchperf-prompt-lens=64",
+              *([f"--batchperf-models={traffic.model}"] if traffic.model else [])]
     every_cap = sorted({*caps, max(STATIC_CAPS)})
     every_policy = list(dict.fromkeys(["fcfs", *policies]))
     return {
@@ -350,7 +356,7 @@ def judge(name: str, env: dict[int, dict[float, float]], series: Series) -> list
         envelope = {x: {r: e[x] for r, e in env.items() if x in e} for x in aimd}
         out.append(paired(diffs_by_load(aimd, envelope), -0.03, "aimd within 3 points of the envelope at every "
                           "load (aimd − that repeat's envelope)"))
-    if name == "bursty" and aimd:
+    if name in ("bursty", "bursty_small") and aimd:
         loads = sorted(aimd)
         per_repeat = []
         for r in sorted({r for per in aimd.values() for r in per}):
@@ -365,7 +371,7 @@ def judge(name: str, env: dict[int, dict[float, float]], series: Series) -> list
         out.append(f"aimd >= 5 points above the best single static cap (the cap with the best mean over the loads, "
                    f"chosen per repeat; aimd's mean − its mean): {'MET in every repeat' if ok else 'NOT MET'} "
                    f"({med}{detail or 'no repeat measured aimd and a static cap at every load'})")
-    if name == "bursty" and "priority" in series:
+    if name in ("bursty", "bursty_small") and "priority" in series:
         out += judge_priority(series)
     if name == "backlogged":
         for key in sorted(k for k in series if k.startswith("fair")):
@@ -429,9 +435,13 @@ def draw(path: Path, name: str, env: dict[int, dict[float, float]], series: Seri
     loads = sorted({x for e in env.values() for x in e})
     ax.fill_between(loads, [100 * statistics.median(e[x] for e in env.values() if x in e) for x in loads],
                     color="0.85", label="static envelope (median of the repeats')")
-    for c in STATIC_CAPS:
-        xs, ss = medians(series.get(f"static {c}", {}))
+    caps = [c for c in STATIC_CAPS if series.get(f"static {c}")]
+    for c in caps:
+        xs, ss = medians(series[f"static {c}"])
         ax.plot(xs, [100 * s[0] for s in ss], color="0.6", lw=0.8, ls=":", marker=".")
+        if xs:
+            ax.annotate(str(c), (xs[-1], 100 * ss[-1][0]), fontsize=7, color="0.4", xytext=(3, 0),
+                        textcoords="offset points")
     for p in sorted(k for k in series if not k.startswith("static") and k != "fcfs"):
         xs, ss = medians(series[p])
         if xs:
@@ -440,7 +450,7 @@ def draw(path: Path, name: str, env: dict[int, dict[float, float]], series: Seri
                         marker="o", capsize=3, label=p)
     ax.axhline(90, color="k", lw=0.6, ls="--")
     ax.set(xlabel="offered load (× the file's rates)", ylabel="SLO attainment (%), median of the repeats",
-           ylim=(0, 102), title=f"{name}: attainment against load (dotted: static caps {STATIC_CAPS})")
+           ylim=(0, 102), title=f"{name}: attainment against load (dotted: static caps {', '.join(map(str, caps))})")
     ax.legend(fontsize=8)
     fig.tight_layout()
     tmp = path.with_suffix(".tmp.png")
