@@ -47,7 +47,7 @@ def ok(env: Environment) -> None:
 
 def base(tmp_path: Path, list_: list[Environment], **kwargs: object) -> Settings:
     given = {"max_pairs": 20, "max_minutes": None, **kwargs}
-    return Settings(list_[0], list_[-1], ("-m", "cpu"), tmp_path / "bisect", **given)  # type: ignore[arg-type]
+    return Settings(list_[0], list_[-1], ("-m", "cpu"), tmp_path / "bisect", **{"design": "sequential", **given})  # type: ignore[arg-type]
 
 
 def test_finds_the_first_bad_environment_in_log2_steps(tmp_path: Path) -> None:

@@ -19,7 +19,7 @@ from batchperf.ab.run import Settings, UsageProblem, run_ab
 
 def settings(out: Path, **kwargs: object) -> Settings:
     base = {"a": Environment("A", Path("/py/a"), dir=REPO), "b": Environment("B", Path("/py/b"), dir=REPO),
-            "pytest_args": ("-m", "cpu"), "out": out, "max_pairs": 12, "max_minutes": None}
+            "pytest_args": ("-m", "cpu"), "out": out, "max_pairs": 12, "max_minutes": None, "design": "sequential"}
     return Settings(**{**base, **kwargs})  # type: ignore[arg-type]
 
 

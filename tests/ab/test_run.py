@@ -7,14 +7,15 @@ import sys
 from pathlib import Path
 
 import pytest
-from ab_fakes import CELLS, NODEIDS, FakeEnvs, write_junit
+from ab_fakes import CELLS, NODEIDS, FakeEnvs, fingerprint, write_junit
 from paths import REPO
 
-from batchperf.ab.env import Environment, EnvironmentProblem, Outcome, outcomes, probe
+from batchperf.ab.env import Environment, EnvironmentProblem, Outcome, Probe, outcomes, probe
 from batchperf.ab.report import render_markdown
-from batchperf.ab.run import Settings, UsageProblem, order_of, run_ab
+from batchperf.ab.run import Settings, UsageProblem, order_of, resolve_design, run_ab
 from batchperf.ab.settings import LATENCY_METRICS
 from batchperf.ab.ttest import MIN_PAIRS as MIN_T_PAIRS
+from batchperf.regress.fingerprint import GPU, Fingerprint, HardwareIdentity
 from batchperf.regress.verdict import Verdict
 from batchperf.results.io import read_results
 
@@ -23,7 +24,8 @@ HERE = REPO
 
 def settings(tmp_path: Path, **kwargs: object) -> Settings:
     base = {"a": Environment("A", Path("/py/a"), dir=HERE), "b": Environment("B", Path("/py/b"), dir=HERE),
-            "pytest_args": ("-m", "cpu"), "out": tmp_path / "ab", "max_pairs": 20, "max_minutes": None}
+            "pytest_args": ("-m", "cpu"), "out": tmp_path / "ab", "max_pairs": 20, "max_minutes": None,
+            "design": "sequential"}  # the fakes run one process at a time (auto would start resident workers)
     return Settings(**{**base, **kwargs})  # type: ignore[arg-type]
 
 
@@ -97,7 +99,7 @@ def test_the_budget_of_minutes_stops_before_a_pair_that_would_overrun(tmp_path: 
     ({"metrics": ("tokens_per_joule",)}, "unknown metric(s) tokens_per_joule"),
     ({"margin": 1.5}, "--margin 1.5"),
     ({"alpha": 0.0}, "--alpha 0.0"),
-    ({"design": "bogus"}, "--design bogus: unknown; give one of sequential, resident, duet"),
+    ({"design": "bogus"}, "--design bogus: unknown; give one of auto, sequential, resident, duet"),
 ])
 def test_settings_that_cannot_give_an_answer_are_refused(tmp_path: Path, kwargs: dict, message: str) -> None:
     with pytest.raises(UsageProblem, match=message.replace("(", r"\(").replace(")", r"\)")):
@@ -265,3 +267,23 @@ def test_the_resident_design_runs_each_pair_through_run_resident(tmp_path: Path,
     assert result.exit_code == 1 and len(calls) == len(result.pairs)
     assert [c[0] for c in calls[:2]] == [("A", "B"), ("B", "A")] and calls[0][1] == list(CELLS[:1])
     assert json.loads((tmp_path / "ab" / "ab.json").read_text())["settings"]["design"] == "resident"
+
+
+def test_auto_runs_resident_pairs_unless_an_environment_sees_a_gpu() -> None:
+    cpu = Probe(fingerprint(), "", "")
+    ident = cpu.fingerprint.identity
+    gpu_ident = HardwareIdentity(ident.arch, ident.cpu_model, ident.cpu_cores, (GPU("NVIDIA H200", 143_771),),
+                                 ident.cpu_threads)
+    gpu = Probe(Fingerprint(gpu_ident, cpu.fingerprint.upgrade, cpu.fingerprint.soft), "", "")
+    assert resolve_design("auto", {"A": cpu, "B": cpu}) == "resident"
+    assert resolve_design("auto", {"A": cpu, "B": gpu}) == "sequential"
+    assert resolve_design("duet", {"A": gpu, "B": gpu}) == "duet"  # as asked
+
+
+def test_the_design_run_is_recorded_beside_the_one_asked(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    fakes = FakeEnvs(noise=0.004, cells=CELLS[:1])
+    monkeypatch.setattr("batchperf.ab.run.run_resident", lambda envs, args, stems, order, cells, timeout_s, duet=False: {
+        label: fakes.run(envs[label], args, stems[label], timeout_s=timeout_s) for label in order})
+    run(fakes, settings(tmp_path, design="auto"))
+    saved = json.loads((tmp_path / "ab" / "ab.json").read_text())["settings"]
+    assert (saved["design"], saved["design_asked"]) == ("resident", "auto")

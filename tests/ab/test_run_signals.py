@@ -30,7 +30,8 @@ AB = textwrap.dedent("""
     from batchperf.ab.run import Settings, run_ab
     fakes = FakeEnvs(cells=CELLS[:1])
     env = lambda label: Environment(label, Path(sys.executable), dir=Path(sys.argv[1]))
-    s = Settings(env("A"), env("B"), (), Path(sys.argv[2]), max_pairs=12, max_minutes=None)
+    s = Settings(env("A"), env("B"), (), Path(sys.argv[2]), max_pairs=12, max_minutes=None,
+                 design="sequential")
     sys.exit(run_ab(s, prober=fakes.probe, collector=fakes.collect).exit_code)
 """)
 
@@ -69,7 +70,7 @@ def test_a_hanging_process_is_timed_out_and_fails_the_run(tmp_path: Path) -> Non
     fakes = FakeEnvs(cells=CELLS[:1])
     env = Environment("A", Path(sys.executable), dir=tmp_path / "env")
     s = Settings(env, Environment("B", Path(sys.executable), dir=tmp_path / "env"), (), tmp_path / "out",
-                 max_pairs=12, max_minutes=None, process_minutes=0.05)
+                 max_pairs=12, max_minutes=None, process_minutes=0.05, design="sequential")
     result = run_ab(s, prober=fakes.probe, collector=fakes.collect)
     assert result.status == "failed" and result.exit_code == 4
     assert "ran past 0.05 min (--process-minutes" in result.reason

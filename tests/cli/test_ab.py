@@ -5,12 +5,14 @@ from __future__ import annotations
 
 import json
 import sys
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
 from ab_fakes import CELLS, FakeEnvs
 
 import batchperf.ab.run as ab_run
+from batchperf.ab.settings import Settings
 from batchperf.cli import main
 
 DOCUMENTED = {0, 1, 2, 3, 4, 130, 143}  # docs/ab.md, "Exit codes"
@@ -22,10 +24,16 @@ def ab(tmp_path: Path, *extra: str) -> list[str]:
             "--", "-m", "cpu"]
 
 
+def one_at_a_time(s: Settings) -> Settings:
+    """The fakes run one process at a time: the CLI's default design (auto: resident on a CPU) would start real
+    resident workers, so an auto run is made sequential (an explicit design is kept)."""
+    return replace(s, design="sequential") if s.design == "auto" else s
+
+
 def faked(monkeypatch: pytest.MonkeyPatch, fakes: FakeEnvs, **kwargs: object) -> None:
     """The command's run_ab with fake environments (no pytest processes)."""
     monkeypatch.setattr(ab_run, "run_ab", lambda s, progress: REAL_RUN_AB(
-        s, runner=fakes.run, prober=fakes.probe, collector=fakes.collect, progress=progress, **kwargs))
+        one_at_a_time(s), runner=fakes.run, prober=fakes.probe, collector=fakes.collect, progress=progress, **kwargs))
 
 
 def one_line(err: str) -> str:
@@ -103,7 +111,7 @@ def test_ctrl_c_at_the_probe_is_one_line_and_exit_130(tmp_path: Path, capsys, mo
         raise KeyboardInterrupt
 
     monkeypatch.setattr(ab_run, "run_ab", lambda s, progress: REAL_RUN_AB(
-        s, runner=fakes.run, prober=probe, collector=fakes.collect, progress=progress))
+        one_at_a_time(s), runner=fakes.run, prober=probe, collector=fakes.collect, progress=progress))
     code = main(ab(tmp_path))
     assert code == 130 and "interrupted before the first pair" in one_line(capsys.readouterr().err)
     assert not (tmp_path / "out").exists()

@@ -154,6 +154,7 @@ class AbResult:
     elapsed_s: float = 0.0
     only_in: dict[str, list[str]] = field(default_factory=dict)  # environment label -> cells the other lacks
     stop_signal: int = signal.SIGINT  # what interrupted it (status "interrupted")
+    design: str = "sequential"  # how each pair's processes run: settings.design, "auto" resolved by prepare()
 
     @property
     def versions_differ(self) -> dict[str, tuple[str, str]]:
@@ -185,7 +186,8 @@ class AbResult:
             "command": s.command,
             "settings": {"margin": s.margin, "margins": dict(s.margins), "metrics": list(s.metrics), "alpha": s.alpha,
                          **self.judge.to_dict(), "level_method": self.level_method, "max_pairs": s.max_pairs,
-                         "max_minutes": s.max_minutes, "rounds": s.rounds, "design": s.design,
+                         "max_minutes": s.max_minutes, "rounds": s.rounds, "design": self.design,
+                         "design_asked": s.design,
                          "pytest_args": list(s.pytest_args)},
             "environments": envs,
             "versions_differ": {k: list(v) for k, v in self.versions_differ.items()} if len(self.probes) == 2 else {},
@@ -356,7 +358,8 @@ def prepare(settings: Settings, prober: Prober = probe, collector: Collector = c
         raise UsageProblem(f"the pytest arguments {' '.join(settings.pytest_args) or '(none)'} select no cell that "
                            f"both environments have (A: {len(found['A'])}, B: {len(found['B'])}); e.g. "
                            "-- -m cpu -k 'hf-static and bs8 and p512 and c16'")
-    if settings.design == "duet":
+    design = resolve_design(settings.design, probes)
+    if design == "duet":
         try:
             duet_cores(("A", "B"))
         except EnvironmentProblem as exc:
@@ -375,7 +378,16 @@ def prepare(settings: Settings, prober: Prober = probe, collector: Collector = c
     only = {label: sorted(set(found[label]) - set(found[other]))
             for label, other in (("A", "B"), ("B", "A")) if set(found[label]) - set(found[other])}
     return AbResult(settings, probes, judge, f"{judge.method}; alpha {settings.alpha} over {len(shared)} cell(s) x "
-                    f"{deciding} deciding metric(s) = {family:.4g} each", cells, only_in=only)
+                    f"{deciding} deciding metric(s) = {family:.4g} each", cells, only_in=only, design=design)
+
+
+def resolve_design(asked: str, probes: Mapping[str, Probe]) -> str:
+    """``auto``: ``resident`` (both processes at once, in turns: the steadier pairs per minute, docs/ab.md "Designs")
+    unless an environment sees a GPU, where two processes at once would each hold a model and its KV pool in the
+    card's memory: ``sequential`` there. Any other design as asked."""
+    if asked != "auto":
+        return asked
+    return "sequential" if any(p.fingerprint.identity.gpus for p in probes.values()) else "resident"
 
 
 def run_ab(settings: Settings, runner: Runner = run_cells, prober: Prober = probe, collector: Collector = collect,
@@ -429,9 +441,9 @@ def measure_pairs(result: AbResult, runner: Runner, progress: Progress, clock: C
         deselect += [f"--deselect={nodeid}" for nodeid in skip]
         args = [*settings.run_args(), *deselect]
         stems = {label: settings.out.resolve() / f"pair-{index:03d}-{label}" for label in envs}
-        if settings.design in ("resident", "duet"):  # both processes at once (docs/ab.md, "Designs")
+        if result.design in ("resident", "duet"):  # both processes at once (docs/ab.md, "Designs")
             runs = run_resident(envs, args, stems, order_of(index), list(result.cells), settings.process_timeout_s,
-                                duet=settings.design == "duet")
+                                duet=result.design == "duet")
         else:
             runs = {}
             for label in order_of(index):

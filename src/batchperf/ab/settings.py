@@ -13,7 +13,7 @@ from batchperf.measure.catalogue import AB_DEFAULT, AB_WITH_LATENCY, GATED, Dire
 
 DEFAULT_METRICS = AB_DEFAULT
 LATENCY_METRICS = AB_WITH_LATENCY  # --latency-decides: the older deciding set
-DESIGNS = ("sequential", "resident", "duet")  # docs/ab.md, "Designs"
+DESIGNS = ("auto", "sequential", "resident", "duet")  # docs/ab.md, "Designs"
 DEFAULT_ROUNDS = 5  # measured rounds per process: cheap next to a process start, and steadier process medians
 
 
@@ -40,7 +40,7 @@ class Settings:
     process_minutes: float | None = None  # a process longer than this hangs: stopped, the run fails (None: max_minutes)
     rounds: int | None = DEFAULT_ROUNDS  # None: the tier's (or what the pytest arguments say)
     test: str = ab_judge.DEFAULT_TEST  # the interval of each look: "t" (sequential t) or "signed-rank"
-    design: str = "sequential"  # how a pair's two processes run: one after the other, or "resident" (at once, in turns)
+    design: str = "auto"  # how a pair's two processes run (DESIGNS); auto: resident, sequential where a GPU is seen
     command: str = ""  # the command line, recorded so the run can be repeated
 
     def __post_init__(self) -> None:

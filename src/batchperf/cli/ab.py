@@ -76,8 +76,9 @@ def add_verdict_args(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--rounds", type=int, default=DEFAULT_ROUNDS, metavar="R",
                         help=f"measured rounds per process (default {DEFAULT_ROUNDS}; a --batchperf-rounds in the "
                              "pytest arguments wins)")
-    parser.add_argument("--design", choices=DESIGNS, default="sequential",
-                        help="how a pair's two processes run (default sequential): 'sequential', A's process and then "
+    parser.add_argument("--design", choices=DESIGNS, default="auto",
+                        help="how a pair's two processes run (default auto: resident, or sequential where an "
+                             "environment sees a GPU): 'sequential', A's process and then "
                              "B's, each alone on the machine; 'resident', both at once, each held before every round "
                              "and released in turns (A B | B A | ...), so the two sides' rounds lie seconds apart "
                              "instead of a process apart; 'duet', both measuring at the same time, each pinned to a core "
