@@ -29,7 +29,8 @@ from pathlib import Path
 from typing import Any
 
 from batchperf.ab.outdir import create_new
-from batchperf.measure.child import run_guarded
+from batchperf.measure.child import finish_guarded, run_guarded, start_guarded
+from batchperf.measure.round_gate import Gate, GateClosed
 from batchperf.regress.fingerprint import Fingerprint
 
 PLUGINS = ("-p", "batchperf.suite.plugin", "-p", "pytest_benchmark.plugin")
@@ -273,8 +274,6 @@ def run_resident(envs: Mapping[str, Environment], args: Sequence[str], stems: Ma
     ``duet`` (``ab --design duet``): both sides measure **at the same time**, each pinned to a core of its own
     (``order[0]`` the first of this process's cores, ``order[1]`` the second: the order swaps every pair, and so
     do the cores), released together at each round."""
-    from batchperf.measure.child import finish_guarded, start_guarded
-    from batchperf.measure.round_gate import Gate, GateClosed
 
     deadline = None if timeout_s is None else time.monotonic() + timeout_s
     files = {label: {k: stems[label].with_suffix(k) for k in (".json", ".xml", ".log")} for label in order}
@@ -287,7 +286,7 @@ def run_resident(envs: Mapping[str, Environment], args: Sequence[str], stems: Ma
     gates = {label: Gate(sockets / label) for label in order}
     procs: dict[str, Any] = {}
     logs: dict[str, Any] = {}
-    started = {label: time.time() for label in order}
+    started: dict[str, float] = {}
     clocks: dict[str, float] = {}
     ended: dict[str, float] = {}
     timed_out = False
@@ -319,8 +318,8 @@ def run_resident(envs: Mapping[str, Environment], args: Sequence[str], stems: Ma
                 break
             live = [label for label in order if said[label] is not None]
             if len(live) == 2 and said[live[0]] == said[live[1]]:
-                together = duet or str(said[live[0]]).startswith("end ")
                 ending = str(said[live[0]]).startswith("end ")
+                together = duet or ending
                 for label in (order if turns % 2 == 0 or together else order[::-1]):
                     gates[label].go()
                     if not together:
