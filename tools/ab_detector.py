@@ -16,7 +16,9 @@ caught >= 18/20; each verdict within 10 minutes). Then, from the pairs measured,
   guarantees), and the chance that a set of 20 meets the target;
 - what a verdict would need to meet it (pairs and minutes, a normal approximation from the pairs' spread);
 - where the noise is: within a process (rounds) and between processes, which says whether more rounds or
-  more pairs would help.
+  more pairs would help;
+- wall-clock throughput against CPU time per output token on the same pairs: which is steadier, and what each
+  sees of the injected slowdown.
 
 The full study takes hours and needs a QUIET machine; ``--keep`` makes it resumable (run the same command
 again: finished verdicts are kept), and ``--estimate-only`` prints the tables from what is there:
@@ -50,8 +52,10 @@ from batchperf.ab.settings import DESIGNS
 from batchperf.ab.stats import relative
 from batchperf.measure.catalogue import by_name
 from batchperf.measure.inject import ENV_SLOWDOWN
+from batchperf.measure.telemetry import summarise_telemetry
 from batchperf.regress.verdict import Verdict
 from batchperf.results.io import read_results
+from batchperf.results.record import CellRecord
 
 
 @dataclass(frozen=True)
@@ -71,6 +75,7 @@ KINDS = {
     "compute": Kind("compute-bound hf-static bs8 p512 c16", _cell("8", "512", "16"), 0.05, 18),
     "dispatch": Kind("dispatch-bound hf-static bs4 p64 c16", _cell("4", "64", "16"), 0.10, 18),
 }
+CPU_PER_TOKEN = "cpu_seconds_per_output_token"
 AA_TARGET = 1  # of 20: A/A verdicts allowed to say regression
 MINUTES_TARGET = 10.0
 
@@ -276,6 +281,21 @@ def needed(work: Path, metric: str, alpha: float, power: float = 0.9) -> str:
     return "\n".join(lines)
 
 
+def process_pairs(work: Path) -> dict[tuple[str, float], list[dict[str, CellRecord]]]:
+    """(kind, slowdown) -> every measured pair of its finished verdicts, as {label: that process's record}."""
+    out: dict[tuple[str, float], list[dict[str, CellRecord]]] = {}
+    for key, docs in sorted(measured(work).items()):
+        for doc in docs:
+            (cell,) = doc["cells"]
+            for pair in doc["pairs"]:
+                sides = {}
+                for label in pair["order"]:
+                    path = Path(doc["folder"]) / Path(pair[label]["results"]).name
+                    sides[label] = next(r for r in read_results(path).records if r.id == cell["id"])
+                out.setdefault(key, []).append(sides)
+    return out
+
+
 def noise(work: Path, metric: str) -> str:
     """Where the noise is: the spread of rounds within a process, and of processes beyond what their rounds explain.
 
@@ -288,17 +308,9 @@ def noise(work: Path, metric: str) -> str:
     """
     lines = [("| cell | B slowed by | processes x rounds | within a process (a round) | between processes "
               "| predicted pair sd at 3 / 10 / 30 rounds |"), "|---|---:|---:|---:|---:|---:|"]
-    for (kind, slowdown), docs in sorted(measured(work).items()):
-        pairs: list[dict[str, list[float]]] = []
-        for doc in docs:
-            (cell,) = doc["cells"]
-            for pair in doc["pairs"]:
-                rounds = {}
-                for label in pair["order"]:
-                    path = Path(doc["folder"]) / Path(pair[label]["results"]).name
-                    record = next(r for r in read_results(path).records if r.id == cell["id"])
-                    rounds[label] = [math.log(r[metric]) for r in record.rounds]
-                pairs.append(rounds)
+    for (kind, slowdown), records in process_pairs(work).items():
+        pairs = [{label: [math.log(r[metric]) for r in record.rounds] for label, record in sides.items()}
+                 for sides in records]
         groups = [g for p in pairs for g in p.values() if len(g) > 1]
         diffs = [statistics.mean(p["B"]) - statistics.mean(p["A"]) for p in pairs if len(p) == 2]
         if len(groups) < 3 or len(diffs) < 3:
@@ -310,6 +322,38 @@ def noise(work: Path, metric: str) -> str:
         pair_sd = "/".join(f"{math.sqrt(2 * (between + within / r)):.3f}" for r in (3, 10, 30))
         lines.append(f"{row_head(kind, slowdown)} "
                      f"{len(groups)} x {k:g} | {math.sqrt(within):.3f} | {math.sqrt(between):.3f} | {pair_sd} |")
+    return "\n".join(lines)
+
+
+def wall_and_cpu(work: Path) -> str:
+    """Wall-clock throughput against CPU seconds per output token, on the same pairs: is CPU time the steadier
+    yardstick (issue 25: make it a deciding metric only if it is)?
+
+    Each process is summarised as a cell is (``batchperf.suite.cell``): the median of its rounds' throughput and
+    of its rounds' CPU time per token (``summarise_telemetry`` of the rounds' telemetry, in the traces), and for
+    comparison the one round's CPU figure a record kept before that (its last round). Per row: the mean and sd
+    over pairs of the change each shows, as "B worse than A" on the log scale (throughput ln(A/B), CPU per
+    token ln(B/A)). An A/A row's sd is the steadiness; a slowed row's mean says what each sees of the injected
+    slowdown, a sleep: CPU time cannot see it (the "wait" label of ``batchperf.regress.cell_notes``).
+    """
+    lines = [("| cell | B slowed by | pairs | throughput: B worse by, mean (sd) | CPU s per token, median of rounds "
+              "| CPU s per token, last round only |"), "|---|---:|---:|---:|---:|---:|"]
+    for (kind, slowdown), records in process_pairs(work).items():
+        changes = []
+        for sides in records:
+            if len(sides) != 2:
+                continue
+            a, b = (sides[label] for label in ("A", "B"))
+            cpu = [summarise_telemetry([t.get("telemetry") or {} for t in r.traces]).get(CPU_PER_TOKEN) for r in (a, b)]
+            last = [r.traces[-1].get("telemetry", {}).get(CPU_PER_TOKEN) if r.traces else None for r in (a, b)]
+            if None in cpu or None in last:
+                continue
+            changes.append((math.log(a.metrics["output_throughput"] / b.metrics["output_throughput"]),
+                            math.log(cpu[1] / cpu[0]), math.log(last[1] / last[0])))
+        if len(changes) < 3:
+            continue
+        cols = " | ".join(f"{statistics.mean(c):+.3f} ({statistics.stdev(c):.3f})" for c in zip(*changes))
+        lines.append(f"{row_head(kind, slowdown)} {len(changes)} | {cols} |")
     return "\n".join(lines)
 
 
@@ -381,6 +425,8 @@ def main() -> int:
         print(needed(work, metrics[0], first["alpha"]))
         print("\nwhere the noise is (sd of ln(value); see noise()):\n")
         print(noise(work, metrics[0]))
+        print("\nwall-clock throughput against CPU time per output token, the same pairs (see wall_and_cpu()):\n")
+        print(wall_and_cpu(work))
     return 0 if all(s.verdict != Verdict.FAILED.value for v in rows.values() for s in v) else 1
 
 

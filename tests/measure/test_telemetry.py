@@ -10,7 +10,7 @@ import psutil
 import pytest
 from fake_nvml import FakeNvml, NVMLError
 
-from batchperf.measure.telemetry import Sampler, _integrate
+from batchperf.measure.telemetry import Sampler, _integrate, summarise_telemetry
 
 
 def one_gpu(**readings: Any) -> FakeNvml:
@@ -130,3 +130,16 @@ def test_run_cell_samples_the_measured_run_only():
     assert backend.watched == [False, True]  # warm-up unwatched, measured run watched
     assert trace.telemetry["samples"] >= 2 and trace.telemetry["cell_peak_rss_bytes"] > 0
     assert trace.to_dict()["telemetry"] == trace.telemetry
+
+
+def test_a_cell_keeps_the_last_rounds_telemetry_and_the_median_per_token():
+    rounds = [{"cpu_s": 1.0, "cpu_seconds_per_output_token": 0.004, "cell_peak_rss_bytes": 10},
+              {"cpu_s": 3.0, "cpu_seconds_per_output_token": 0.009, "cell_peak_rss_bytes": 30,
+               "joules_per_output_token": 2.0},
+              {"cpu_s": 2.0, "cpu_seconds_per_output_token": 0.005, "cell_peak_rss_bytes": 20}]
+    out = summarise_telemetry(rounds)
+    assert out["cpu_s"] == 2.0 and out["cell_peak_rss_bytes"] == 20  # the last round's
+    assert out["cpu_seconds_per_output_token"] == 0.005  # the median of 0.004, 0.009, 0.005, not the last's
+    assert out["joules_per_output_token"] == 2.0  # the median of the rounds that have it
+    assert rounds[-1]["cpu_seconds_per_output_token"] == 0.005 and "joules_per_output_token" not in rounds[-1]
+    assert summarise_telemetry([]) == {}

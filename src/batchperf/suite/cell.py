@@ -24,7 +24,7 @@ from batchperf.measure.efficiency import efficiency
 from batchperf.measure.kv import kv_figures
 from batchperf.measure.metrics import compute_metrics, summarise, token_count_errors
 from batchperf.measure.slo import NO_TENANT, STARVATION_MIN_S, STARVATION_SHARE, slo_summary, summarise_tenants
-from batchperf.measure.telemetry import Sampler
+from batchperf.measure.telemetry import Sampler, summarise_telemetry
 from batchperf.measure.trace import RunTrace
 from batchperf.measure.traffic import describe_workload, shared_prefix_counters
 from batchperf.measure.workload import Workload
@@ -163,7 +163,7 @@ def cell_record(cell: Cell, model: LoadedModel, traces: list[RunTrace], workload
         metrics=summarise(rounds),
         rounds=rounds,
         kv=kv_figures(traces, model.config, model.dtype),
-        telemetry=traces[-1].telemetry,  # of the last measured round; every round's is in its trace
+        telemetry=summarise_telemetry([t.telemetry for t in traces]),  # every round's is in its trace
         counters=shared_prefix_counters(summarise_counters([t.counters for t in traces]), section),
         client=summarise_client([t.client for t in traces]),  # every round's is in its trace
         token_count_errors=[f"round {i}: {e}" for i, t in enumerate(traces, 1) for e in token_count_errors(t)],
