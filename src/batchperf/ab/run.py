@@ -5,10 +5,10 @@ machine's speed within a pair cancels over pairs), each writing an ordinary resu
 and per metric, each pair gives a log-ratio ln(B/A) of the process medians; after every pair
 :mod:`batchperf.ab.stats` turns them into an estimate, an interval and a call:
 
-- a *deciding* metric (``--metrics``, default throughput, P99 TTFT and P99 E2EL) is judged at the
+- a *deciding* metric (``--metrics``, default output throughput alone) is judged at the
   per-look level that keeps the whole run's false-alarm rate at ``alpha`` (split over cells × deciding
   metrics, and honest when it looks after every pair); the exact metrics (KV bytes) are deciding too,
-  and compared value for value;
+  and compared value for value where each side repeats its own value (:func:`exact_call`);
 - every other gated metric (the catalogue's gated entries) gets the same estimate and interval, reported, not
   deciding.
 
@@ -73,6 +73,7 @@ class PairSeries:
     b: list[float] = field(default_factory=list)
     interval: Interval | None = None
     call: Verdict = Verdict.INCONCLUSIVE
+    note: str = ""  # why it is not judged or is still open (an exact metric: see exact_call)
 
     @property
     def log_ratios(self) -> list[float]:
@@ -87,14 +88,14 @@ class PairSeries:
         return MetricVerdict(self.metric, self.direction, self.call, a, b, change,
                              math.nan if self.direction is Direction.EXACT else self.margin,
                              interval=(ab_stats.relative(iv.low), ab_stats.relative(iv.high)) if iv else None,
-                             pairs=len(self.a), deciding=self.deciding)
+                             pairs=len(self.a), deciding=self.deciding, note=self.note)
 
     def to_dict(self) -> dict[str, Any]:
         iv = self.interval
         return {
             "metric": self.metric, "direction": self.direction.value, "deciding": self.deciding,
             "margin": self.margin, "a": self.a, "b": self.b, "ratios": [y / x if x else None for x, y in zip(self.a, self.b)],
-            "n": len(self.a), "call": self.call.value,
+            "n": len(self.a), "call": self.call.value, **({"note": self.note} if self.note else {}),
             **({"estimate": ab_stats.relative(iv.estimate), "low": ab_stats.relative(iv.low),
                 "high": ab_stats.relative(iv.high)} if iv else {}),
         }
@@ -240,14 +241,34 @@ def add_pair(cell: CellState, settings: Settings, a: CellRecord, b: CellRecord) 
 
 def judge_metric(result: PairSeries, judge: ab_judge.Judge) -> None:
     if result.direction is Direction.EXACT:
-        same = all(abs(y - x) <= EXACT_REL * max(abs(x), 1.0) for x, y in zip(result.a, result.b))
-        result.call = Verdict.NO_CHANGE if same else Verdict.REGRESSION
+        result.call, result.note = exact_call(result.a, result.b)
+        if result.call is Verdict.NOT_JUDGED:
+            result.deciding = False  # it cannot decide this cell; reported, with why
         return
     ratios = result.log_ratios
     if not ratios:
         return
     result.interval = judge.interval(ratios)
     result.call = ab_stats.call(result.interval, result.direction is Direction.HIGHER, result.margin)
+
+
+def exact_call(a: Sequence[float], b: Sequence[float]) -> tuple[Verdict, str]:
+    """An exact metric (KV bytes) over the pairs so far, and a note: equal in every pair, no change; a difference
+    that each side repeats in every one of its own processes, regression once two pairs show it (one pair:
+    inconclusive, a second one confirms); a side whose own processes differ, not judged: on this cell the
+    figure depends on timing (static batches formed from what has arrived pad differently), so it cannot be
+    asked to be equal, and a slower B would otherwise read as a KV regression."""
+    def same(x: float, y: float) -> bool:
+        return abs(y - x) <= EXACT_REL * max(abs(x), 1.0)
+
+    if all(same(x, y) for x, y in zip(a, b)):
+        return Verdict.NO_CHANGE, ""
+    if wanders := [label for label, side in (("A", a), ("B", b)) if not all(same(side[0], v) for v in side)]:
+        return Verdict.NOT_JUDGED, (f"differs between {' and '.join(wanders)}'s own processes: it depends on "
+                                    "timing in this cell, so it is reported, not compared exactly")
+    if len(a) < 2:
+        return Verdict.INCONCLUSIVE, "differs in the first pair: a second pair confirms it"
+    return Verdict.REGRESSION, ""
 
 
 def cell_verdict(metrics: Sequence[PairSeries]) -> Verdict:

@@ -1,0 +1,47 @@
+"""ab's exact metrics (KV bytes): equality where the figure is repeatable, and no verdict where it is not.
+
+On a cell whose batches depend on timing (hf-static forming static batches from what has arrived, on a
+trace), the KV bytes a request held move between processes of the same environment; asking B to equal A
+there turned a slower B into a KV "regression" after one pair (seen: 1,262,933 against 1,274,368 B).
+"""
+
+from __future__ import annotations
+
+from batchperf.ab import judge as ab_judge
+from batchperf.ab.run import CellState, PairSeries, exact_call, judge_cell
+from batchperf.measure.catalogue import Direction
+from batchperf.regress.verdict import Verdict
+
+KV = "kv_bytes_per_request_mean"
+
+
+def test_equal_in_every_pair_is_no_change() -> None:
+    assert exact_call([178176.0] * 3, [178176.0] * 3) == (Verdict.NO_CHANGE, "")
+
+
+def test_a_repeatable_difference_is_a_regression_once_a_second_pair_confirms_it() -> None:
+    call, note = exact_call([178176.0], [180224.0])
+    assert call is Verdict.INCONCLUSIVE and "second pair" in note
+    assert exact_call([178176.0] * 2, [180224.0] * 2) == (Verdict.REGRESSION, "")
+
+
+def test_a_figure_that_moves_within_one_environment_is_not_judged_and_says_why() -> None:
+    call, note = exact_call([1262933.0, 1262933.0], [1274368.0, 1262933.0])  # B's own processes differ
+    assert call is Verdict.NOT_JUDGED and note.startswith("differs between B's own processes")
+    call, note = exact_call([1262933.0, 1270000.0], [1274368.0, 1271000.0])
+    assert call is Verdict.NOT_JUDGED and "A and B's own processes" in note
+
+
+def test_a_timing_dependent_kv_figure_no_longer_decides_the_cell() -> None:
+    """Throughput says no change; the KV figure wanders in both environments: the cell is no change, and the KV
+    row is reported as not judged, with its note."""
+    cell = CellState("c", "n")
+    cell.metrics["output_throughput"] = PairSeries("output_throughput", Direction.HIGHER, True, 0.03,
+                                                   a=[100.0] * 12, b=[100.0 + 0.1 * (i % 3 - 1) for i in range(12)])
+    cell.metrics[KV] = PairSeries(KV, Direction.EXACT, True, 0.0, a=[1262933.0 + 7 * (i % 2) for i in range(12)],
+                                  b=[1274368.0 - 5 * (i % 2) for i in range(12)])
+    judge_cell(cell, ab_judge.make("signed-rank", 14, 0.05), 12)
+    assert cell.verdict is Verdict.NO_CHANGE
+    kv = next(m for m in cell.cell_verdict().metrics if m.metric == KV)
+    assert kv.verdict is Verdict.NOT_JUDGED and not kv.deciding and "depends on timing" in kv.note
+    assert cell.to_dict()["metrics"][1]["note"] == kv.note
