@@ -53,7 +53,7 @@ from batchperf.ab.stats import Interval
 from batchperf.measure.catalogue import GATED, Direction, Metric
 from batchperf.measure.child import exit_code_of, stop_signals
 from batchperf.regress.fingerprint import cell_identity, identity_diff, version_diff
-from batchperf.regress.gate import EXACT_REL
+from batchperf.regress.gate import EXACT_REL, client_bound_note, client_bound_reason
 from batchperf.regress.verdict import CellVerdict, MetricVerdict, Verdict, combine
 from batchperf.results.io import atomic_write_text, read_results
 from batchperf.results.record import CellRecord, ResultsError
@@ -110,6 +110,7 @@ class CellState:
     metrics: dict[str, PairSeries] = field(default_factory=dict)
     failures: dict[str, str] = field(default_factory=dict)  # environment label -> what happened
     note: str = ""
+    client_bound: list[str] = field(default_factory=list)  # pairs whose client set some metrics: left out of them
 
     @property
     def settled(self) -> bool:
@@ -119,12 +120,16 @@ class CellState:
         """This cell as the one cell verdict: deciding metrics first, then the exact ones, then those reported."""
         ordered = sorted(self.metrics.values(), key=lambda m: (not m.deciding, m.direction is Direction.EXACT))
         why = ([self.note] if self.note else []) + [f"in {label}: {w}" for label, w in sorted(self.failures.items())]
+        if self.client_bound:
+            why.append(f"{len(self.client_bound)} pair(s) client-bound, left out of the metrics their client set: "
+                       + "; ".join(self.client_bound[:3]) + ("; …" if len(self.client_bound) > 3 else ""))
         return CellVerdict(self.id, self.verdict, tuple(m.verdict() for m in ordered), tuple(why),
                            settled_at=self.settled_at)
 
     def to_dict(self) -> dict[str, Any]:
         return {"id": self.id, "nodeid": self.nodeid, "verdict": self.verdict.value, "settled_at": self.settled_at,
-                "failures": self.failures, "note": self.note, "metrics": [m.to_dict() for m in self.metrics.values()]}
+                "failures": self.failures, "note": self.note, "client_bound": self.client_bound,
+                "metrics": [m.to_dict() for m in self.metrics.values()]}
 
 
 @dataclass(slots=True)
@@ -224,11 +229,17 @@ def rules_for(settings: Settings) -> list[tuple[Metric, bool]]:
 # --- judging ------------------------------------------------------------------------------------------------------
 
 
-def add_pair(cell: CellState, settings: Settings, a: CellRecord, b: CellRecord) -> None:
-    """Append one pair's values of every metric both sides produced."""
+def add_pair(cell: CellState, settings: Settings, a: CellRecord, b: CellRecord, index: int = 0) -> None:
+    """Append pair ``index``'s values of every metric both sides produced, except those a side's client set (a
+    server cell whose client lagged: its latencies, and its throughput unless the server was kept full; the
+    gate's rule, :func:`batchperf.regress.gate.client_bound_reason`), which that pair leaves out, saying why."""
+    left_out: list[str] = []
     for rule, deciding in rules_for(settings):
         x, y = a.value(rule.path), b.value(rule.path)
         if x is None or y is None:
+            continue
+        if any(client_bound_reason(rule.path, record, label) for record, label in ((a, "A"), (b, "B"))):
+            left_out.append(rule.name)
             continue
         result = cell.metrics.get(rule.name)
         if result is None:
@@ -237,6 +248,9 @@ def add_pair(cell: CellState, settings: Settings, a: CellRecord, b: CellRecord) 
                                                             else settings.margin_of(rule.name))
         result.a.append(x)
         result.b.append(y)
+    if left_out:
+        why = "; ".join(n for record, label in ((a, "A"), (b, "B")) if (n := client_bound_note(record, label)))
+        cell.client_bound.append(f"pair {index}, {why} (left out of {', '.join(left_out)})")
 
 
 def judge_metric(result: PairSeries, judge: ab_judge.Judge) -> None:
@@ -329,7 +343,7 @@ def absorb(result: AbResult, pair: Pair) -> None:
             cell.verdict = Verdict.NOT_JUDGED
             cell.note = "the environments ran different cells: " + "; ".join(diffs)
             continue
-        add_pair(cell, result.settings, a, b)
+        add_pair(cell, result.settings, a, b, pair.index)
         judge_cell(cell, result.judge, pair.index)
 
 

@@ -200,22 +200,25 @@ def client_bound_note(record: CellRecord, side: str) -> str | None:
     return f"client-bound ({side}): {'; '.join(reasons)}"
 
 
+def client_bound_reason(path: str, record: CellRecord, side: str) -> str | None:
+    """Why ``record``'s client, not its server, set the metric at ``path`` (``side`` names the run), or None: every
+    latency of a cell whose client lagged, and its throughput too when the lag also left the server underfed."""
+    if not (_latency(path) or _throughput(path)) or (note := client_bound_note(record, side)) is None:
+        return None
+    if _throughput(path):
+        if record.client.get("server_saturated", False):
+            return None  # the server was kept full: its throughput is its own
+        occupancy = record.client.get("server_occupancy")
+        shown = "unknown" if occupancy is None else f"{occupancy:.2f}"
+        note += f"; the server was not kept saturated (occupancy {shown}), so its throughput is the client's too"
+    return note
+
+
 def client_bound(result: MetricVerdict, baseline: CellRecord, current: CellRecord) -> MetricVerdict:
-    """``result`` as *not judged* when a client-bound run measured it: every latency of a cell whose client lagged
-    (in this run or in the baseline), and its throughput too when the lag also left the server underfed."""
-    if not (_latency(result.metric) or _throughput(result.metric)):
-        return result
+    """``result`` as *not judged* when a client-bound run (this one or the baseline) measured it."""
     for record, side in ((current, "this run"), (baseline, "the baseline")):
-        note = client_bound_note(record, side)
-        if note is None:
-            continue
-        if _throughput(result.metric):
-            if record.client.get("server_saturated", False):
-                continue  # the server was kept full: its throughput is its own
-            occupancy = record.client.get("server_occupancy")
-            shown = "unknown" if occupancy is None else f"{occupancy:.2f}"
-            note += f"; the server was not kept saturated (occupancy {shown}), so its throughput is the client's too"
-        return replace(result, verdict=Verdict.NOT_JUDGED, note=note)
+        if (note := client_bound_reason(result.metric, record, side)) is not None:
+            return replace(result, verdict=Verdict.NOT_JUDGED, note=note)
     return result
 
 
