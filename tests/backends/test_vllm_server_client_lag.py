@@ -50,14 +50,17 @@ def test_a_blocked_client_is_marked_client_bound(tiny_model, monkeypatch: pytest
     assert check["ttft_client_excess_ms"] > 10, check
 
 
+LATE = ("the client's event loop lagged", "client mean TTFT")  # the two ways a loaded machine makes a client late
+
+
 def test_a_client_that_reads_on_time_is_not_marked(tiny_model) -> None:
-    # The check is honest about the machine: on a loaded runner the loop itself lags (p99 26.8 ms, max 45 ms, seen
-    # in CI on 2 cores running the suite in 2 workers), and then the client IS late. A run is repeated (3 at most)
-    # only when the loop's own timer saw a lag and nothing else was reported, so a check that marked an on-time
-    # client for any other reason fails at once, and one that always marked it fails every time.
-    for _ in range(3):
+    # The check is honest about the machine: on a loaded runner (CI: 2 cores running the suite in 2 workers) the
+    # client IS late, seen both ways: its loop lagged (p99 26.8 ms, max 45 ms) or its TTFT read 51.3 ms against the
+    # server's 41.8 ms. A run is repeated (5 at most) only when lateness is all that was reported, so a check that
+    # marked an on-time client for any other reason fails at once, and one that always marked it fails every time.
+    for _ in range(5):
         check = run(tiny_model).client
-        if not check[BOUND] or not all("event loop lagged" in why for why in check[REASONS]):
+        if not check[BOUND] or not all(why.startswith(LATE) for why in check[REASONS]):
             break
     assert check[BOUND] is False, check[REASONS]
     assert check[REASONS] == [] and check["loop_lag_samples"] > 0
