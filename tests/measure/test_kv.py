@@ -119,17 +119,3 @@ def test_config_hash_ignores_where_the_model_was_read_from(tiny_model) -> None:
     a, b = data | {"_name_or_path": "/a", "transformers_version": "9"}, data | {"_name_or_path": "/b"}
     assert config_hash(a) == config_hash(b) == config_hash(tiny_model.config)
     assert config_hash(data | {"num_hidden_layers": 3}) != config_hash(a)
-
-
-def _round(*kv_bytes: int):
-    from batchperf.measure.trace import RequestTrace, RunTrace
-
-    return RunTrace("hf-static", 2, 2, [RequestTrace(i, 8, 1, 0.0, 0.0, (0.1,), kv_tokens=9, kv_bytes=b)
-                                        for i, b in enumerate(kv_bytes)], end=0.1)
-
-
-def test_the_round_spread_says_whether_a_cells_kv_figure_repeats_from_round_to_round() -> None:
-    assert kv.round_spread([_round(100, 300), _round(300, 100)]) == 0.0  # the same mean: batches need not matter
-    assert kv.round_spread([_round(100, 300), _round(200, 300)]) == pytest.approx((250 - 200) / 250)
-    assert kv.round_spread([_round(100, 300)]) == 0.0  # one round: nothing seen to move
-    assert kv.round_spread([_round(), _round(100)]) == 0.0  # a round that held nothing is not a round of KV

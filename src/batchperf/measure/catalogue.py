@@ -258,9 +258,6 @@ KV_METRICS: tuple[Metric, ...] = (
     Metric("kv.kv_bytes_per_request_analytic_mean", "bytes", Direction.EXACT,
            "analytic KV-cache bytes of a request's prompt and output tokens (mean)"),
     Metric("kv.kv_tokens_per_request_mean", "tokens", Direction.NONE, "tokens a request held in the KV cache (mean)"),
-    Metric("kv.kv_bytes_round_spread", "ratio", Direction.NONE,
-           "how far a round's KV bytes per request moved between the cell's rounds ((max - min) / max; above 0: the "
-           "figure depends on timing in this cell and is not compared exactly)", backends=KV_MEASURED),
     Metric("kv.kv_cache_peak_bytes", "bytes", Direction.LOWER, "the backend's own KV-cache peak",
            export="kv_cache_peak_bytes"),
     Metric("kv.bytes_per_token_backend", "bytes", Direction.EXACT, "KV bytes per token by the backend's own layout"),

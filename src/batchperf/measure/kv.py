@@ -106,16 +106,4 @@ def kv_figures(traces: list[RunTrace], config: Mapping[str, Any] | Any, dtype: A
         figures["bytes_per_token_measured"] = sum(r.kv_bytes for r in held) / sum(r.kv_tokens for r in held)
         figures["kv_bytes_per_request_mean"] = statistics.fmean(r.kv_bytes for r in held)
         figures["kv_tokens_per_request_mean"] = statistics.fmean(r.kv_tokens for r in held)
-        figures["kv_bytes_round_spread"] = round_spread(traces)
     return figures
-
-
-def round_spread(traces: list[RunTrace]) -> float:
-    """How far the measured KV bytes a request held (the mean of a round) moved between the cell's rounds:
-    (largest - smallest) / largest; 0.0 where every round held the same, as it does when the batches a request
-    joins cannot depend on timing. Above 0, the figure depends on timing in this cell (static batches formed from
-    what has arrived pad differently from round to round), so comparing it exactly would judge the clock."""
-    means = [statistics.fmean(r.kv_bytes for r in held) for t in traces
-             if (held := [r for r in t.requests if r.kv_bytes is not None and r.kv_tokens])]
-    top = max(means, default=0.0)
-    return (top - min(means)) / top if top else 0.0

@@ -222,24 +222,6 @@ def client_bound(result: MetricVerdict, baseline: CellRecord, current: CellRecor
     return result
 
 
-ROUND_SPREAD = "kv.kv_bytes_round_spread"
-PER_REQUEST_KV = "kv.kv_bytes_per_request_mean"
-
-
-def timing_dependent(result: MetricVerdict, baseline: CellRecord, current: CellRecord) -> MetricVerdict:
-    """The KV bytes a request held, reported rather than compared exactly, where either run's rounds held different
-    amounts (``kv.kv_bytes_round_spread`` above 0): on such a cell the batches a request joins depend on timing,
-    and a difference from the baseline would say how the clock fell, not what the code holds."""
-    if result.metric != PER_REQUEST_KV:
-        return result
-    moved = [f"{side}'s rounds {spread:.2%} apart" for record, side in ((current, "this run"), (baseline, "the baseline"))
-             if (spread := record.value(ROUND_SPREAD) or 0.0) > EXACT_REL]
-    if not moved:
-        return result
-    return replace(result, verdict=Verdict.NOT_JUDGED, deciding=False,
-                   note=f"depends on timing in this cell ({', '.join(moved)}): reported, not compared exactly")
-
-
 STARVED = "starved tenant(s)"  # how a starvation note starts (confirm keeps it)
 
 
@@ -292,7 +274,7 @@ def _compare_cell(
         return CellVerdict(name, Verdict.NO_BASELINE, notes=tuple(diffs))
     tier = current.tier
     results = [r for rule in config.rules for r in judge_all(rule, baseline, current, tier, config.k)]
-    results = [timing_dependent(client_bound(r, baseline, current), baseline, current) for r in results]
+    results = [client_bound(r, baseline, current) for r in results]
     versions, warnings = {}, ()
     if baseline_fp is not None and current_fp is not None:
         versions = version_diff(baseline_fp.upgrade, current_fp.upgrade)
