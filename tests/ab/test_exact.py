@@ -1,8 +1,9 @@
 """ab's exact metrics (KV bytes): equality where the figure is repeatable, and no verdict where it is not.
 
 On a cell whose batches depend on timing (hf-static forming static batches from what has arrived, on a
-trace), the KV bytes a request held move between processes of the same environment; asking B to equal A
-there turned a slower B into a KV "regression" after one pair (seen: 1,262,933 against 1,274,368 B).
+trace), the KV bytes a request held move with a process's speed (the same in every round of one process:
+1,264,640 B at full speed, 1,262,933 B with a 30% injected slowdown); one pair was enough for a KV "regression".
+Now a difference must repeat over two pairs, and a figure that moves within one environment is not judged.
 """
 
 from __future__ import annotations
