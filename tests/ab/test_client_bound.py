@@ -10,8 +10,10 @@ from dataclasses import replace
 
 from paths import DATA
 
+from batchperf.ab import judge as ab_judge
 from batchperf.ab.env import Environment
-from batchperf.ab.run import CellState, Settings, add_pair
+from batchperf.ab.run import CellState, Settings, add_pair, judge_cell
+from batchperf.regress.verdict import Verdict
 from batchperf.results.io import read_results
 
 RECORD = read_results(DATA / "results_cpu_small.json").records[0]
@@ -40,7 +42,18 @@ def test_a_client_bound_pair_is_left_out_of_latency_and_underfed_throughput_and_
 def test_a_saturated_server_keeps_its_throughput_even_when_its_client_lagged() -> None:
     cell = CellState(RECORD.id, RECORD.fullname)
     add_pair(cell, settings(), replace(RECORD, client={**LAGGED, "server_saturated": True}), RECORD, 1)
-    assert len(cell.metrics["output_throughput"].a) == 1 and "p99_ttft_ms" not in cell.metrics
+    assert len(cell.metrics["output_throughput"].a) == 1 and cell.metrics["p99_ttft_ms"].a == []
     (entry,) = cell.client_bound
     assert entry.startswith("pair 1, client-bound (A): event loop lag p99 26.8 ms (left out of ")
     assert "p99_ttft_ms" in entry and "throughput" not in entry
+
+
+def test_a_cell_whose_every_pair_was_client_bound_is_never_passed_on_its_kv_alone() -> None:
+    """Throughput (deciding) left out of every pair, KV bytes (exact, deciding) equal: the cell stays inconclusive."""
+    cell = CellState(RECORD.id, RECORD.fullname)
+    lagged = replace(RECORD, client=LAGGED)
+    for index in range(1, 9):
+        add_pair(cell, settings(), lagged, lagged, index)
+    judge_cell(cell, ab_judge.make("signed-rank", 14, 0.05), 8)
+    assert cell.metrics["kv_bytes_per_request_mean"].call is Verdict.NO_CHANGE
+    assert cell.metrics["output_throughput"].a == [] and cell.verdict is Verdict.INCONCLUSIVE

@@ -229,7 +229,7 @@ def rules_for(settings: Settings) -> list[tuple[Metric, bool]]:
 # --- judging ------------------------------------------------------------------------------------------------------
 
 
-def add_pair(cell: CellState, settings: Settings, a: CellRecord, b: CellRecord, index: int = 0) -> None:
+def add_pair(cell: CellState, settings: Settings, a: CellRecord, b: CellRecord, index: int) -> None:
     """Append pair ``index``'s values of every metric both sides produced, except those a side's client set (a
     server cell whose client lagged: its latencies, and its throughput unless the server was kept full; the
     gate's rule, :func:`batchperf.regress.gate.client_bound_reason`), which that pair leaves out, saying why."""
@@ -238,14 +238,14 @@ def add_pair(cell: CellState, settings: Settings, a: CellRecord, b: CellRecord, 
         x, y = a.value(rule.path), b.value(rule.path)
         if x is None or y is None:
             continue
-        if any(client_bound_reason(rule.path, record, label) for record, label in ((a, "A"), (b, "B"))):
-            left_out.append(rule.name)
-            continue
         result = cell.metrics.get(rule.name)
-        if result is None:
+        if result is None:  # made even when left out below: a deciding metric no pair gave stays undecided
             result = cell.metrics[rule.name] = PairSeries(rule.name, rule.direction, deciding,
                                                             0.0 if rule.direction is Direction.EXACT
                                                             else settings.margin_of(rule.name))
+        if any(client_bound_reason(rule.path, record, label) for record, label in ((a, "A"), (b, "B"))):
+            left_out.append(rule.name)
+            continue
         result.a.append(x)
         result.b.append(y)
     if left_out:
