@@ -269,9 +269,9 @@ def judge_metric(result: PairSeries, judge: ab_judge.Judge) -> None:
 def exact_call(a: Sequence[float], b: Sequence[float]) -> tuple[Verdict, str]:
     """An exact metric (KV bytes) over the pairs so far, and a note: equal in every pair, no change; a difference
     that each side repeats in every one of its own processes, regression once two pairs show it (one pair:
-    inconclusive, a second one confirms); a side whose own processes differ, not judged: on this cell the
-    figure depends on timing (static batches formed from what has arrived pad differently), so it cannot be
-    asked to be equal, and a slower B would otherwise read as a KV regression."""
+    inconclusive, a second one confirms); a side whose own processes differ, not judged: the figure depends on
+    timing there (on the hf-static trace cell it moves with a process's speed), so it cannot be asked to be
+    equal."""
     def same(x: float, y: float) -> bool:
         return abs(y - x) <= EXACT_REL * max(abs(x), 1.0)
 
