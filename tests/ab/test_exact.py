@@ -3,15 +3,24 @@
 On a cell whose batches depend on timing (hf-static forming static batches from what has arrived, on a
 trace), the KV bytes a request held move with a process's speed (the same in every round of one process:
 1,264,640 B at full speed, 1,262,933 B with a 30% injected slowdown); one pair was enough for a KV "regression".
-Now a difference must repeat over two pairs, and a figure that moves within one environment is not judged.
+Now a difference must repeat over two pairs, and a figure that moves within one environment is not judged; and
+on such a cell (a padded layout under open-loop arrivals) the figure never decides, as the gate never gates it:
+a B faster in every process would otherwise repeat its own figure and read as a KV "regression".
 """
 
 from __future__ import annotations
 
+from dataclasses import replace
+
+from paths import DATA
+
 from batchperf.ab import judge as ab_judge
-from batchperf.ab.run import CellState, PairSeries, exact_call, judge_cell
+from batchperf.ab.env import Environment
+from batchperf.ab.run import CellState, PairSeries, Settings, add_pair, exact_call, judge_cell
 from batchperf.measure.catalogue import Direction
+from batchperf.measure.kv import PADDED_LAYOUT
 from batchperf.regress.verdict import Verdict
+from batchperf.results.io import read_results
 
 KV = "kv_bytes_per_request_mean"
 
@@ -46,3 +55,29 @@ def test_a_timing_dependent_kv_figure_no_longer_decides_the_cell() -> None:
     kv = next(m for m in cell.cell_verdict().metrics if m.metric == KV)
     assert kv.verdict is Verdict.NOT_JUDGED and not kv.deciding and "depends on timing" in kv.note
     assert cell.to_dict()["metrics"][1]["note"] == kv.note
+
+
+def _padded(open_loop: bool, per_request: float, throughput: float) -> object:
+    record = read_results(DATA / "results_cpu_small.json").records[0]
+    kv = {**record.kv, "kv_layout": PADDED_LAYOUT, "kv_bytes_per_request_mean": per_request}
+    return replace(record, kv=kv, workload={**record.workload, "open_loop": open_loop},
+                   metrics={**record.metrics, "output_throughput": throughput})
+
+
+def test_a_kv_figure_set_by_open_loop_arrivals_is_reported_never_deciding_and_says_why() -> None:
+    """B faster in every process, each side repeating its own KV figure: throughput decides (improvement) and the
+    KV row is reported with the gate's reason; under closed-loop arrivals the same difference is a regression."""
+    env = Environment("A", DATA)
+    settings = Settings(env, replace(env, label="B"), (), DATA)
+    verdicts = {}
+    for open_loop in (True, False):
+        cell = CellState("c", "n")
+        for index in range(1, 13):
+            add_pair(cell, settings, _padded(open_loop, 1262933.0, 100.0 + index % 3),
+                     _padded(open_loop, 1264640.0, 120.0 + index % 3), index)
+        judge_cell(cell, ab_judge.make("signed-rank", 14, 0.05), 12)
+        verdicts[open_loop] = cell
+    kv = verdicts[True].metrics[KV]
+    assert verdicts[True].verdict is Verdict.IMPROVEMENT and not kv.deciding
+    assert kv.call is Verdict.REGRESSION and "depends on arrival timing" in kv.note
+    assert verdicts[False].verdict is Verdict.REGRESSION and verdicts[False].metrics[KV].deciding

@@ -12,6 +12,7 @@ from rule_producers import CHECKED_BACKENDS, rule_gaps, uncatalogued
 from small_runs import measured_cell
 
 from batchperf.measure.catalogue import Direction, Metric, Tolerance
+from batchperf.measure.kv import PADDED_LAYOUT
 from batchperf.regress.fingerprint import NON_IDENTITY_CELL_FIELDS, Fingerprint
 from batchperf.regress.gate import RULES, GateConfig, compare_cell, confirm, judge, relative_spread, render_table
 from batchperf.regress.verdict import Verdict
@@ -53,6 +54,49 @@ def test_exact_metrics_fail_on_any_change_either_way() -> None:
         assert verdict.verdict is Verdict.REGRESSION
         assert {m.name for m in verdict.metrics if m.verdict.failed} == {
             "bytes_per_token_measured", "kv_bytes_per_request_mean"}
+
+
+def padded(record: CellRecord, open_loop: bool, per_request: float | None = None) -> CellRecord:
+    """``record`` as hf-static writes it (each request padded to its batch), its arrivals open or closed loop."""
+    record.kv["kv_layout"] = PADDED_LAYOUT
+    record.workload["open_loop"] = open_loop
+    if per_request is not None:
+        record.kv["kv_bytes_per_request_mean"] = per_request
+    return record
+
+
+def test_kv_bytes_a_request_held_are_reported_not_gated_where_open_loop_arrivals_form_the_padded_batches() -> None:
+    """The CPU tier's hf-static trace cell: 1,262,933 B a request in one process, 1,272,149 B in another 30% slower,
+    and padding waste 0.0323 against 0.0288 in one 10% slower, because which requests share a (padded) batch depends
+    on what has arrived. Those figures are shown, never deciding; bytes per token stay exact there, and the KV figure
+    stays exact under closed-loop arrivals."""
+    base, cur = padded(cell_info(), True, 1262933.0), padded(cell_info(), True, 1272149.0)
+    base.counters["padding_waste"], cur.counters["padding_waste"] = 0.0288, 0.0323  # two processes, 0.1 vs 0
+    verdict = compare_cell("c", base, cur)
+    assert verdict.verdict is Verdict.NO_CHANGE
+    reported = {m.name: m for m in verdict.metrics if not m.deciding}
+    assert {"kv_bytes_per_request_mean", "padding_waste"} <= set(reported)
+    for name in ("kv_bytes_per_request_mean", "padding_waste"):
+        assert reported[name].verdict is Verdict.REGRESSION and "depends on arrival timing" in reported[name].note
+    assert "(regression; reported)" in render_table(verdict)
+
+    closed = compare_cell("c", padded(cell_info(), False, 1262933.0), padded(cell_info(), False, 1272149.0))
+    assert closed.verdict is Verdict.REGRESSION
+    assert [m.name for m in closed.metrics if m.verdict.failed and m.deciding] == ["kv_bytes_per_request_mean"]
+
+    per_token = compare_cell("c", padded(cell_info(), True), padded(cell_info(kv=2047.0), True))
+    assert per_token.verdict is Verdict.REGRESSION
+    assert [m.name for m in per_token.metrics if m.verdict.failed and m.deciding] == ["bytes_per_token_measured"]
+
+
+def test_a_record_from_before_the_workload_section_is_open_loop_when_its_arrivals_had_a_rate() -> None:
+    rate = cell_info()
+    rate.cell["arrival"] = {"kind": "rate", "rate": 4.0, "burstiness": 1.0}
+    assert rate.workload == {} and rate.open_loop and not cell_info().open_loop
+    rate.kv["kv_layout"] = PADDED_LAYOUT
+    moved = copied(rate)
+    moved.kv["kv_bytes_per_request_mean"] += 2048
+    assert compare_cell("c", rate, moved).verdict is Verdict.NO_CHANGE
 
 
 def test_a_metric_the_baseline_had_and_the_run_lost_fails_as_missing() -> None:

@@ -53,7 +53,7 @@ from batchperf.ab.stats import Interval
 from batchperf.measure.catalogue import GATED, Direction, Metric
 from batchperf.measure.child import exit_code_of, stop_signals
 from batchperf.regress.fingerprint import cell_identity, identity_diff, version_diff
-from batchperf.regress.gate import EXACT_REL, client_bound_note, client_bound_reason
+from batchperf.regress.gate import EXACT_REL, arrival_reason, client_bound_note, client_bound_reason
 from batchperf.regress.verdict import CellVerdict, MetricVerdict, Verdict, combine
 from batchperf.results.io import atomic_write_text, read_results
 from batchperf.results.record import CellRecord, ResultsError
@@ -74,6 +74,7 @@ class PairSeries:
     interval: Interval | None = None
     call: Verdict = Verdict.INCONCLUSIVE
     note: str = ""  # why it is not judged or is still open (an exact metric: see exact_call)
+    reported_why: str = ""  # why a metric that would decide is reported only (the gate's arrival_reason)
 
     @property
     def log_ratios(self) -> list[float]:
@@ -240,9 +241,10 @@ def add_pair(cell: CellState, settings: Settings, a: CellRecord, b: CellRecord, 
             continue
         result = cell.metrics.get(rule.name)
         if result is None:  # made even when left out below: a deciding metric no pair gave stays undecided
-            result = cell.metrics[rule.name] = PairSeries(rule.name, rule.direction, deciding,
+            why = next(filter(None, (arrival_reason(rule.path, record) for record in (a, b))), "")
+            result = cell.metrics[rule.name] = PairSeries(rule.name, rule.direction, deciding and not why,
                                                             0.0 if rule.direction is Direction.EXACT
-                                                            else settings.margin_of(rule.name))
+                                                            else settings.margin_of(rule.name), reported_why=why)
         if any(client_bound_reason(rule.path, record, label) for record, label in ((a, "A"), (b, "B"))):
             left_out.append(rule.name)
             continue
@@ -255,7 +257,8 @@ def add_pair(cell: CellState, settings: Settings, a: CellRecord, b: CellRecord, 
 
 def judge_metric(result: PairSeries, judge: ab_judge.Judge) -> None:
     if result.direction is Direction.EXACT:
-        result.call, result.note = exact_call(result.a, result.b)
+        result.call, note = exact_call(result.a, result.b)
+        result.note = "; ".join(filter(None, (note, result.reported_why)))
         if result.call is Verdict.NOT_JUDGED:
             result.deciding = False  # it cannot decide this cell; reported, with why
         return
@@ -270,8 +273,8 @@ def exact_call(a: Sequence[float], b: Sequence[float]) -> tuple[Verdict, str]:
     """An exact metric (KV bytes) over the pairs so far, and a note: equal in every pair, no change; a difference
     that each side repeats in every one of its own processes, regression once two pairs show it (one pair:
     inconclusive, a second one confirms); a side whose own processes differ, not judged: the figure depends on
-    timing there (on the hf-static trace cell it moves with a process's speed), so it cannot be asked to be
-    equal."""
+    timing there, so it cannot be asked to be equal. (Where the cell says so in advance, a padded batch under
+    open-loop arrivals, the figure never decides at all: :func:`batchperf.regress.gate.arrival_reason`.)"""
     def same(x: float, y: float) -> bool:
         return abs(y - x) <= EXACT_REL * max(abs(x), 1.0)
 

@@ -17,6 +17,7 @@ from batchperf.backends.drive import Finished, Sent, drive
 from batchperf.backends.model import LoadedModel
 from batchperf.measure.clock import RunClock
 from batchperf.measure.counters import round_counters
+from batchperf.measure.kv import PADDED_LAYOUT
 from batchperf.measure.trace import RequestTrace, RunTrace
 from batchperf.measure.workload import RequestSpec, Workload
 
@@ -146,7 +147,7 @@ class _Batches:
         return [Finished(trace, trace.finished) for trace in traces]
 
     def kv_figures(self) -> dict[str, Any]:
-        return {"kv_cache_peak_bytes": self.kv_peak, "kv_layout": "dense, padded to the batch"}
+        return {"kv_cache_peak_bytes": self.kv_peak, "kv_layout": PADDED_LAYOUT}
 
     def close(self) -> None:
         pass

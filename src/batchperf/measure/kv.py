@@ -22,6 +22,25 @@ DTYPE_BYTES: dict[str, int] = {
     "float8": 1, "fp8": 1, "fp8_e4m3": 1, "fp8_e5m2": 1, "int8": 1,
 }
 
+# hf-static's KV layout: every request of a batch holds the batch's longest prompt and output (left padding)
+PADDED_LAYOUT = "dense, padded to the batch"
+
+
+def depends_on_arrivals(kv: Mapping[str, Any], open_loop: bool) -> str | None:
+    """Why a cell's padded figures (the KV bytes a request held, its padding waste) depend on when its requests
+    arrived, or None when they do not.
+
+    Under a padded layout a request holds its batch's longest prompt and output, so those figures depend on which
+    requests shared a batch; under open-loop arrivals (a trace, a request rate, tenants) a static batcher forms its
+    batches from what has arrived, which moves with the process's speed (measured on the CPU tier's hf-static
+    trace cell: 1,262,933 B a request and padding waste 0.0323 in one process, 1,272,149 B and 0.0358 in another
+    with a 30% injected slowdown). Closed-loop batches form in request order whatever the speed, and paged layouts
+    hold a request's own tokens only."""
+    if kv.get("kv_layout") != PADDED_LAYOUT or not open_loop:
+        return None
+    return ("depends on arrival timing: each request is padded to the batch it joined, and under open-loop arrivals "
+            "which requests share a batch moves with the process's speed; reported, not gated")
+
 
 def dtype_bytes(dtype: Any) -> int:
     """Bytes per element of a dtype name (``"float16"``) or a torch dtype."""

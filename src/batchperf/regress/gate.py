@@ -8,8 +8,10 @@ regresses when it moved in its bad direction by more than its tolerance::
 
 where ``spread`` is the baseline's own round-to-round relative spread (population
 std / |median| over ``extra_info.rounds``). Exact metrics (KV bytes) have no
-tolerance at all: any change is a regression, everywhere. Changes are relative,
-so the unit a metric is stored in never matters.
+tolerance at all: any change is a regression, everywhere, except where a padded
+batch formed under open-loop arrivals sets the figure (:func:`arrival_reason`:
+reported, not deciding). Changes are relative, so the unit a metric is stored in
+never matters.
 
 The spread term has a ceiling, ``cap[metric, tier]``: a metric whose baseline is so
 noisy that k × spread exceeds it cannot be gated, and says so (*too noisy to gate*)
@@ -31,6 +33,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, replace
 
 from batchperf.measure.catalogue import GATED, Direction, Metric
+from batchperf.measure.kv import depends_on_arrivals
 from batchperf.measure.slo import NO_TENANT
 from batchperf.regress.cell_notes import disagreement, driver_note, power_cap_notes, void_notes
 from batchperf.regress.fingerprint import Fingerprint, cell_identity, identity_diff, soft_warnings, version_diff
@@ -222,6 +225,25 @@ def client_bound(result: MetricVerdict, baseline: CellRecord, current: CellRecor
     return result
 
 
+# the figures a padded layout ties to which requests shared a batch (hf-static: each request padded to its batch)
+ARRIVAL_DEPENDENT = ("kv.kv_bytes_per_request_mean", "counters.padding_waste")
+
+
+def arrival_reason(path: str, record: CellRecord) -> str | None:
+    """Why the metric at ``path`` of ``record`` moves with when its requests arrived, so that no baseline can hold it
+    to a tolerance (the KV bytes a request held and the padding waste of batches formed under open-loop arrivals),
+    or None."""
+    return depends_on_arrivals(record.kv, record.open_loop) if path in ARRIVAL_DEPENDENT else None
+
+
+def arrival_dependent(result: MetricVerdict, baseline: CellRecord, current: CellRecord) -> MetricVerdict:
+    """``result`` reported, not deciding, when either run's figure depended on its arrival timing."""
+    for record in (current, baseline):
+        if (note := arrival_reason(result.metric, record)) is not None:
+            return replace(result, deciding=False, note="; ".join(filter(None, (result.note, note))))
+    return result
+
+
 STARVED = "starved tenant(s)"  # how a starvation note starts (confirm keeps it)
 
 
@@ -274,7 +296,7 @@ def _compare_cell(
         return CellVerdict(name, Verdict.NO_BASELINE, notes=tuple(diffs))
     tier = current.tier
     results = [r for rule in config.rules for r in judge_all(rule, baseline, current, tier, config.k)]
-    results = [client_bound(r, baseline, current) for r in results]
+    results = [arrival_dependent(client_bound(r, baseline, current), baseline, current) for r in results]
     versions, warnings = {}, ()
     if baseline_fp is not None and current_fp is not None:
         versions = version_diff(baseline_fp.upgrade, current_fp.upgrade)

@@ -121,6 +121,15 @@ class CellRecord:
         return self.metrics.get("total_input_tokens", 0) / done if done else math.nan
 
     @property
+    def open_loop(self) -> bool:
+        """Its requests were due at their offsets (a trace, tenants, a request rate), not sent as others finished:
+        the workload section's word, else (a record from before it) whether the cell's arrivals had a rate."""
+        if isinstance(found := self.workload.get("open_loop"), bool):
+            return found
+        arrival = self.cell.get("arrival")
+        return isinstance(arrival, Mapping) and arrival.get("kind") == "rate"
+
+    @property
     def config_hash(self) -> str | None:
         return self.model.get("config_hash")
 
