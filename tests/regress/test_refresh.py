@@ -90,6 +90,22 @@ def test_a_void_gpu_cell_is_never_pinned(tmp_path: Path, pinned: Path) -> None:
     assert read_history(pinned.parent)[-1]["left_out_failed"] == [A]
 
 
+def test_a_client_bound_cell_is_pinned_with_a_warning_that_names_it_and_the_history_records_it(
+        tmp_path: Path, pinned: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """Its latencies are the client's: pinned, the gate leaves them not judged until the next refresh. Not a refusal
+    (the gate never passes them), but the person refreshing must see it."""
+    lagged = cell_info(A)
+    lagged.client = {"client_bound": True, "reasons": ["event loop lag p99 26.8 ms"], "server_saturated": False}
+    capsys.readouterr()
+    assert run(tmp_path, results_file(tmp_path / "c.json", [lagged, cell_info(B)]), "--reason", "x") == 0
+    out = " ".join(capsys.readouterr().out.split())
+    assert "warning: 1 cell(s) were client-bound" in out
+    assert f"- {A}: client-bound (these results): event loop lag p99 26.8 ms" in out and f"- {B}" not in out
+    assert read_history(pinned.parent)[-1]["client_bound"] == [A]
+    assert run(tmp_path, results_file(tmp_path / "d.json", [cell_info(A), cell_info(B)]), "--reason", "y") == 0
+    assert "were client-bound" not in capsys.readouterr().out and "client_bound" not in read_history(pinned.parent)[-1]
+
+
 def test_dirty_tree_and_incomplete_runs_are_refused_unless_told(tmp_path: Path, pinned: Path) -> None:
     dirty = results_file(tmp_path / "d.json", [cell_info(A), cell_info(B)], dirty=True)
     assert run(tmp_path, dirty, "--reason", "x") == 2

@@ -27,7 +27,7 @@ from batchperf.measure.child import run_guarded
 from batchperf.measure.clocks import void_reason
 from batchperf.regress.compare import gate_config, render_rich
 from batchperf.regress.fingerprint import Fingerprint, identity_diff, version_diff
-from batchperf.regress.gate import GateConfig, compare_cell
+from batchperf.regress.gate import GateConfig, client_bound_note, compare_cell
 from batchperf.regress.store import (
     BASELINE_FILE,
     DEFAULT_ROOT,
@@ -96,6 +96,13 @@ class Plan:
     @property
     def regressions(self) -> list[str]:
         return [v.name for v in self.verdicts if v.failed]
+
+    @property
+    def client_bound(self) -> dict[str, str]:
+        """Cells to be stored whose client, not their server, set their latencies: id -> why. Pinned, the gate can
+        never judge those latencies (nor, where the server was underfed, the throughput) against them."""
+        return {rec.id: note for n, rec in sorted(self.selected.items())
+                if n not in self.failed and (note := client_bound_note(rec, "these results"))}
 
     @property
     def kept(self) -> list[str]:
@@ -230,6 +237,7 @@ def provenance(plan: Plan, request: RefreshRequest, stored: list[str]) -> dict[s
            if plan.kept and plan.kept_versions else {}),
         "left_out_failed": sorted(plan.results.cell_ids[n] for n in plan.failed),
         "injected": dict(fp.soft.get("injected", {})) if fp else {},
+        **({"client_bound": sorted(plan.client_bound)} if plan.client_bound else {}),
         "flags": {k: bool(getattr(request, k)) for k in FLAGS},
     }
 
@@ -285,6 +293,14 @@ def _refresh(request: RefreshRequest, results: ResultsFile, fingerprint: Fingerp
     if injected := fingerprint.soft.get("injected"):
         console.print("[bold yellow]warning:[/bold yellow] these results were measured with an injected slowdown ("
                       + ", ".join(f"{k}={v}" for k, v in sorted(injected.items())) + "); the history records it")
+    if bound := plan.client_bound:
+        console.print(f"[bold yellow]warning:[/bold yellow] {len(bound)} cell(s) were client-bound: their client, not "
+                      "their server, set their latencies (and, where the server was underfed, their throughput), so "
+                      "the gate will leave those metrics not judged against this baseline until it is refreshed "
+                      "again; measure them on a quieter machine (or with fewer cells at once) before pinning them. "
+                      "The history records it.")
+        for cell, note in bound.items():
+            console.print(f"  - {cell}: {note}")
     refusals = check_plan(plan, request)
     if refusals:
         console.print("[bold red]refresh refused; nothing was written:[/bold red]")
