@@ -35,4 +35,5 @@ def test_the_child_skips_the_interpreter_teardown_and_keeps_its_exit_code(tmp_pa
     assert sorted(o.status for o in done.outcomes.values()) == ["failed", "passed"]
     log = done.log.read_text()
     assert "1 failed, 1 passed" in log  # pytest's summary reached the log before the exit
+    assert "RemovedIn10Warning" not in log  # pytest.main(), not console_main (deprecated in 9.1, gone in 10)
     assert not mark.exists(), "the interpreter's teardown (atexit) ran: the quick exit did not happen"

@@ -17,7 +17,7 @@ FAKE_PYTEST = textwrap.dedent("""
     import os, sys, time
     from batchperf.measure import round_gate
 
-    def console_main():
+    def main():
         label, log = os.environ["FAKE_LABEL"], os.environ["FAKE_LOG"]
         rounds, die_after = int(os.environ["FAKE_ROUNDS"]), int(os.environ.get("FAKE_DIE_AFTER", "-1"))
         if os.environ.get("FAKE_HANG"):

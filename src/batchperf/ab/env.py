@@ -39,7 +39,7 @@ QUIET = ("-q", "-p", "no:cacheprovider")
 # teardown (finalising torch and transformers: 2.6 of 19 s a process on the loaded dev VM) is skipped, and with it
 # nothing that was measured or written (docs/ab.md, "Cheaper pairs"). `import pytest` finds the same pytest as
 # `python -m pytest` (the working folder first on the path).
-QUICK_EXIT = ("import os, sys, pytest; code = int(pytest.console_main()); "
+QUICK_EXIT = ("import os, sys, pytest; code = int(pytest.main()); "
               "sys.stdout.flush(); sys.stderr.flush(); os._exit(code)")
 PROBE = """
 import json, sys
