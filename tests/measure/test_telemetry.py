@@ -10,6 +10,7 @@ import psutil
 import pytest
 from fake_nvml import FakeNvml, NVMLError
 
+from batchperf.measure.clocks import void_reason
 from batchperf.measure.telemetry import Sampler, _integrate, summarise_telemetry
 
 
@@ -143,3 +144,27 @@ def test_a_cell_keeps_the_last_rounds_telemetry_and_the_median_per_token():
     assert out["joules_per_output_token"] == 2.0  # the median of the rounds that have it
     assert rounds[-1]["cpu_seconds_per_output_token"] == 0.005 and "joules_per_output_token" not in rounds[-1]
     assert summarise_telemetry([]) == {}
+
+
+def test_a_throttle_or_clock_fall_in_any_round_reaches_the_cells_telemetry_and_voids_it():
+    """The void rule reads the cell's telemetry; it used to be the last round's alone, so a card that throttled in
+    round 1 of 3 and recovered was judged. Now every round's throttle reasons count, and the SM clock's fall is the
+    largest within a round or from an earlier round's start to a later round's lowest."""
+    steady = {"sm_clock_start_mhz": 1980, "sm_clock_min_mhz": 1965, "sm_clock_drop": 0.008,
+              "throttle_reasons": ["sw_power_cap"], "temperature_peak_c": 70}
+    hot = {"sm_clock_start_mhz": 1980, "sm_clock_min_mhz": 1700, "sm_clock_drop": 280 / 1980,
+           "throttle_reasons": ["hw_thermal_slowdown"], "temperature_peak_c": 88}
+    out = summarise_telemetry([hot, steady, steady])
+    assert out["throttle_reasons"] == ["hw_thermal_slowdown", "sw_power_cap"] and out["temperature_peak_c"] == 88
+    assert out["sm_clock_drop"] == pytest.approx(280 / 1980) and out["sm_clock_min_mhz"] == 1700
+    assert "hw_thermal_slowdown" in void_reason(out) and "fell 14.1%" in void_reason(out)
+
+    sagging = [{"sm_clock_start_mhz": c, "sm_clock_min_mhz": c - 10, "sm_clock_drop": 10 / c, "throttle_reasons": []}
+               for c in (1980, 1900, 1820)]  # each round steady, the card slower every round: 8.6% over the cell
+    out = summarise_telemetry(sagging)
+    assert out["sm_clock_drop"] == pytest.approx((1980 - 1810) / 1980) and out["sm_clock_start_mhz"] == 1980
+    assert "fell 8.6%" in void_reason(out)
+
+    assert void_reason(summarise_telemetry([steady] * 3)) is None
+    cpu = summarise_telemetry([{"cpu_s": 1.0}, {"cpu_s": 2.0}])
+    assert cpu == {"cpu_s": 2.0}  # no GPU read: nothing added

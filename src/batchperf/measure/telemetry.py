@@ -243,7 +243,9 @@ class Sampler:
 
 def summarise_telemetry(rounds: list[dict[str, Any]]) -> dict[str, Any]:
     """A cell's telemetry from its measured rounds' summaries: the last round's, except the figures per output
-    token (``PER_TOKEN``), which are the median over the rounds that have them, as the cell's metrics are.
+    token (``PER_TOKEN``), which are the median over the rounds that have them, as the cell's metrics are, and
+    the GPU's clocks, throttles and temperature, which cover every round (:func:`_whole_cell_clocks`), so that a
+    round the card slowed voids the cell whichever round it was.
 
     One round's CPU time per token moves twice as much between processes as the median of five (sd of a
     pair's ln(B/A) 0.097 against 0.048 on the compute-bound CPU cell, ``tools/ab_detector.py``), and it
@@ -255,6 +257,27 @@ def summarise_telemetry(rounds: list[dict[str, Any]]) -> dict[str, Any]:
     for key in PER_TOKEN:
         if values := [r[key] for r in rounds if r.get(key) is not None]:
             out[key] = statistics.median(values)
+    return out | _whole_cell_clocks(rounds)
+
+
+def _whole_cell_clocks(rounds: list[dict[str, Any]]) -> dict[str, Any]:
+    """The clock and throttle figures of a cell over all its rounds: every throttle reason seen in any round, the
+    first round's starting SM clock and the lowest of any, the hottest reading, and the largest fall of the SM
+    clock, within a round or from an earlier round's start to a later round's lowest (a card that cools down
+    between rounds and runs each a little slower). Empty where no round read the GPU."""
+    out: dict[str, Any] = {}
+    if seen := [r["throttle_reasons"] for r in rounds if isinstance(r.get("throttle_reasons"), list)]:
+        out["throttle_reasons"] = list(dict.fromkeys(reason for reasons in seen for reason in reasons))
+    clocked = [r for r in rounds if r.get("sm_clock_start_mhz") is not None and r.get("sm_clock_min_mhz") is not None]
+    if clocked:
+        out["sm_clock_start_mhz"] = clocked[0]["sm_clock_start_mhz"]
+        out["sm_clock_min_mhz"] = min(r["sm_clock_min_mhz"] for r in clocked)
+        ends = [(r[k], None) for r in clocked for k in ("sm_clock_start_mhz", "sm_clock_min_mhz")]
+        drops = [d for d in (clock_drop(ends), *(r.get("sm_clock_drop") for r in rounds)) if d is not None]
+        if drops:
+            out["sm_clock_drop"] = max(drops)
+    if peaks := [r["temperature_peak_c"] for r in rounds if r.get("temperature_peak_c") is not None]:
+        out["temperature_peak_c"] = max(peaks)
     return out
 
 
