@@ -91,25 +91,25 @@ def test_any_tier_runs_on_the_cpu_and_dummy_weights_are_said_once(suite: pytest.
     from batchperf.backends.model import ModelSpec
     from batchperf.suite import models
 
-    (tmp_path / "small-qwen2").mkdir()
-    (tmp_path / "small-qwen2" / "config.json").write_text(json.dumps({
+    (tmp_path / "fake-gpu-qwen2").mkdir()
+    (tmp_path / "fake-gpu-qwen2" / "config.json").write_text(json.dumps({
         "architectures": ["Qwen2ForCausalLM"], "model_type": "qwen2", "hidden_size": 64, "intermediate_size": 128,
         "num_hidden_layers": 2, "num_attention_heads": 4, "num_key_value_heads": 2, "vocab_size": 256,
         "max_position_embeddings": 128, "eos_token_id": 1, "bos_token_id": 1, "tie_word_embeddings": True}))
     monkeypatch.setattr(models, "CONFIGS", tmp_path)
-    monkeypatch.setitem(models.MODELS, "small-qwen2", ModelSpec("small-qwen2", "x/small", "gpu", "float32",
+    monkeypatch.setitem(models.MODELS, "fake-gpu-qwen2", ModelSpec("fake-gpu-qwen2", "x/small", "gpu", "float32",
                                                                  weights="dummy"))
     out = tmp_path / "out.json"
-    result = suite.runpytest("-m", "gpu", "--batchperf-device", "cpu", "--batchperf-models=small-qwen2",
+    result = suite.runpytest("-m", "gpu", "--batchperf-device", "cpu", "--batchperf-models=fake-gpu-qwen2",
                              "--batchperf-backends=hf-static,continuous", *SMALL[2:-1], f"--benchmark-json={out}")
     result.assert_outcomes(passed=2, skipped=1)  # two cells; one prompt length: no KV slope to fit
-    assert result.stdout.str().count("weights: DUMMY for small-qwen2 (seeded random weights") == 1
+    assert result.stdout.str().count("weights: DUMMY for fake-gpu-qwen2 (seeded random weights") == 1
     records = [b["extra_info"] for b in json.loads(out.read_text())["benchmarks"]]
-    assert [r["cell"]["id"] for r in records] == ["gpu-small-qwen2-hf-static-bs2-p8-c2",
-                                                  "gpu-small-qwen2-continuous-bs2-p8-c2"]
+    assert [r["cell"]["id"] for r in records] == ["gpu-fake-gpu-qwen2-hf-static-bs2-p8-c2",
+                                                  "gpu-fake-gpu-qwen2-continuous-bs2-p8-c2"]
     for r in records:
         assert r["cell"]["device"] == "cpu" and r["model"]["weights"] == "dummy"
-        assert r["model"]["path"] == str(tmp_path / "small-qwen2")
+        assert r["model"]["path"] == str(tmp_path / "fake-gpu-qwen2")
         assert r["efficiency"]["device"] == "cpu" and r["efficiency"]["decode_steps"] > 0
 
 
