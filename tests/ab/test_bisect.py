@@ -114,3 +114,16 @@ def test_a_step_stopped_by_sigterm_is_interrupted(tmp_path: Path) -> None:
     labelled = [Environment(label, Path(f"/py/{label}"), dir=HERE) for label in "AB"]
     done = run_ab(base(tmp_path, labelled), runner=fakes.run, prober=fakes.probe, collector=fakes.collect)
     assert done.exit_code == 143 and judge(done)[0] == INTERRUPTED
+
+
+@pytest.mark.parametrize("signum, code", [(signal.SIGTERM, 143), (signal.SIGINT, 130)])
+def test_a_bisect_stopped_by_a_signal_exits_with_that_signals_code(tmp_path: Path, signum: int, code: int) -> None:
+    """ab's own code for the step (143 for SIGTERM) is the bisect's: it used to say 130 whatever stopped it."""
+    def ab(s: Settings):  # noqa: ANN202
+        fakes = FakeEnvs(cells=CELLS[:1])
+        fakes.on_run = lambda: (_ for _ in ()).throw(Stopped(signum)) if len(fakes.runs) == 3 else None
+        return run_ab(s, runner=fakes.run, prober=fakes.probe, collector=fakes.collect)
+
+    result = run_bisect(envs(4), base(tmp_path, envs(4)), ab, check=ok)
+    assert result.status == INTERRUPTED and result.exit_code == code
+    assert json.loads((tmp_path / "bisect" / "bisect.json").read_text())["exit_code"] == code

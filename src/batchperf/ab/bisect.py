@@ -53,6 +53,7 @@ class BisectResult:
     bad: int  # first known bad index (so far)
     steps: list[Step] = field(default_factory=list)
     status: str = "running"  # found, narrowed (stopped with a range), interrupted
+    stop_code: int = 130  # status "interrupted": the step's own exit code (130 SIGINT, 143 SIGTERM)
 
     @property
     def skipped(self) -> set[int]:
@@ -73,8 +74,9 @@ class BisectResult:
 
     @property
     def exit_code(self) -> int:
-        """0 the first bad one found, 2 only a range (inconclusive or skipped between), 130 interrupted."""
-        return {"found": 0, "interrupted": 130}.get(self.status, 2)
+        """0 the first bad one found, 2 only a range (inconclusive or skipped between), 130 interrupted by SIGINT,
+        143 by SIGTERM."""
+        return {"found": 0, "interrupted": self.stop_code}.get(self.status, 2)
 
     def summary(self) -> str:
         spent = f"{len(self.steps)} step(s), {self.pairs} pair(s) = {2 * self.pairs} process(es), {self.minutes:.1f} min"
@@ -146,6 +148,8 @@ def run_bisect(envs: Sequence[Environment], base: Settings, ab: AbRun = run_ab,
             step.why = str(exc)
         else:
             step.outcome, step.why = judge(done)
+            if step.outcome == INTERRUPTED:
+                result.stop_code = done.exit_code
             step.pairs, step.minutes = len(done.pairs), done.elapsed_s / 60
             step.versions_differ = done.versions_differ if len(done.probes) == 2 else {}
         result.steps.append(step)

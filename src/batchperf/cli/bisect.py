@@ -7,7 +7,7 @@
 Each ``--python`` (or ``--dir``) is one environment, in order; a single ``--python`` or ``--dir`` is
 shared by all. Every step is one ``batchperf ab`` (same options) in OUT/step-NN-…; OUT/bisect.json holds
 the steps. Exit codes: 0 the first bad one found, 2 only narrowed to a range (an inconclusive step, or
-skipped environments in between), 3 usage error, 130 interrupted. Logic in :mod:`batchperf.ab.bisect`.
+skipped environments in between), 3 usage error, 130 interrupted (143 by SIGTERM). Logic in :mod:`batchperf.ab.bisect`.
 """
 
 from __future__ import annotations
