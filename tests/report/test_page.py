@@ -129,3 +129,28 @@ def test_a_client_bound_cell_is_marked_and_its_reasons_listed(tmp_path):
     assert page.count("CLIENT-BOUND</span>") == 1
     reason = f"{first['cell']['id']}: round 1 of 3: {CLIENT_LAG_REASON}"
     assert html.escape(reason) in page
+
+
+def test_a_plot_interrupted_half_way_leaves_the_old_png_and_no_temporary(tmp_path):
+    """A PNG is written whole or not at all (an interrupted report used to leave a truncated plot behind)."""
+    from types import SimpleNamespace
+
+    from batchperf.report.plots import _save
+
+    path = tmp_path / "throughput.png"
+    path.write_bytes(b"the last report's plot")
+
+    class HalfWritten:
+        def tight_layout(self):
+            pass
+
+        def savefig(self, target, **_):
+            with (open(target, "wb") if isinstance(target, (str, Path)) else target) as fh:
+                fh.write(b"\x89PNG half of it")
+                raise KeyboardInterrupt
+
+    closed = []
+    with pytest.raises(KeyboardInterrupt):
+        _save(HalfWritten(), SimpleNamespace(close=closed.append), path)
+    assert path.read_bytes() == b"the last report's plot" and [p.name for p in tmp_path.iterdir()] == [path.name]
+    assert len(closed) == 1  # the figure is closed all the same

@@ -10,7 +10,7 @@ from typing import Any
 from batchperf.measure.kv_growth import DEFAULT_REL_TOL, KVGrowth
 from batchperf.report.knee import KNEE_FRACTION, knee
 from batchperf.report.plots import MIB, peak_memory
-from batchperf.results.io import ResultsFile
+from batchperf.results.io import ResultsFile, atomic_write_text
 from batchperf.results.record import CellRecord
 
 CAPTIONS: dict[str, tuple[str, str]] = {
@@ -214,5 +214,5 @@ def write_page(out: Path, cells: list[CellRecord], files: list[ResultsFile],
             parts.append(_slo_table(cells))
     parts += ["<h2>All cells</h2>", _cells_table(cells), _client_notes(cells), "</body></html>"]
     index = out / "index.html"
-    index.write_text("\n".join(parts))
+    atomic_write_text(index, "\n".join(parts))
     return index

@@ -7,6 +7,7 @@ that vary in what is plotted. Panels split by prompt length.
 
 from __future__ import annotations
 
+import io
 import math
 from collections.abc import Callable, Iterable
 from pathlib import Path
@@ -16,6 +17,7 @@ from batchperf.measure.kv_growth import KVGrowth
 from batchperf.measure.metrics import itl_samples
 from batchperf.report import counter_plots
 from batchperf.report.knee import KNEE_FRACTION, knee
+from batchperf.results.io import atomic_write_bytes
 from batchperf.results.record import CellRecord
 
 MIB = 2**20
@@ -80,9 +82,14 @@ def _panels(plt: Any, rows: int, cols: int, title: str) -> tuple[Any, Any]:
 
 
 def _save(fig: Any, plt: Any, path: Path) -> Path:
-    fig.tight_layout()
-    fig.savefig(path, dpi=90)
-    plt.close(fig)
+    """The figure as a PNG at ``path``, written atomically: an interrupted report leaves the old plot or none."""
+    png = io.BytesIO()
+    try:
+        fig.tight_layout()
+        fig.savefig(png, format="png", dpi=90)
+    finally:
+        plt.close(fig)
+    atomic_write_bytes(path, png.getvalue())
     return path
 
 

@@ -237,13 +237,18 @@ def write_results(path: Path, header: dict[str, Any], entries: Iterable[dict[str
 
 def atomic_write_text(path: Path, text: str) -> None:
     """``path`` holds either its old content or ``text``, never a mix, even if the machine dies."""
+    atomic_write_bytes(path, text.encode("utf-8"))
+
+
+def atomic_write_bytes(path: Path, data: bytes) -> None:
+    """``path`` holds either its old content or ``data``, never a mix, even if the machine dies."""
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
     try:
         umask = os.umask(0)
         os.umask(umask)
         os.fchmod(fd, 0o666 & ~umask)  # a file to keep or commit, not mkstemp's private 0600
-        with os.fdopen(fd, "w", encoding="utf-8") as fh:
-            fh.write(text)
+        with os.fdopen(fd, "wb") as fh:
+            fh.write(data)
             fh.flush()
             os.fsync(fh.fileno())
         os.replace(tmp, path)
