@@ -13,6 +13,7 @@ import contextlib
 import hashlib
 import json
 import os
+import re
 import stat
 import tempfile
 from collections.abc import Iterable, Iterator
@@ -138,7 +139,7 @@ def read_results(path: str | Path, what: str = "results") -> ResultsFile:
     except RecursionError:  # Python's JSON parser recurses: about 1000 levels of [[[...]]] end it
         raise ResultsError(path, f"not a results file: its JSON is nested deeper than {MAX_DEPTH} levels", fix) from None
     except ValueError as exc:  # JSONDecodeError, UnicodeDecodeError, an integer past Python's digit limit
-        raise ResultsError(path, f"not valid JSON ({exc})", fix) from None
+        raise ResultsError(path, f"not valid JSON ({json_problem(exc)})", fix) from None
     if not isinstance(data, dict) or not isinstance(data.get("benchmarks"), list):
         raise ResultsError(path, "no 'benchmarks' list: this is not a pytest-benchmark results file",
                            "Pass a file written by `pytest --benchmark-json` or a baseline.json under baselines/")
@@ -233,6 +234,17 @@ def write_results(path: Path, header: dict[str, Any], entries: Iterable[dict[str
         raise ResultsError(path, f"cannot write it ({exc.strerror or exc})",
                            "Check that its folder exists and is writable, or write elsewhere") from None
     return path
+
+
+def json_problem(exc: ValueError) -> str:
+    """What is wrong with a JSON text, from the parser's error: Python's own words, except for an integer past its
+    digit limit, whose message advises a Python setting (``sys.set_int_max_str_digits``) no user of a file should
+    change: no measurement has thousands of digits, so the file is damaged."""
+    text = str(exc)
+    if "integer string conversion" in text:
+        digits = re.search(r"value has (\d+) digits", text)
+        return f"a number {'of ' + digits.group(1) + ' digits' if digits else 'too long to read'}, which no measurement has"
+    return text
 
 
 def atomic_write_text(path: Path, text: str) -> None:
