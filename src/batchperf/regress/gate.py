@@ -34,7 +34,7 @@ from dataclasses import dataclass, replace
 
 from batchperf.measure.catalogue import GATED, Direction, Metric
 from batchperf.measure.kv import depends_on_arrivals
-from batchperf.measure.slo import NO_TENANT
+from batchperf.measure.slo import NO_TENANT, STARVATION_MIN_S, STARVATION_SHARE
 from batchperf.regress.cell_notes import disagreement, driver_note, power_cap_notes, void_notes
 from batchperf.regress.fingerprint import Fingerprint, cell_identity, identity_diff, soft_warnings, version_diff
 from batchperf.regress.verdict import CellVerdict, MetricVerdict, Verdict, combine, render_text
@@ -249,13 +249,16 @@ STARVED = "starved tenant(s)"  # how a starvation note starts (confirm keeps it)
 
 def starvation_note(record: CellRecord) -> str | None:
     """Why a cell whose policy starved a tenant is failed whatever its metrics say (measure.slo: backlogged for the
-    starvation window with no token while another tenant was served); None when no tenant starved."""
+    starvation window with no token while another tenant was served); None when no tenant starved. The one wording:
+    the cell's failed test, the session's summary and the gate's note all say this."""
     hungry = record.starved()
     if not hungry:
         return None
     worst = ", ".join(f"{t or '(no tenant)'} ({record.tenants[t].get('longest_unserved_s', 0):.2f} s unserved)"
                       for t in hungry)
-    return f"{STARVED}: {worst} under policy {record.raw('policy.text', 'fcfs')!r}: never a pass"
+    return (f"{STARVED}: {worst} under policy {record.raw('policy.text', 'fcfs')!r}: backlogged with no token while "
+            f"later arrivals of another tenant were served (>= {STARVATION_MIN_S:g} s and {STARVATION_SHARE:.0%} of the "
+            "run); never a pass (docs/policies.md)")
 
 
 def compare_cell(

@@ -23,11 +23,12 @@ from batchperf.measure.devices import device_name
 from batchperf.measure.efficiency import efficiency
 from batchperf.measure.kv import kv_figures
 from batchperf.measure.metrics import compute_metrics, summarise, token_count_errors
-from batchperf.measure.slo import NO_TENANT, STARVATION_MIN_S, STARVATION_SHARE, slo_summary, summarise_tenants
+from batchperf.measure.slo import NO_TENANT, slo_summary, summarise_tenants
 from batchperf.measure.telemetry import Sampler, summarise_telemetry
 from batchperf.measure.trace import RunTrace
 from batchperf.measure.traffic import describe_workload, shared_prefix_counters
 from batchperf.measure.workload import Workload
+from batchperf.regress.gate import starvation_note
 from batchperf.results.record import CellRecord
 from batchperf.suite.gate_plugin import gate_cell, gate_outcome
 from batchperf.suite.matrix import Cell
@@ -56,17 +57,9 @@ def measure_cell(benchmark: Any, request: pytest.FixtureRequest, cell: Cell, mod
     # pytest rewrites the asserts of its plugins' packages (batchperf's, by its pytest11 entry point), so this
     # failure reads as it did in the test body: the message, then the list
     assert not errors, f"{len(errors)} request(s) did not produce their target token count:\n" + "\n".join(errors)
-    assert not (hungry := record.starved()), starvation_message(record, hungry)
+    assert not record.starved(), starvation_note(record)
     gate_outcome(request, verdict)
     return record
-
-
-def starvation_message(record: CellRecord, names: list[str]) -> str:
-    """Why a cell with a starved tenant fails (measure.slo: backlogged >= the window, no token, others served)."""
-    worst = ", ".join(f"{t or '(no tenant)'} {record.tenants[t].get('longest_unserved_s', 0):.2f} s" for t in names)
-    return (f"policy {record.raw('policy.text', 'fcfs')!r} starved {len(names)} tenant(s): {worst} backlogged with "
-            f"no token while later arrivals of another tenant were served (>= {STARVATION_MIN_S:g} s and "
-            f"{STARVATION_SHARE:.0%} of the run); a starved tenant is never a pass (docs/policies.md)")
 
 
 def build_workload(cell: Cell, model: LoadedModel) -> Workload:

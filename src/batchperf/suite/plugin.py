@@ -17,6 +17,7 @@ from typing import Any
 import pytest
 
 from batchperf.measure.catalogue import SUMMARY, Metric
+from batchperf.regress.gate import starvation_note
 from batchperf.results.record import CellRecord
 from batchperf.suite.matrix import AXES, TIERS, Tier, narrowed
 from batchperf.suite.models import MODELS
@@ -197,14 +198,7 @@ def client_bound_lines(records: list[CellRecord]) -> list[str]:
 
 def starved_lines(records: list[CellRecord]) -> list[str]:
     """One line per cell whose policy starved a tenant (measure.slo; the cell failed): never a pass."""
-    out = []
-    for rec in records:
-        if hungry := sorted(t for t, block in rec.tenants.items() if block.get("starved")):
-            worst = ", ".join(f"{t or '(no tenant)'} {rec.tenants[t].get('longest_unserved_s', 0):.2f} s"
-                              for t in hungry)
-            out.append(f"STARVED {rec.id}: policy {rec.raw('policy.text', 'fcfs')!r} left {worst} unserved while "
-                       f"later arrivals of another tenant were served (docs/policies.md)")
-    return out
+    return [f"STARVED {rec.id}: {note}" for rec in records if (note := starvation_note(rec))]
 
 
 def pytest_terminal_summary(terminalreporter: Any, config: pytest.Config) -> None:
