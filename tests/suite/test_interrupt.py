@@ -164,9 +164,10 @@ def _session_processes(sid: int) -> list[psutil.Process]:
     return alive
 
 
-def _interrupted_run(tmp_path: Path, sig: signal.Signals, delay_s: float) -> tuple[int, list[str], Path, bool]:
+def _interrupted_run(tmp_path: Path, sig: signal.Signals, delay_s: float) -> tuple[int, list[str], Path, bool, str]:
     """Run the slice; once its first cell passed, wait ``delay_s`` and send ``sig``. Returns
-    (exit code, the cells pytest reported finished, the results path, whether the signal was sent)."""
+    (exit code, the cells pytest reported finished, the results path, whether the signal was sent, the run's last
+    40 lines of output: what a failure shows)."""
     out = tmp_path / f"{sig.name}-{delay_s:.2f}.json"
     env = {**os.environ, "PYTHONPATH": str(REPO / "src"), "OMP_NUM_THREADS": "1", "PYTHONUNBUFFERED": "1"}
     proc = subprocess.Popen([sys.executable, "-m", "pytest", *SLICE, f"--benchmark-json={out}"], cwd=REPO, env=env,
@@ -202,7 +203,7 @@ def _interrupted_run(tmp_path: Path, sig: signal.Signals, delay_s: float) -> tup
     assert not left, f"processes left after {sig.name}: {[p.pid for p in left]}"
     finished = [line.split("[", 1)[1].split("]", 1)[0] for line in lines
                 if "test_cells.py::test_cell[" in line and (" PASSED" in line or " FAILED" in line)]
-    return code, finished, out, sent
+    return code, finished, out, sent, "".join(lines[-40:])
 
 
 @pytest.mark.slow
@@ -213,8 +214,9 @@ def test_sigint_and_sigterm_at_random_moments_keep_every_finished_cell(tmp_path:
     # an idle 2-core machine, ~50 s on a loaded one), so more would not fit the ~1-2 min this test may take
     trials = [(sig, rng.uniform(0.0, 4.0)) for sig in rng.sample(SIGNALS, len(SIGNALS))]
     for sig, delay in trials:
-        code, finished, out, sent = _interrupted_run(tmp_path, sig, delay)
-        context = f"seed {seed} (BATCHPERF_FAULT_SEED), {sig.name} {delay:.2f} s after the first cell passed"
+        code, finished, out, sent, tail = _interrupted_run(tmp_path, sig, delay)
+        context = (f"seed {seed} (BATCHPERF_FAULT_SEED), {sig.name} {delay:.2f} s after the first cell passed, "
+                   f"sent {sent}, exit code {code}; the run's last lines:\n{tail}")
         assert finished, context
         assert out.exists(), f"no results file: {context}"
         results = read_results(out)
