@@ -21,7 +21,9 @@ envelope; aimd − the repeat's best single static cap; priority where that repe
 tenant below 80%; fair's Jain's index), and MET only when every repeat meets it. The tool prints a table per
 traffic, the targets with their numbers, and draws attainment against load (``OUT/<traffic>.png``).
 
-Loads are factors of the tenants file's own rates; ``--loads`` takes them as given. Measure on a quiet machine:
+Loads are factors of the tenants file's own rates; ``--loads`` takes them as given. It runs in the checkout it
+belongs to from any folder (``--out`` is taken from where you are; paths in the pytest arguments after ``--`` from
+the checkout's root). Measure on a quiet machine:
 
     OMP_NUM_THREADS=1 PYTHONPATH=src python tools/policy_study.py --out results/policy-study
     PYTHONPATH=src python tools/policy_study.py --out results/policy-study --report-only   # tables, plots, targets
@@ -31,6 +33,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import re
 import statistics
 import subprocess
@@ -50,6 +53,7 @@ from batchperf.results.io import read_results
 STATIC_CAPS = (1, 2, 4, 8, 16)
 POLICIES = ("fcfs", "seed", "aimd", "priority", "fair")
 SUITE = Path("perf_tests")
+ROOT = Path(__file__).resolve().parents[1]  # the checkout: the study runs there, whatever the folder it is run from
 RESULT = re.compile(r"^(?P<name>[a-z_]+)-load(?P<load>[0-9.]+)-r(?P<repeat>[0-9]+)\.json$")
 OLD_STYLE = ("static", "policies")  # the two-run layout before the study went side by side
 
@@ -472,6 +476,8 @@ def main() -> int:
     parser.add_argument("--report-only", action="store_true", help="measure nothing: tables from OUT's files")
     parser.add_argument("pytest_args", nargs="*", help="more `batchperf run` arguments, after --")
     args = parser.parse_args()
+    args.out = args.out.resolve()  # --out from where it was given; the rest (the suite, the traffic files, the node
+    os.chdir(ROOT)  # ids pytest prints, relative paths in the pytest arguments) from the checkout's root
     names = [n.strip() for n in args.traffic.split(",") if n.strip()]
     unknown = [n for n in names if n not in TRAFFIC]
     if unknown:

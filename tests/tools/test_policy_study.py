@@ -4,6 +4,8 @@ the old two-run layout is refused."""
 
 from __future__ import annotations
 
+import os
+
 import pytest
 from tool_module import tool_module
 
@@ -137,3 +139,14 @@ def test_each_round_s_attainment_is_recomputed_from_its_trace_counting_what_neve
     assert tool.round_attainments(record) == [0.5, 1.0, 0.5]  # the third round lost a request: a miss
     assert tool.round_attainments(CellRecord(cell={"id": "x"}, model={}, metrics={}, rounds=[], kv={},
                                              slo={"attainment": 0.7})) == [0.7]  # no traces: the cell's median
+
+
+def test_it_runs_in_its_checkout_from_any_folder_and_writes_out_where_it_was_given(
+        tool, tmp_path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """It had to run from the repository root (its suite, traffic files and node ids are relative to it): from
+    another folder pytest said `file or directory not found: perf_tests`."""
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setattr("sys.argv", ["policy_study.py", "--out", "study", "--report-only"])
+    assert tool.main() == 0
+    assert os.getcwd() == str(tool.ROOT) and (tool.ROOT / "perf_tests").is_dir()
+    assert (tmp_path / "study" / "study.md").exists()  # --out from where it was given, not from the root
