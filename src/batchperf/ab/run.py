@@ -77,6 +77,11 @@ class PairSeries:
     reported_why: str = ""  # why a metric that would decide is reported only (the gate's arrival_reason)
 
     @property
+    def shown_note(self) -> str:
+        """What its row says: why it is open or not judged, and why it only reports."""
+        return "; ".join(filter(None, (self.note, self.reported_why)))
+
+    @property
     def log_ratios(self) -> list[float]:
         return [math.log(y / x) for x, y in zip(self.a, self.b) if x > 0 and y > 0]
 
@@ -89,14 +94,14 @@ class PairSeries:
         return MetricVerdict(self.metric, self.direction, self.call, a, b, change,
                              math.nan if self.direction is Direction.EXACT else self.margin,
                              interval=(ab_stats.relative(iv.low), ab_stats.relative(iv.high)) if iv else None,
-                             pairs=len(self.a), deciding=self.deciding, note=self.note)
+                             pairs=len(self.a), deciding=self.deciding, note=self.shown_note)
 
     def to_dict(self) -> dict[str, Any]:
         iv = self.interval
         return {
             "metric": self.metric, "direction": self.direction.value, "deciding": self.deciding,
             "margin": self.margin, "a": self.a, "b": self.b, "ratios": [y / x if x else None for x, y in zip(self.a, self.b)],
-            "n": len(self.a), "call": self.call.value, **({"note": self.note} if self.note else {}),
+            "n": len(self.a), "call": self.call.value, **({"note": self.shown_note} if self.shown_note else {}),
             **({"estimate": ab_stats.relative(iv.estimate), "low": ab_stats.relative(iv.low),
                 "high": ab_stats.relative(iv.high)} if iv else {}),
         }
@@ -257,8 +262,7 @@ def add_pair(cell: CellState, settings: Settings, a: CellRecord, b: CellRecord, 
 
 def judge_metric(result: PairSeries, judge: ab_judge.Judge) -> None:
     if result.direction is Direction.EXACT:
-        result.call, note = exact_call(result.a, result.b)
-        result.note = "; ".join(filter(None, (note, result.reported_why)))
+        result.call, result.note = exact_call(result.a, result.b)
         if result.call is Verdict.NOT_JUDGED:
             result.deciding = False  # it cannot decide this cell; reported, with why
         return
