@@ -237,7 +237,7 @@ def provenance(plan: Plan, request: RefreshRequest, stored: list[str]) -> dict[s
            if plan.kept and plan.kept_versions else {}),
         "left_out_failed": sorted(plan.results.cell_ids[n] for n in plan.failed),
         "injected": dict(fp.soft.get("injected", {})) if fp else {},
-        **({"client_bound": sorted(plan.client_bound)} if plan.client_bound else {}),
+        **({"client_bound": sorted(bound)} if (bound := plan.client_bound) else {}),
         "flags": {k: bool(getattr(request, k)) for k in FLAGS},
     }
 
