@@ -11,9 +11,9 @@ import pytest
 
 from batchperf.backends import Backend
 from batchperf.backends.model import LoadedModel
-from batchperf.measure.workload import Workload
 from batchperf.suite.cell import measure_cell
 from batchperf.suite.matrix import Cell
+from batchperf.workload.spec import Workload
 
 
 def test_cell(

@@ -53,7 +53,7 @@ def stream4_server_run(tiny_model, tmp_path_factory):
 
     from batchperf.backends import create_backend, vllm_server
     from batchperf.backends.runner import run_cell
-    from batchperf.measure.telemetry import Sampler
+    from batchperf.telemetry.sampler import Sampler
 
     folder = tmp_path_factory.mktemp("config-only")
     with pytest.MonkeyPatch.context() as env:

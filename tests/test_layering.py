@@ -17,11 +17,12 @@ SRC = Path(__file__).resolve().parents[1] / "src"
 PACKAGE = SRC / "batchperf"
 
 # stage -> rank; a stage may import lower ranks only (and itself), never a same-rank sibling
-RANK = {"measure": 0, "engine": 0, "backends": 1, "results": 1, "regress": 2, "report": 3, "ab": 3, "suite": 4,
-        "cli": 5}
+RANK = {"measure": 0, "telemetry": 0, "launch": 0, "engine": 0, "workload": 1, "results": 1, "backends": 2,
+        "regress": 2, "capacity": 2, "ab": 3, "report": 3, "suite": 4, "cli": 5}
 # stages held to fewer imports than their rank allows: readers of results never reach the measuring stack
-ONLY = {"results": {"measure"}, "regress": {"results", "measure"}, "report": {"results", "regress", "measure"},
-        "ab": {"results", "regress", "measure"}}
+ONLY = {"results": {"measure"}, "regress": {"results", "measure", "telemetry", "launch"},
+        "capacity": {"results", "measure", "launch"}, "report": {"results", "regress", "measure", "telemetry", "capacity"},
+        "ab": {"results", "regress", "measure", "launch"}}
 
 
 @dataclass(frozen=True, slots=True)
@@ -153,10 +154,12 @@ def _imp(module: str, target: str, line: int = 1) -> Import:
 @pytest.mark.parametrize(("module", "target", "why"), [
     ("batchperf.measure.kv", "batchperf.regress.gate", "measure (rank 0) imports a higher stage, regress (rank 2)"),
     ("batchperf.measure.kv", "batchperf.engine.scheduler", "measure and engine are sibling stages (rank 0)"),
-    ("batchperf.backends.hf_static", "batchperf.results.record", "backends and results are sibling stages (rank 1)"),
+    ("batchperf.workload.spec", "batchperf.results.record", "workload and results are sibling stages (rank 1)"),
+    ("batchperf.regress.gate", "batchperf.backends.runner", "regress and backends are sibling stages (rank 2)"),
     ("batchperf.results.record", "batchperf.engine.request", "results may import measure only"),
-    ("batchperf.regress.gate", "batchperf.backends.runner", "regress may import measure, results only"),
-    ("batchperf.report.page", "batchperf.engine.request", "report may import measure, regress, results only"),
+    ("batchperf.regress.gate", "batchperf.workload.spec", "regress may import launch, measure, results, telemetry only"),
+    ("batchperf.ab.run", "batchperf.telemetry.sampler", "ab may import launch, measure, regress, results only"),
+    ("batchperf.report.page", "batchperf.engine.request", "report may import capacity, measure, regress, results, telemetry only"),
     ("batchperf.report.page", "batchperf.suite.cell", "report (rank 3) imports a higher stage, suite (rank 4)"),
     ("batchperf.suite.plugin", "batchperf.frobnicate.x", "'frobnicate' is not a known stage"),
 ])

@@ -3,7 +3,7 @@
 
 For each cell kind, ``--aa`` verdicts of this interpreter against itself (a "regression" there is a false
 alarm) and ``--slowed`` verdicts with B's forward passes slowed by the documented injection
-(``BATCHPERF_INJECT_SLOWDOWN``, see ``batchperf.measure.inject``; it reaches in-process models, so both cells
+(``BATCHPERF_INJECT_SLOWDOWN``, see ``batchperf.backends.inject``; it reaches in-process models, so both cells
 are hf-static ones). Every verdict is a full ``batchperf ab`` run (``run_ab``: real pytest processes,
 interleaved A B / B A, stopping as soon as the answer is clear, or at the budget). It prints one line per
 verdict and a table: regression rate, median pairs used, median minutes, median interval width, and the
@@ -50,12 +50,12 @@ from batchperf.ab.env import Environment, default_checkout
 from batchperf.ab.run import PairSeries, Settings, cell_verdict, judge_metric, run_ab
 from batchperf.ab.settings import DESIGNS
 from batchperf.ab.stats import relative
+from batchperf.backends.inject import ENV_SLOWDOWN
 from batchperf.measure.catalogue import by_name
-from batchperf.measure.inject import ENV_SLOWDOWN
-from batchperf.measure.telemetry import summarise_telemetry
 from batchperf.regress.verdict import Verdict
 from batchperf.results.io import read_results
 from batchperf.results.record import CellRecord
+from batchperf.telemetry.sampler import summarise_telemetry
 
 
 @dataclass(frozen=True)

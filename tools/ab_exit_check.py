@@ -23,7 +23,7 @@ from pathlib import Path
 from ab_detector import KINDS  # the detector's cells
 
 from batchperf.ab.env import Environment, default_checkout
-from batchperf.measure.phases import ENV as PHASES_ENV
+from batchperf.launch.phases import ENV as PHASES_ENV
 
 
 def main() -> int:
@@ -38,7 +38,7 @@ def main() -> int:
     for i in range(args.runs):
         for mode in rows:
             stem = out / f"{mode}{i}"
-            cmd = env.pytest_command(["-p", "batchperf.measure.phases", *KINDS[args.cell].selection,
+            cmd = env.pytest_command(["-p", "batchperf.launch.phases", *KINDS[args.cell].selection,
                                       f"--batchperf-rounds={args.rounds}", "--batchperf-progress=off",
                                       f"--benchmark-json={stem}.json"])
             if mode == "old":  # python -m pytest, as ab ran it before the quick exit

@@ -5,7 +5,7 @@ For each cell (default the two of ``tools/ab_detector.py``: compute-bound hf-sta
 dispatch-bound hf-static bs4 p64 c16) it runs ``--processes`` fresh processes (default 20) of ``--rounds``
 measured rounds each (default 5), exactly as ``batchperf ab`` starts one (``batchperf.ab.env.run_cells``: the
 group guard, pytest on ``perf_tests`` with the same two plugins), cells interleaved process by process so a
-drift of the machine hits both alike. Each process also loads ``batchperf.measure.phases``, which timestamps
+drift of the machine hits both alike. Each process also loads ``batchperf.launch.phases``, which timestamps
 its phases. Then it prints:
 
 - **(a) the noise**: a one-way random-effects (ANOVA) decomposition of ln(output throughput) per round, with
@@ -40,8 +40,8 @@ import numpy as np
 from ab_detector import KINDS  # the detector's cells: the same selection, one definition
 
 from batchperf.ab.env import Environment, default_checkout, run_cells
-from batchperf.measure.child import Stopped, stop_signals
-from batchperf.measure.phases import ENV as PHASES_ENV
+from batchperf.launch.child import Stopped, stop_signals
+from batchperf.launch.phases import ENV as PHASES_ENV
 from batchperf.results.io import read_results
 
 PHASES = ("spawn (guard)", "interpreter + pytest import", "plugins + conftest", "collection",
@@ -93,7 +93,7 @@ def measure_one(kind: str, index: int, args: argparse.Namespace, work: Path) -> 
     env = Environment(kind, Path(sys.executable),
                       ((PHASES_ENV, str(stem.with_suffix(".phases.json"))), *args.variants[variant]), default_checkout())
     # the phases plugin first: everything before its import is the interpreter's start and pytest's own import
-    pytest_args = ["-p", "batchperf.measure.phases", *KINDS[cell].selection, *shlex.split(args.extra),
+    pytest_args = ["-p", "batchperf.launch.phases", *KINDS[cell].selection, *shlex.split(args.extra),
                    f"--batchperf-rounds={args.rounds}", "--batchperf-progress=off"]
     run = run_cells(env, pytest_args, stem, timeout_s=args.process_minutes * 60)
     if run.crashed or any(o.status in ("failed", "error") for o in run.outcomes.values()):  # (a skipped check is fine)

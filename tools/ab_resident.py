@@ -6,7 +6,7 @@ each alike) it measures ``--blocks`` pairs of processes of one cell, A against B
 ``--slow F`` slows B), ``--rounds`` measured rounds a process, exactly as ``batchperf ab --design D`` runs a pair:
 
 - ``sequential``: A's process, then B's (the order swaps every block), each alone on the machine;
-- ``resident``: both at once, each held at the round gate (:mod:`batchperf.measure.round_gate`) before every
+- ``resident``: both at once, each held at the round gate (:mod:`batchperf.launch.round_gate`) before every
   round and released in turns (A B | B A | …): the two sides' rounds lie seconds apart;
 - ``duet``: both at once, each pinned to a core of its own (swapped every block), measuring at the same time.
 
@@ -33,8 +33,8 @@ from ab_detector import KINDS
 
 from batchperf.ab.env import Environment, default_checkout, run_cells, run_resident
 from batchperf.ab.settings import DESIGNS
-from batchperf.measure.child import Stopped, stop_signals
-from batchperf.measure.inject import ENV_SLOWDOWN as INJECT_ENV
+from batchperf.backends.inject import ENV_SLOWDOWN as INJECT_ENV
+from batchperf.launch.child import Stopped, stop_signals
 from batchperf.results.io import read_results
 
 METRIC = "output_throughput"

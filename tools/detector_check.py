@@ -5,7 +5,7 @@
 refresh`` pools them (so the reference carries their run-to-run spread), then ``--aa`` reruns of the same
 code (A/A) and ``--trials`` reruns per slowdown size with
 ``BATCHPERF_INJECT_SLOWDOWN`` set (each forward pass sleeps that fraction of its
-own time; see ``batchperf.measure.inject``). Every rerun is a real ``pytest
+own time; see ``batchperf.backends.inject``). Every rerun is a real ``pytest
 --benchmark-compare=REF`` run, so the gate decides exactly as in CI, including
 the re-measurement of a first violation. It prints the false-alarm rate, the
 detection rate per size, and the worst A/A change per metric (what the CPU-tier
@@ -27,8 +27,8 @@ import tempfile
 import time
 from pathlib import Path
 
+from batchperf.backends.inject import ENV_SLOWDOWN
 from batchperf.measure.catalogue import Direction
-from batchperf.measure.inject import ENV_SLOWDOWN
 from batchperf.regress.gate import RULES, GateConfig, compare_cell, relative_change, relative_spread
 from batchperf.regress.store import load_run, pool_runs
 from batchperf.regress.verdict import stored

@@ -25,9 +25,9 @@ from pathlib import Path
 
 from batchperf.backends import create_backend
 from batchperf.measure.metrics import compute_metrics
-from batchperf.measure.traffic import parse_workload
-from batchperf.measure.workload import Arrival, LengthSpec, WorkloadSpec
 from batchperf.suite.models import get_model_spec, load_model
+from batchperf.workload.spec import Arrival, LengthSpec, WorkloadSpec
+from batchperf.workload.traffic import parse_workload
 
 REPO = Path(__file__).resolve().parents[1]
 TRACE = "trace:fixtures/traffic/mini_trace.jsonl"

@@ -2,7 +2,7 @@
 
     PYTHONPATH=src python tools/telemetry_overhead.py [--device cpu] [--repeats 5]
 
-Runs the same cell alternately without and with a :class:`~batchperf.measure.telemetry.Sampler`
+Runs the same cell alternately without and with a :class:`~batchperf.telemetry.sampler.Sampler`
 (ABAB…, so drift hits both equally) and prints the median output throughput of
 each, the median of the per-pair ratios, the process's CPU time per output
 token with and without, and the sampler thread's own CPU time as a share of
@@ -21,9 +21,9 @@ import time
 from batchperf.backends import create_backend
 from batchperf.backends.runner import run_cell
 from batchperf.measure.metrics import compute_metrics
-from batchperf.measure.telemetry import Sampler
-from batchperf.measure.workload import LengthSpec, WorkloadSpec
 from batchperf.suite.models import get_model_spec, load_model
+from batchperf.telemetry.sampler import Sampler
+from batchperf.workload.spec import LengthSpec, WorkloadSpec
 
 
 def main() -> int:

@@ -29,8 +29,8 @@ from typing import Any
 from batchperf.backends.runner import run_cell
 from batchperf.backends.vllm_server import SERVED_NAME, VLLMServerBackend
 from batchperf.measure.metrics import compute_metrics
-from batchperf.measure.workload import LengthSpec, Workload, WorkloadSpec
 from batchperf.suite.models import LoadedModel, get_model_spec, load_model
+from batchperf.workload.spec import LengthSpec, Workload, WorkloadSpec
 
 WRAPPER = Path(__file__).with_name("vllm_bench_prompts.py")
 METRICS = ("output_throughput", "request_throughput", "mean_ttft_ms", "median_ttft_ms", "p99_ttft_ms",

@@ -6,7 +6,7 @@
 
 Starts the suite's own vLLM server on the tiny CPU model (``--max-num-seqs`` = ``--batch-size``), then for each
 run and concurrency (alternating which concurrency goes first) captures the server port's loopback traffic with
-kernel timestamps (:mod:`batchperf.measure.wire`: an AF_PACKET socket in its own process, needs root or
+kernel timestamps (:mod:`batchperf.telemetry.wire_capture`: an AF_PACKET socket in its own process, needs root or
 CAP_NET_RAW) while batchperf's vllm-server client runs the cell (warm-up first, as the suite does). It prints,
 per run, the client's and the wire's mean TTFT, TPOT, ITL and E2EL (and output throughput), whether every mean is
 within 5% of the wire's, how late the client stamped each chunk (median, P99, max) and whether the client-lag
@@ -29,9 +29,10 @@ from batchperf.backends.runner import run_cell
 from batchperf.backends.vllm_server import VLLMServerBackend
 from batchperf.measure.client_lag import BOUND, REASONS
 from batchperf.measure.metrics import compute_metrics
-from batchperf.measure.wire import Capture, chunk_lateness, completions, wire_trace
-from batchperf.measure.workload import LengthSpec, Workload, WorkloadSpec
+from batchperf.measure.wire import chunk_lateness, completions, wire_trace
 from batchperf.suite.models import get_model_spec, load_model
+from batchperf.telemetry.wire_capture import Capture
+from batchperf.workload.spec import LengthSpec, Workload, WorkloadSpec
 
 MEANS = ("mean_ttft_ms", "mean_tpot_ms", "mean_itl_ms", "mean_e2el_ms")
 WITHIN = 0.05  # the bar: the client's means within 5% of the wire's

@@ -15,7 +15,7 @@ from batchperf.ab.env import Environment, EnvironmentProblem
 from batchperf.ab.judge import DEFAULT_TEST, fewest_max_pairs
 from batchperf.ab.run import Settings, UsageProblem, run_ab
 from batchperf.cli.bisect import environments
-from batchperf.measure.child import Stopped
+from batchperf.launch.child import Stopped
 
 HERE = REPO
 

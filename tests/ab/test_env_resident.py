@@ -15,7 +15,7 @@ from batchperf.ab.env import Environment, run_resident
 
 FAKE_PYTEST = textwrap.dedent("""
     import os, sys, time
-    from batchperf.measure import round_gate
+    from batchperf.launch import round_gate
 
     def main():
         label, log = os.environ["FAKE_LABEL"], os.environ["FAKE_LOG"]

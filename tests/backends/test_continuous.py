@@ -10,7 +10,7 @@ from batchperf.backends.runner import run_cell
 from batchperf.engine.block_manager import blocks_for
 from batchperf.measure.kv import kv_bytes_per_request, kv_bytes_per_token, kv_tokens_held
 from batchperf.measure.metrics import compute_metrics, token_count_errors
-from batchperf.measure.workload import Arrival, LengthSpec, WorkloadSpec
+from batchperf.workload.spec import Arrival, LengthSpec, WorkloadSpec
 
 
 def workload(tiny_model, prompt: str = "8,20,33", num_prompts: int = 6, arrival: Arrival = Arrival()):
@@ -83,7 +83,7 @@ def test_bad_settings_are_refused(tiny_model, kwargs, message):
 def test_the_slowdown_hook_slows_the_runners_own_forward(tiny_model, monkeypatch):
     """BATCHPERF_INJECT_*: the runner runs the weights through its own forward, which the module's hook never sees;
     every step's forward must still sleep (ci/gate_check.sh and `ab`'s detector rely on the hook). Counted, not timed."""
-    from batchperf.measure import inject
+    from batchperf.backends import inject
 
     sleeps: list[float] = []
     monkeypatch.setattr(inject.time, "sleep", sleeps.append)

@@ -9,8 +9,8 @@ from batchperf.backends import CellUnsupported, create_backend
 from batchperf.backends.continuous import policy_context
 from batchperf.backends.runner import run_cell
 from batchperf.engine.policies import TenantTargets, parse_policy
-from batchperf.measure.traffic import parse_workload
-from batchperf.measure.workload import LengthSpec, WorkloadSpec
+from batchperf.workload.spec import LengthSpec, WorkloadSpec
+from batchperf.workload.traffic import parse_workload
 
 TENANTS = """seed = 0
 [tenants.chat]

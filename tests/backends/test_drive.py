@@ -7,7 +7,7 @@ from fake_runs import OneTokenRun
 from batchperf.backends.drive import drive
 from batchperf.measure.clock import RunClock
 from batchperf.measure.trace import RequestTrace
-from batchperf.measure.workload import Arrival, LengthSpec, RequestSpec, Workload, WorkloadSpec
+from batchperf.workload.spec import Arrival, LengthSpec, RequestSpec, Workload, WorkloadSpec
 
 
 def run(workload: Workload) -> list[RequestTrace]:

@@ -13,8 +13,8 @@ from batchperf.backends.dummy import build_dummy
 from batchperf.backends.hf_static import HFStaticBackend
 from batchperf.backends.model import ModelLoadError, ModelSpec
 from batchperf.measure.kv import kv_bytes_per_token
-from batchperf.measure.workload import LengthSpec, WorkloadSpec
 from batchperf.suite.models import MODELS, config_hash, get_model_spec, load_model, shipped_config_dir
+from batchperf.workload.spec import LengthSpec, WorkloadSpec
 
 
 def small(folder: Path, name: str, **changes: object) -> Path:

@@ -19,7 +19,7 @@ from fake_openai_server import server_info
 
 from batchperf.backends import CellUnsupported, create_backend
 from batchperf.backends.external_server import ServerEntry, parse_entries, probe
-from batchperf.measure.workload import LengthSpec, WorkloadSpec
+from batchperf.workload.spec import LengthSpec, WorkloadSpec
 
 pytest.importorskip("aiohttp", reason="vllm-server's client needs aiohttp (the `vllm` extra)")
 

@@ -8,7 +8,7 @@ from batchperf.backends import create_backend
 from batchperf.backends.runner import run_cell
 from batchperf.measure.counters import ABSENT, COUNTERS
 from batchperf.measure.metrics import compute_metrics
-from batchperf.measure.workload import LengthSpec, WorkloadSpec
+from batchperf.workload.spec import LengthSpec, WorkloadSpec
 
 
 @pytest.fixture(scope="module")

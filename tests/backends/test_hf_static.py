@@ -6,7 +6,7 @@ from batchperf.backends import BackendUnavailable, backend_names, create_backend
 from batchperf.backends.runner import run_cell
 from batchperf.measure.kv import kv_bytes_per_token
 from batchperf.measure.metrics import token_count_errors
-from batchperf.measure.workload import LengthSpec, WorkloadSpec
+from batchperf.workload.spec import LengthSpec, WorkloadSpec
 
 
 @pytest.fixture(scope="module")
@@ -77,7 +77,7 @@ def test_a_request_released_into_a_slot_freed_mid_batch_is_sent_at_its_release_o
     from batchperf.backends.hf_static import _Batches
     from batchperf.backends.sender import Sent
     from batchperf.measure.clock import RunClock
-    from batchperf.measure.workload import RequestSpec
+    from batchperf.workload.spec import RequestSpec
 
     batches = _Batches(None, 2, RunClock(None))
     # closed loop: its slot freed at 0.5 inside a batch that ended at 0.7, when this thread saw it

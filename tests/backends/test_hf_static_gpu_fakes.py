@@ -25,9 +25,9 @@ from batchperf.backends.continuous import ContinuousBackend
 from batchperf.backends.hf_static import HFStaticBackend
 from batchperf.measure import clock as clock_module
 from batchperf.measure.clock import RunClock
-from batchperf.measure.telemetry import Sampler
-from batchperf.measure.workload import LengthSpec, WorkloadSpec
 from batchperf.regress import fingerprint
+from batchperf.telemetry.sampler import Sampler
+from batchperf.workload.spec import LengthSpec, WorkloadSpec
 
 CUDA = torch.device("cuda")
 GIB = 2**30

@@ -10,7 +10,7 @@ from fake_openai_server import fake_server
 
 from batchperf.backends import create_backend, realtime, vllm_server
 from batchperf.measure.client_lag import SCHEDULING
-from batchperf.measure.workload import LengthSpec, WorkloadSpec
+from batchperf.workload.spec import LengthSpec, WorkloadSpec
 
 pytest.importorskip("aiohttp", reason="vllm-server's client needs aiohttp (the `vllm` extra)")
 

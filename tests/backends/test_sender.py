@@ -12,9 +12,9 @@ from fake_runs import OneTokenRun
 
 from batchperf.backends import sender as sender_module
 from batchperf.backends.drive import drive
+from batchperf.backends.feed import RequestFeed
 from batchperf.measure.clock import RunClock
-from batchperf.measure.feed import RequestFeed
-from batchperf.measure.workload import Arrival, LengthSpec, RequestSpec, Workload, WorkloadSpec
+from batchperf.workload.spec import Arrival, LengthSpec, RequestSpec, Workload, WorkloadSpec
 
 WAIT_S = 30.0  # a guard for a fake step that waits for the sender: reached only when the sender never sends
 

@@ -12,7 +12,7 @@ from batchperf.backends import BackendUnavailable, create_backend
 from batchperf.backends.runner import run_cell
 from batchperf.measure.kv import kv_bytes_per_token
 from batchperf.measure.metrics import compute_metrics
-from batchperf.measure.workload import Arrival, LengthSpec, WorkloadSpec
+from batchperf.workload.spec import Arrival, LengthSpec, WorkloadSpec
 
 BS = 4  # one engine for the whole module: building one costs tens of seconds
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from batchperf.backends.vllm_policy import priority_note, runs_priority, vllm_policy
 from batchperf.engine.policies import parse_policy
-from batchperf.measure.workload import LengthSpec, RequestSpec, Workload, WorkloadSpec
+from batchperf.workload.spec import LengthSpec, RequestSpec, Workload, WorkloadSpec
 
 
 def workload(*priorities: int) -> Workload:

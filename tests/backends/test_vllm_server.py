@@ -10,10 +10,10 @@ from rule_producers import rule_gaps, uncatalogued
 
 from batchperf.backends import BackendUnavailable, create_backend
 from batchperf.backends.external_server import ServerEntry
-from batchperf.backends.server_process import _group_members
+from batchperf.launch.server_process import _group_members
 from batchperf.measure.counters import ABSENT, COUNTERS
 from batchperf.measure.metrics import compute_metrics
-from batchperf.measure.workload import LengthSpec, WorkloadSpec
+from batchperf.workload.spec import LengthSpec, WorkloadSpec
 
 aiohttp = pytest.importorskip("aiohttp", reason="vllm-server's client needs aiohttp (the `vllm` extra)")
 
@@ -102,7 +102,7 @@ def test_real_server_on_a_config_folder_reports_its_counters(stream4_server_run)
 def test_a_requests_priority_and_tenant_travel_as_vllm_accepts_them(tiny_model) -> None:
     """vLLM's OpenAI server takes ``priority`` in the completion body (lower first) and refuses any but 0 on its
     default fcfs policy, so it is sent only when set; the trace keeps the tenant, priority and due time."""
-    from batchperf.measure.workload import LengthSpec, RequestSpec, Workload, WorkloadSpec
+    from batchperf.workload.spec import LengthSpec, RequestSpec, Workload, WorkloadSpec
 
     spec = WorkloadSpec(3, LengthSpec(4, 4), output_lens=(2,))
     requests = tuple(RequestSpec(i, (1, 2, 3, 4), 2, 0.01 * i, tenant=("chat", "batch")[i % 2], priority=i % 2)
@@ -119,8 +119,8 @@ def test_a_requests_priority_and_tenant_travel_as_vllm_accepts_them(tiny_model) 
 def test_a_shared_prefix_workload_empties_the_servers_prefix_cache_before_each_run(tiny_model) -> None:
     """Every round sends the same prompts: a warm cache would count round 1's prompts as round 2's hits. The cache
     is emptied (POST /reset_prefix_cache); a server without that development route fails the cell, saying how."""
-    from batchperf.measure.traffic import parse_workload
-    from batchperf.measure.workload import LengthSpec, WorkloadSpec
+    from batchperf.workload.spec import LengthSpec, WorkloadSpec
+    from batchperf.workload.traffic import parse_workload
 
     workload = parse_workload("prefix:2:8", WorkloadSpec(4, LengthSpec(4, 4), output_lens=(2,))).build(100, 64)
     with fake_server(metrics=None, root=str(tiny_model.path), info=server_info(2)) as server:

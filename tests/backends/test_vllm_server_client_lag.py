@@ -10,7 +10,7 @@ from fake_openai_server import fake_server
 
 from batchperf.backends import create_backend, vllm_server
 from batchperf.measure.client_lag import BOUND, REASONS
-from batchperf.measure.workload import LengthSpec, WorkloadSpec
+from batchperf.workload.spec import LengthSpec, WorkloadSpec
 
 pytest.importorskip("aiohttp", reason="vllm-server's client needs aiohttp (the `vllm` extra)")
 BLOCK_S = 0.15  # each request's task busy-loops this long on the loop's thread before it sends

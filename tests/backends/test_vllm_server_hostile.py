@@ -16,7 +16,7 @@ from batchperf.backends import create_backend
 from batchperf.backends.external_server import probe
 from batchperf.backends.runner import run_cell
 from batchperf.backends.vllm_server import request_timeout
-from batchperf.measure.workload import LengthSpec, WorkloadSpec
+from batchperf.workload.spec import LengthSpec, WorkloadSpec
 
 pytest.importorskip("aiohttp", reason="vllm-server's client needs aiohttp (the `vllm` extra)")
 

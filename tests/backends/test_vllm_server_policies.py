@@ -9,7 +9,7 @@ from fake_openai_server import fake_server
 from batchperf.backends import CellUnsupported, create_backend
 from batchperf.backends.runner import run_cell
 from batchperf.engine.policies import parse_policy
-from batchperf.measure.workload import LengthSpec, RequestSpec, Workload, WorkloadSpec
+from batchperf.workload.spec import LengthSpec, RequestSpec, Workload, WorkloadSpec
 
 
 def two_tenants() -> Workload:

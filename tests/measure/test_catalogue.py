@@ -46,10 +46,10 @@ def stored(tiny_model) -> set[str]:
 def test_every_entry_names_a_number_a_cell_stores(stored: set[str]) -> None:
     """A CPU entry must be in a real cell's record; a CUDA-only one must at least be written by the source that
     measures it (no GPU here: tests/backends/test_hf_static_gpu_fakes.py runs that code under fakes)."""
-    producers = "".join(p.read_text() for p in (REPO / "src" / "batchperf" / "measure").glob("*.py")
-                        if p.name != "catalogue.py")
+    producers = "".join(p.read_text() for stage in ("measure", "telemetry") for p in
+                        (REPO / "src" / "batchperf" / stage).glob("*.py") if p.name != "catalogue.py")
     orphans = []
-    capacity = (REPO / "src" / "batchperf" / "measure" / "capacity.py").read_text()
+    capacity = (REPO / "src" / "batchperf" / "capacity" / "search.py").read_text()
     for entry in CATALOGUE:
         if entry.section == "capacity":  # batchperf capacity's results file; tests/cli/test_capacity.py writes one
             if f'"{entry.name}"' not in capacity:

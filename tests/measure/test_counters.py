@@ -9,8 +9,8 @@ from fake_openai_server import fake_server
 from gate_samples import cell_info
 from paths import DATA
 
+from batchperf.backends.vllm_scrape import ScrapeError, ServerScrape, counters_from_scrapes, parse
 from batchperf.measure.counters import ABSENT, COUNTERS, absent_all, problem, round_counters, summarise
-from batchperf.measure.scrape import ScrapeError, ServerScrape, counters_from_scrapes, parse
 from batchperf.results.record import CellRecord, ResultsError
 
 # /metrics of a real vLLM 0.32 server (tiny-qwen2, vllm-server backend) before and after 6 requests,

@@ -11,8 +11,8 @@ import pytest
 from gate_samples import cell_info
 from paths import DATA
 
+from batchperf.backends.vllm_scrape import counters_from_scrapes
 from batchperf.measure.counters import ABSENT, absent_all, problem, round_counters
-from batchperf.measure.scrape import counters_from_scrapes
 from batchperf.results.record import CellRecord, ResultsError
 
 BEFORE = (DATA / "vllm_0.32_metrics_before.txt").read_text()

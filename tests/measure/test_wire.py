@@ -4,26 +4,16 @@ packets, the wire's RunTrace by the client's metric definitions, and (as root) a
 from __future__ import annotations
 
 import json
-import socket
-import struct
 
 import pytest
 from fake_openai_server import fake_server
+from wire_frames import CLIENT_PORT, PORT, frame
 
 from batchperf.measure import wire
 from batchperf.measure.metrics import compute_metrics
 from batchperf.measure.trace import RunTrace
-from batchperf.measure.workload import LengthSpec, WorkloadSpec
-
-PORT, CLIENT_PORT = 8000, 40000
-
-
-def frame(sport: int, dport: int, seq: int, payload: bytes = b"", flags: int = 0x18) -> bytes:
-    """An Ethernet/IPv4/TCP frame as lo carries it (zero MACs)."""
-    tcp = struct.pack("!HHIIBBHHH", sport, dport, seq, 0, 5 << 4, flags, 65535, 0, 0) + payload
-    ip = struct.pack("!BBHHHBBH4s4s", 0x45, 0, 20 + len(tcp), 0, 0, 64, 6, 0, socket.inet_aton("127.0.0.1"),
-                     socket.inet_aton("127.0.0.1"))
-    return b"\0" * 12 + b"\x08\x00" + ip + tcp
+from batchperf.telemetry import wire_capture
+from batchperf.workload.spec import LengthSpec, WorkloadSpec
 
 
 def sse(tokens: list[int]) -> bytes:
@@ -77,30 +67,6 @@ def test_the_wire_trace_has_the_client_s_definitions() -> None:
         wire.wire_trace(requests, {}, client)
 
 
-class QueuedSocket:
-    """A packet socket whose queue still holds packets when the capture is told to stop."""
-
-    def __init__(self, frames: list[bytes]) -> None:
-        self.frames = list(frames)
-
-    def settimeout(self, value: float) -> None:
-        pass
-
-    def recvmsg(self, size: int, ancsize: int):
-        if not self.frames:
-            raise TimeoutError
-        stamp = struct.pack("qq", 100, 5)
-        return self.frames.pop(0), [(socket.SOL_SOCKET, wire.SO_TIMESTAMPNS, stamp)], 0, ("lo", 8, 0, 772, b"")
-
-
-def test_packets_queued_when_the_capture_stops_are_still_written(tmp_path) -> None:
-    """A capture starved of CPU lags its socket; stopping must drain the queue, not drop the run's tail."""
-    frames = [frame(CLIENT_PORT, PORT, 1, b"x" * i) for i in range(1, 4)]
-    with (tmp_path / "c.bin").open("wb") as out:
-        assert wire.capture(QueuedSocket(frames), out, stop=lambda: True) == 3
-    assert wire.read_capture(tmp_path / "c.bin") == [(100.000000005, f) for f in frames]
-
-
 def test_the_wire_must_hold_every_request_the_client_read() -> None:
     workload = WorkloadSpec(num_prompts=1, prompt_len=LengthSpec.parse("3"), output_lens=(3,)).build(100, 64)
     spec = workload.requests[0]
@@ -119,23 +85,17 @@ def test_a_lost_segment_is_an_error_not_a_wrong_stream() -> None:
         wire.completions(packets, PORT)
 
 
-def test_the_filter_keeps_the_port_only() -> None:
-    program = wire.bpf_tcp_port(PORT)
-    assert program[-2] == (0x06, 0, 0, wire.SNAPLEN) and program[-1] == (0x06, 0, 0, 0)
-    assert (0x15, 2, 0, PORT) in program and (0x15, 0, 1, PORT) in program
-
-
 def test_a_real_loopback_capture_times_the_fake_server(tmp_path, tiny_model) -> None:
     pytest.importorskip("aiohttp")
     try:
-        wire.open_capture(9).close()
+        wire_capture.open_capture(9).close()
     except PermissionError as exc:
         pytest.skip(str(exc))
     from batchperf.backends import create_backend
 
     workload = WorkloadSpec(num_prompts=4, prompt_len=LengthSpec.parse("8"), output_lens=(4,)).build(1000, 4096)
     with fake_server(root=str(tiny_model.path), first_token_delay_s=0.02) as server:
-        with wire.Capture(server.server_address[1], tmp_path) as capture:
+        with wire_capture.Capture(server.server_address[1], tmp_path) as capture:
             trace = create_backend("vllm-server", tiny_model, server_url=f"2={server.url}").run(workload, 2, 2)
     assert capture.stats["dropped"] == 0
     theirs = wire.wire_trace(wire.completions(capture.packets, server.server_address[1]),

@@ -12,8 +12,8 @@ import pytest
 from gate_samples import bench, cell_info, results_file
 from paths import DATA
 
-from batchperf.backends.server_process import free_port
 from batchperf.cli import main
+from batchperf.launch.server_process import free_port
 from batchperf.measure.counters import COUNTERS, summarise
 from batchperf.report.export import CHANGE_POINT_TIME, FAMILIES, exported_names, openmetrics
 from batchperf.results.io import read_results

@@ -17,8 +17,8 @@ from pathlib import Path
 import pytest
 from paths import DATA, REPO
 
-from batchperf.backends.server_process import ServerProcess, free_port
 from batchperf.cli import main
+from batchperf.launch.server_process import ServerProcess, free_port
 from batchperf.results.io import read_results
 
 REAL = DATA / "results_cpu_small.json"

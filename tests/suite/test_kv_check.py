@@ -9,8 +9,8 @@ import pytest
 from batchperf import backends
 from batchperf.backends.hf_static import HFStaticBackend
 from batchperf.measure.trace import RunTrace
-from batchperf.measure.workload import Workload
 from batchperf.suite.shard import shard_of
+from batchperf.workload.spec import Workload
 
 ARGS = ["-m", "cpu", "-v", "-rs", "-p", "no:cacheprovider", "--benchmark-disable", "--batchperf-backends=hf-static",
         "--batchperf-batch-sizes=2", "--batchperf-concurrency=2", "--batchperf-num-prompts=3",

@@ -18,8 +18,8 @@ import pytest
 from paths import REPO
 
 from batchperf import cli
-from batchperf.measure.workload import Arrival
 from batchperf.suite.matrix import CellParams, parse_arrival
+from batchperf.workload.spec import Arrival
 
 SMALL = REPO / "tests" / "data" / "results_cpu_small.json"
 

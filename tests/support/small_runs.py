@@ -7,7 +7,7 @@ from typing import Any, NamedTuple
 from paths import REPO
 
 from batchperf.measure.trace import RunTrace
-from batchperf.measure.workload import LengthSpec, Workload, WorkloadSpec
+from batchperf.workload.spec import LengthSpec, Workload, WorkloadSpec
 
 
 def small_workload(model: Any) -> Workload:

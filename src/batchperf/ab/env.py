@@ -29,8 +29,8 @@ from pathlib import Path
 from typing import Any
 
 from batchperf.ab.outdir import create_new
-from batchperf.measure.child import finish_guarded, run_guarded, start_guarded
-from batchperf.measure.round_gate import Gate, GateClosed
+from batchperf.launch.child import finish_guarded, run_guarded, start_guarded
+from batchperf.launch.round_gate import Gate, GateClosed
 from batchperf.regress.fingerprint import Fingerprint
 
 PLUGINS = ("-p", "batchperf.suite.plugin", "-p", "pytest_benchmark.plugin")
@@ -241,8 +241,8 @@ def outcomes(xml_path: Path) -> dict[str, Outcome]:
 def run_cells(env: Environment, args: Sequence[str], stem: Path, timeout_s: float | None = None) -> SideRun:
     """One pytest process of ``env`` on the cells: ``STEM.json`` (results), ``STEM.xml`` (junit), ``STEM.log``.
 
-    It runs under the group guard (:mod:`batchperf.measure.child`): stopped with its whole process group after
-    ``timeout_s``, on SIGINT/SIGTERM to this process (then :class:`~batchperf.measure.child.Stopped` is raised), and
+    It runs under the group guard (:mod:`batchperf.launch.child`): stopped with its whole process group after
+    ``timeout_s``, on SIGINT/SIGTERM to this process (then :class:`~batchperf.launch.child.Stopped` is raised), and
     when this process dies."""
     results, junit, log = stem.with_suffix(".json"), stem.with_suffix(".xml"), stem.with_suffix(".log")
     for path in (results, junit):  # pytest writes these, following links: nothing may be there before it runs
@@ -264,7 +264,7 @@ def run_resident(envs: Mapping[str, Environment], args: Sequence[str], stems: Ma
     """One process of each environment at once, as **resident workers taking turns** (``ab --design resident``).
 
     Both start together (their imports and model builds overlap: nothing is measured then) and each holds at the
-    round gate (:mod:`batchperf.measure.round_gate`) before every round of a cell, warm-up included, and after its
+    round gate (:mod:`batchperf.launch.round_gate`) before every round of a cell, warm-up included, and after its
     last. When both wait at the same round, they are released one after the other, ``order`` first and then
     alternating (A B | B A | A B …), so neither measures while the other does and the two sides' rounds lie
     seconds apart. When they wait at different points (a cell one side skipped or failed), the side behind in

@@ -50,8 +50,8 @@ from batchperf.ab.env import (
 )
 from batchperf.ab.settings import BudgetTooSmall, Settings, UsageProblem
 from batchperf.ab.stats import Interval
+from batchperf.launch.child import exit_code_of, stop_signals
 from batchperf.measure.catalogue import GATED, Direction, Metric
-from batchperf.measure.child import exit_code_of, stop_signals
 from batchperf.regress.fingerprint import cell_identity, identity_diff, version_diff
 from batchperf.regress.gate import EXACT_REL, arrival_reason, client_bound_note, client_bound_reason
 from batchperf.regress.verdict import CellVerdict, MetricVerdict, Verdict, combine

@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Protocol, runtime_checkable
 if TYPE_CHECKING:
     from batchperf.backends.model import LoadedModel
     from batchperf.measure.trace import RunTrace
-    from batchperf.measure.workload import Workload
+    from batchperf.workload.spec import Workload
 
 
 class BackendUnavailable(RuntimeError):

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from batchperf.backends import inject
 from batchperf.backends.drive import Finished, Sent, drive
 from batchperf.backends.model import LoadedModel
 from batchperf.engine.block_manager import BlockManager, blocks_for
@@ -25,12 +26,11 @@ from batchperf.engine.llm_engine import LLMEngine
 from batchperf.engine.policies import KNOWN_POLICIES, Policy, PolicyContext, PolicySpec, TenantTargets
 from batchperf.engine.request import Request
 from batchperf.engine.scheduler import SchedulerConfig
-from batchperf.measure import inject
 from batchperf.measure.clock import RunClock
 from batchperf.measure.counters import round_counters
 from batchperf.measure.kv import kv_tokens_held
 from batchperf.measure.trace import RequestTrace, RunTrace
-from batchperf.measure.workload import Workload
+from batchperf.workload.spec import Workload
 
 DEFAULT_BLOCK_SIZE = 16  # tokens per KV block, as vLLM
 

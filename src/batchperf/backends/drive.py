@@ -19,11 +19,11 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import Any, NamedTuple, Protocol
 
+from batchperf.backends.feed import RequestFeed
 from batchperf.backends.sender import Sender, Sent
 from batchperf.measure.clock import RunClock
-from batchperf.measure.feed import RequestFeed
 from batchperf.measure.trace import RequestTrace, RunTrace
-from batchperf.measure.workload import RequestSpec, Workload
+from batchperf.workload.spec import RequestSpec, Workload
 
 
 class Finished(NamedTuple):

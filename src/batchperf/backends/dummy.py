@@ -19,8 +19,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from batchperf.backends import inject
 from batchperf.backends.model import LoadedModel, ModelLoadError, ModelSpec
-from batchperf.measure import inject
 
 DUMMY_SEED = 0
 

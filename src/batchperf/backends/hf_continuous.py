@@ -27,7 +27,7 @@ from batchperf.measure.clock import RunClock
 from batchperf.measure.counters import absent_all, round_counters
 from batchperf.measure.kv import kv_bytes_per_token, kv_tokens_held
 from batchperf.measure.trace import RequestTrace, RunTrace
-from batchperf.measure.workload import Workload
+from batchperf.workload.spec import Workload
 
 RESULT_POLL_S = 0.5  # longest wait for a result before checking that the manager's thread is alive
 START_TIMEOUT_S = 300.0  # building the batch processor allocates the whole KV pool

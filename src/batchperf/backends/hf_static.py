@@ -19,7 +19,7 @@ from batchperf.measure.clock import RunClock
 from batchperf.measure.counters import round_counters
 from batchperf.measure.kv import PADDED_LAYOUT
 from batchperf.measure.trace import RequestTrace, RunTrace
-from batchperf.measure.workload import RequestSpec, Workload
+from batchperf.workload.spec import RequestSpec, Workload
 
 
 class _StepTimes:

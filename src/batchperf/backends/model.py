@@ -4,7 +4,7 @@ The registry of named models (which checkpoint, which tier, the CPU tier's
 built tiny model, the shipped configs) is :mod:`batchperf.suite.models`; this
 module only loads a local folder (or an already cached hub id: it never goes
 to the network) with ``from_pretrained`` and installs the documented slowdown
-hook (:mod:`batchperf.measure.inject`) on it. Dummy weights, built from a
+hook (:mod:`batchperf.backends.inject`) on it. Dummy weights, built from a
 config alone, are :mod:`batchperf.backends.dummy`.
 """
 
@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from batchperf.measure import inject
+from batchperf.backends import inject
 from batchperf.measure.efficiency import ModelCost
 from batchperf.measure.kv import KVShape
 from batchperf.measure.weights import WEIGHTS

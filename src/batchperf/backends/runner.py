@@ -6,11 +6,11 @@ from typing import TYPE_CHECKING, Any
 
 from batchperf.backends import Backend, CellUnsupported
 from batchperf.measure.trace import RunTrace
-from batchperf.measure.workload import Workload
+from batchperf.workload.spec import Workload
 
 if TYPE_CHECKING:
     from batchperf.engine.policies import PolicySpec
-    from batchperf.measure.telemetry import Sampler
+    from batchperf.telemetry.sampler import Sampler
 
 FCFS_ONLY = ("fcfs",)  # a backend that declares no ``policies`` runs its own scheduler: fcfs
 

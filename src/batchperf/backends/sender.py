@@ -9,7 +9,7 @@ and leaves it in the inbox, which :func:`~batchperf.backends.drive.drive` drains
 for the step to end is then the engine's, and counts in TTFT (from the send, as ``vllm bench serve``), and
 the send lag (sent − due) is the client's own.
 
-The feed (:class:`~batchperf.measure.feed.RequestFeed`) is shared by the two threads under one condition: the
+The feed (:class:`~batchperf.backends.feed.RequestFeed`) is shared by the two threads under one condition: the
 driving thread frees slots as requests end (and wakes the sender), and before each step it also sends what is
 due by then itself (stamped then): a release into a slot just freed, which it learns of only after the step,
 goes into the very next step as it always did, and a timed one the sender has not reached yet is sent late,
@@ -33,10 +33,10 @@ import time
 from types import TracebackType
 from typing import NamedTuple
 
+from batchperf.backends.feed import RequestFeed
 from batchperf.backends.realtime import raise_thread, restore_thread
 from batchperf.measure.clock import RunClock
-from batchperf.measure.feed import RequestFeed
-from batchperf.measure.workload import RequestSpec
+from batchperf.workload.spec import RequestSpec
 
 THREAD_NAME = "batchperf-sender"
 RECHECK_S = 1.0  # longest wait of the driving thread, idle, before it looks at the sender thread again

@@ -48,7 +48,7 @@ from batchperf.backends.vllm_stats import StepSink, stat_logger_factory
 from batchperf.measure.clock import RunClock
 from batchperf.measure.kv import kv_bytes_per_token, kv_tokens_held
 from batchperf.measure.trace import RequestTrace, RunTrace
-from batchperf.measure.workload import RequestSpec, Workload
+from batchperf.workload.spec import RequestSpec, Workload
 
 if TYPE_CHECKING:
     from batchperf.engine.policies import PolicySpec

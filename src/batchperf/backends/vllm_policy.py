@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from batchperf.engine.policies import PolicySpec
-    from batchperf.measure.workload import Workload
+    from batchperf.workload.spec import Workload
 
 VLLM_POLICIES = ("fcfs", "priority")
 

@@ -57,15 +57,15 @@ from batchperf.backends.drive import Finished, Sent, drive
 from batchperf.backends.external_server import ServedModel, mismatch, parse_entries, probe, server_for
 from batchperf.backends.model import LoadedModel
 from batchperf.backends.realtime import raise_thread, restore_thread
-from batchperf.backends.server_process import ServerProcess, free_port
 from batchperf.backends.vllm_policy import VLLM_POLICIES, runs_priority, vllm_policy
+from batchperf.backends.vllm_scrape import ServerScrape
+from batchperf.launch.server_process import ServerProcess, free_port
 from batchperf.measure.client_lag import SCHEDULING, LoopLagMonitor, check_round
 from batchperf.measure.clock import RunClock
 from batchperf.measure.kv import kv_tokens_held
 from batchperf.measure.metrics import compute_metrics
-from batchperf.measure.scrape import ServerScrape
 from batchperf.measure.trace import RequestTrace, RunTrace
-from batchperf.measure.workload import RequestSpec, Workload
+from batchperf.workload.spec import RequestSpec, Workload
 
 if TYPE_CHECKING:
     from batchperf.engine.policies import PolicySpec

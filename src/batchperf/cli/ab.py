@@ -24,7 +24,7 @@ from batchperf.ab.env import Environment, EnvironmentProblem, default_checkout, 
 from batchperf.ab.judge import DEFAULT_TEST, TESTS
 from batchperf.ab.settings import DEFAULT_METRICS, DEFAULT_ROUNDS, DESIGNS, LATENCY_METRICS, Settings, UsageProblem
 from batchperf.ab.stats import MAX_PAIRS
-from batchperf.measure.child import exit_code_of
+from batchperf.launch.child import exit_code_of
 from batchperf.results.io import atomic_write_text
 
 if TYPE_CHECKING:

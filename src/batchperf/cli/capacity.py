@@ -1,8 +1,8 @@
 """``batchperf capacity``: the highest offered load at which one cell's SLO attainment stays >= a target.
 
 Each probe is a child ``pytest perf_tests`` of the one cell the matrix options select, at ``--batchperf-load X``,
-into its own results file; the search (:mod:`batchperf.measure.capacity`) reads the attainment from it. The answer
-is a results file like any other (:mod:`batchperf.results.capacity`): gate it with ``batchperf compare``, pin it with
+into its own results file; the search (:mod:`batchperf.capacity.search`) reads the attainment from it. The answer
+is a results file like any other (:mod:`batchperf.capacity.record`): gate it with ``batchperf compare``, pin it with
 ``batchperf refresh``, draw it with ``batchperf report``.
 """
 
@@ -13,10 +13,10 @@ import sys
 import time
 from pathlib import Path
 
+from batchperf.capacity.search import ProbeResult, SearchSettings, search
 from batchperf.cli.options import real
 from batchperf.cli.run import add_cli_args as add_run_args
 from batchperf.cli.run import pytest_argv, wait_for_child
-from batchperf.measure.capacity import ProbeResult, SearchSettings, search
 
 NOT_CONVERGED = 3  # exit status when the budget or the load range ran out first
 
@@ -64,7 +64,7 @@ def probe_argv(args: argparse.Namespace, load: float, out: Path) -> list[str]:
 
 
 def main(args: argparse.Namespace) -> int:
-    from batchperf.results.capacity import probe_record, probe_result, write_capacity
+    from batchperf.capacity.record import probe_record, probe_result, write_capacity
     from batchperf.results.io import read_results
     from batchperf.results.record import ResultsError
 

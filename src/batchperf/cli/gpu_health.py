@@ -12,7 +12,7 @@ def add_cli_args(parser: argparse.ArgumentParser) -> None:
 
 
 def main(args: argparse.Namespace) -> int:
-    from batchperf.measure.gpu_health import collect
+    from batchperf.telemetry.gpu_health import collect
 
     health = collect()
     args.out.parent.mkdir(parents=True, exist_ok=True)

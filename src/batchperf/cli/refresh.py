@@ -7,7 +7,7 @@ import sys
 import tempfile
 from pathlib import Path
 
-from batchperf.measure.child import exit_code_of, stop_signals
+from batchperf.launch.child import exit_code_of, stop_signals
 from batchperf.regress.compare import add_gate_args, make_console
 from batchperf.regress.refresh import RefreshRefused, RefreshRequest, refresh, run_pytest
 from batchperf.regress.store import DEFAULT_ROOT

@@ -274,7 +274,7 @@ KV_METRICS: tuple[Metric, ...] = (
            "a given server's max_num_seqs (/server_info, development mode only)", backends=("vllm-server",)),
 )
 
-# --- telemetry (batchperf.measure.telemetry) ------------------------------------------------------------------------
+# --- telemetry (batchperf.telemetry.sampler) ------------------------------------------------------------------------
 
 TELEMETRY_METRICS: tuple[Metric, ...] = (
     # RSS counts the whole process (the interpreter, torch, every model loaded so far) and allocator
@@ -314,7 +314,7 @@ TELEMETRY_METRICS: tuple[Metric, ...] = (
     Metric("telemetry.joules_per_output_token", "J/token", Direction.LOWER, "GPU energy (NVML) per output token",
            export="gpu_energy_per_output_token_joules", devices=CUDA),
     # clocks and temperature: soft facts, never gated; a clock drop beyond 7% or a thermal or hardware-slowdown
-    # throttle voids the cell instead (batchperf.measure.clocks)
+    # throttle voids the cell instead (batchperf.telemetry.gpu_clocks)
     Metric("telemetry.sm_clock_start_mhz", "MHz", Direction.NONE, "SM clock at the cell's first sample (NVML)",
            devices=CUDA),
     Metric("telemetry.sm_clock_mean_mhz", "MHz", Direction.NONE, "SM clock, mean (NVML)", devices=CUDA),
@@ -347,7 +347,7 @@ COUNTER_METRICS: tuple[Metric, ...] = (
     # Measured beside the workload's expected rate (workload.expected_prefix_hit_rate): a hidden change that turns
     # prefix caching off, or breaks block sharing, drops it to 0. It counts tokens, not time: a floor of 5% (relative)
     # absorbs a request or two scheduled differently (a hit lost when two of a group are admitted in other steps).
-    # Only where the workload shares prefixes (batchperf.measure.traffic.shared_prefix_counters) and the engine has a
+    # Only where the workload shares prefixes (batchperf.workload.traffic.shared_prefix_counters) and the engine has a
     # prefix cache (batchperf's engine shares no blocks: its hits are 0, the rate absent with that reason).
     _counter("prefix_cache_hit_rate", Direction.HIGHER, "engine_prefix_cache_hit_ratio", Tolerance({"*": 0.05}),
              ("vllm", "vllm-prefix-cache", "vllm-server"),
@@ -470,7 +470,7 @@ def _tenant_metrics() -> tuple[Metric, ...]:
 
 TENANT_METRICS = _tenant_metrics()
 
-# --- capacity (batchperf capacity: batchperf.measure.capacity), in its own results file ---------------------------
+# --- capacity (batchperf capacity: batchperf.capacity.search), in its own results file ---------------------------
 
 CAPACITY_METRICS: tuple[Metric, ...] = (
     Metric("capacity.max_load", "load factor", Direction.HIGHER, "the highest offered-load factor at which SLO "
@@ -497,7 +497,7 @@ CAPACITY_METRICS: tuple[Metric, ...] = (
     Metric("capacity.search_s", "s", Direction.NONE, "wall time of the search"),
 )
 
-# --- the workload's own numbers (batchperf.measure.traffic.describe_workload) ------------------------------------
+# --- the workload's own numbers (batchperf.workload.traffic.describe_workload) ------------------------------------
 
 WORKLOAD_METRICS: tuple[Metric, ...] = (
     Metric("workload.load", "factor", Direction.NONE, "offered-load factor the workload was built with "

@@ -9,7 +9,7 @@ message late, and the latencies it prints describe the client. Two witnesses say
   cannot be known per request from inside aiohttp (its transport reads with ``recv``; the kernel's receive
   timestamp needs ``recvmsg`` with ``SO_TIMESTAMPNS``): ``tools/wire_capture.py`` measures it from outside.
 - **the server's own latencies**: vLLM's ``/metrics`` histograms, differenced over the run
-  (:func:`batchperf.measure.scrape.server_latencies`): their ``_sum`` / ``_count`` give the mean TTFT, E2E
+  (:func:`batchperf.backends.vllm_scrape.server_latencies`): their ``_sum`` / ``_count`` give the mean TTFT, E2E
   latency, queue time and time per output token of the run's requests *as the server timed them* (from the
   request's arrival in its frontend to the token leaving its output processor). Client TTFT can exceed the
   server's only by the network, the HTTP handling around the engine and the client's own delay. What the
@@ -98,7 +98,7 @@ def check_round(lag: Mapping[str, Any], server: Mapping[str, Any], client: Mappi
                 duration_s: float, slots: int) -> dict[str, Any]:
     """One round's check: the loop lag, the server's and the client's means, their differences, the verdict.
 
-    ``lag``: :meth:`LoopLagMonitor.summary`; ``server``: :func:`~batchperf.measure.scrape.server_latencies`;
+    ``lag``: :meth:`LoopLagMonitor.summary`; ``server``: :func:`~batchperf.backends.vllm_scrape.server_latencies`;
     ``client``: the round's metrics (``mean_ttft_ms``, ``mean_e2el_ms``, ``completed``); ``slots``: the most
     requests the server could run at once (its batch size, or the requests in flight when fewer).
     """

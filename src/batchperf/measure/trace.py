@@ -91,7 +91,7 @@ class RunTrace:
     start: float = 0.0
     warmup_excluded: int = 0  # warm-up requests run before ``start``, not in ``requests``
     kv: dict[str, Any] = field(default_factory=dict)  # backend KV figures (pool, block size…)
-    telemetry: dict[str, Any] = field(default_factory=dict)  # batchperf.measure.telemetry.Sampler.summary() of the run
+    telemetry: dict[str, Any] = field(default_factory=dict)  # batchperf.telemetry.sampler.Sampler.summary() of the run
     counters: dict[str, Any] = field(default_factory=dict)  # engine counters of the run (batchperf.measure.counters)
     client: dict[str, Any] = field(default_factory=dict)  # a server cell's client-lag check (measure.client_lag)
     # the batching policy the backend ran and what it did (its state(): caps, decreases, preemptions asked for)

@@ -2,7 +2,7 @@
 disagreement between wall-clock throughput and CPU time per output token.
 
 - **Void**: a cell measured while its GPU's clock fell or it throttled for heat or a hardware slowdown
-  (:func:`batchperf.measure.clocks.void_reason`, in this run or in the baseline) is *not judged*, with the cause.
+  (:func:`batchperf.telemetry.gpu_clocks.void_reason`, in this run or in the baseline) is *not judged*, with the cause.
 - **Software power cap**: recorded and named, never voiding.
 - **Driver**: the GPU driver is an upgrade axis (an upgrade must still find its baseline), so a different driver
   is compared across, and named loudly first among the notes: a driver changes kernels' speed.
@@ -15,9 +15,9 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 
-from batchperf.measure.clocks import recorded_reasons, void_reason
 from batchperf.regress.verdict import MetricVerdict, Verdict, fmt_change
 from batchperf.results.record import CellRecord
+from batchperf.telemetry.gpu_clocks import recorded_reasons, void_reason
 
 WALL = "metrics.output_throughput"
 CPU = "telemetry.cpu_seconds_per_output_token"

@@ -26,10 +26,10 @@ from dataclasses import asdict, dataclass, field
 from importlib import metadata
 from typing import Any
 
-from batchperf.measure.nvml import Nvml, Unavailable, open_nvml, slowdowns, text
 from batchperf.regress import lock
 from batchperf.results.io import fingerprint_problem
 from batchperf.results.record import CellRecord
+from batchperf.telemetry.nvml import Nvml, Unavailable, open_nvml, slowdowns, text
 
 UPGRADE_PACKAGES = ("vllm", "torch", "transformers", "pytest-benchmark", "batchperf")
 # An upgrade axis whose package ships under another distribution name on some platforms: the first found counts.
@@ -220,7 +220,7 @@ def current(cpu_only: bool = False) -> Fingerprint:
     if (locked := lock.installed_digest()) is not None:  # the lock the environment was built from (make setup)
         soft["env_lock"] = locked
     injected = {k: v for k, v in os.environ.items() if k.startswith("BATCHPERF_INJECT_") and v.strip()}
-    if injected:  # an artificial slowdown (batchperf.measure.inject): whoever reads these results must know
+    if injected:  # an artificial slowdown (batchperf.backends.inject): whoever reads these results must know
         soft["injected"] = injected
     try:
         soft["load_avg_1m"] = round(os.getloadavg()[0], 2)

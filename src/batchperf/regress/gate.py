@@ -19,7 +19,7 @@ noisy that k × spread exceeds it cannot be gated, and says so (*too noisy to ga
 the gate cannot judge against (NaN, infinite, negative, a zero throughput) is *not
 judged*, never a pass. A cell passes (*no change*) only when every metric it was compared on did. A metric the
 catalogue reports but does not gate on a tier (P99 latencies on the GPU tier) is judged and shown, marked
-*reported*, and does not decide the cell. A GPU cell whose clocks did not hold (:mod:`batchperf.measure.clocks`) is
+*reported*, and does not decide the cell. A GPU cell whose clocks did not hold (:mod:`batchperf.telemetry.gpu_clocks`) is
 *not judged*, with the cause. The notes (:mod:`batchperf.regress.cell_notes`) also name a software power cap, a GPU
 driver that differs from the baseline's, and wall time and CPU time per token disagreeing. The verdicts
 and the table are :mod:`batchperf.regress.verdict`'s, shared with ``compare`` and ``ab``.

@@ -23,8 +23,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from batchperf.measure.child import run_guarded
-from batchperf.measure.clocks import void_reason
+from batchperf.launch.child import run_guarded
 from batchperf.regress.compare import gate_config, render_rich
 from batchperf.regress.fingerprint import Fingerprint, identity_diff, version_diff
 from batchperf.regress.gate import GateConfig, client_bound_note, compare_cell
@@ -45,6 +44,7 @@ from batchperf.regress.store import (
 from batchperf.regress.verdict import CellVerdict
 from batchperf.results.io import ResultsFile, temporaries
 from batchperf.results.record import CellRecord, ResultsError
+from batchperf.telemetry.gpu_clocks import void_reason
 
 
 class RefreshRefused(Exception):
@@ -244,7 +244,7 @@ def provenance(plan: Plan, request: RefreshRequest, stored: list[str]) -> dict[s
 
 def run_pytest(pytest_args: list[str], out: Path) -> int:
     """pytest's exit code; under the group guard, so that SIGINT/SIGTERM to this process (inside
-    :func:`~batchperf.measure.child.stop_signals`) stop its whole group and raise ``Stopped``, and its death takes
+    :func:`~batchperf.launch.child.stop_signals`) stop its whole group and raise ``Stopped``, and its death takes
     pytest with it."""
     cmd = [sys.executable, "-m", "pytest", *pytest_args, f"--benchmark-json={out}"]
     print("running:", " ".join(cmd), flush=True)

@@ -115,7 +115,7 @@ class CellVerdict:
     warnings: tuple[str, ...] = ()
     remeasured: bool = False  # the gate: confirmed by (or forgiven after) a re-measurement
     settled_at: int | None = None  # ab: the pairs behind a settled verdict
-    void: bool = False  # the gate: a GPU that did not hold its clocks (batchperf.measure.clocks): not judged
+    void: bool = False  # the gate: a GPU that did not hold its clocks (batchperf.telemetry.gpu_clocks): not judged
 
     @property
     def failed(self) -> bool:

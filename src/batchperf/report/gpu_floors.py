@@ -2,7 +2,7 @@
 change, the gate's own verdict on both, and every cell's clocks (``ci/gpu_check.sh``, docs/gpu.md).
 
 - **A/A**: the same cells run twice, in separate processes; ``|a − b| / mean(a, b)`` per gated metric and cell.
-  Cells whose GPU did not hold its clocks (:func:`batchperf.measure.clocks.void_reason`) are left out and named.
+  Cells whose GPU did not hold its clocks (:func:`batchperf.telemetry.gpu_clocks.void_reason`) are left out and named.
 - **Suggested floor**: twice the worst A/A spread, rounded up to a whole percent (at least 1%). Twice, because a
   handful of A/A pairs shows the common spread, not the tail a nightly run of many cells meets, and a baseline is
   compared days later, not minutes.
@@ -19,9 +19,9 @@ import statistics
 from collections.abc import Mapping, Sequence
 
 from batchperf.measure.catalogue import AA_METRICS, by_name
-from batchperf.measure.clocks import void_reason
 from batchperf.regress.gate import compare_cell
 from batchperf.results.record import CellRecord
+from batchperf.telemetry.gpu_clocks import void_reason
 
 INJECTED = 0.05  # the A/B's BATCHPERF_INJECT_SLOWDOWN
 

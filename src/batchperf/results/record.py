@@ -70,7 +70,7 @@ class CellRecord:
     # one block per tenant ("" when the workload has none): attainment, goodput, vLLM latencies of its requests
     tenants: dict[str, dict[str, Any]] = field(default_factory=dict)
     capacity: dict[str, Any] = field(default_factory=dict)  # batchperf capacity's result (its own results file)
-    # the traffic (batchperf.measure.traffic.describe_workload): kind, load, file hash, SLOs, expected prefix-hit
+    # the traffic (batchperf.workload.traffic.describe_workload): kind, load, file hash, SLOs, expected prefix-hit
     # rate, how the backend treated priorities; empty in older records
     workload: dict[str, Any] = field(default_factory=dict)
     # the batching policy (issue 27): name, parameters, label, the engine that ran it and what it did (its state)

@@ -16,7 +16,7 @@ from batchperf.backends import Backend, CellUnsupported
 from batchperf.backends.continuous import engine_priority_note
 from batchperf.backends.runner import run_cell
 from batchperf.backends.vllm_policy import priority_note
-from batchperf.measure import round_gate
+from batchperf.launch import round_gate
 from batchperf.measure.client_lag import summarise as summarise_client
 from batchperf.measure.counters import summarise as summarise_counters
 from batchperf.measure.devices import device_name
@@ -24,16 +24,16 @@ from batchperf.measure.efficiency import efficiency
 from batchperf.measure.kv import kv_figures
 from batchperf.measure.metrics import compute_metrics, summarise, token_count_errors
 from batchperf.measure.slo import NO_TENANT, slo_summary, summarise_tenants
-from batchperf.measure.telemetry import Sampler, summarise_telemetry
 from batchperf.measure.trace import RunTrace
-from batchperf.measure.traffic import describe_workload, shared_prefix_counters
-from batchperf.measure.workload import Workload
 from batchperf.regress.gate import starvation_note
 from batchperf.results.record import CellRecord
 from batchperf.suite.gate_plugin import gate_cell, gate_outcome
 from batchperf.suite.matrix import Cell
 from batchperf.suite.models import LoadedModel, config_hash
 from batchperf.suite.plugin import keep_record
+from batchperf.telemetry.sampler import Sampler, summarise_telemetry
+from batchperf.workload.spec import Workload
+from batchperf.workload.traffic import describe_workload, shared_prefix_counters
 
 
 def measure_cell(benchmark: Any, request: pytest.FixtureRequest, cell: Cell, model: LoadedModel, backend: Backend,

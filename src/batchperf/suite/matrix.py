@@ -16,8 +16,8 @@ from typing import Any
 
 from batchperf.engine.policies import PolicySpec, parse_policy
 from batchperf.measure.devices import DEVICE_TYPES
-from batchperf.measure.traffic import parse_load, parse_workload, workload_label
-from batchperf.measure.workload import Arrival, LengthSpec, WorkloadSpec
+from batchperf.workload.spec import Arrival, LengthSpec, WorkloadSpec
+from batchperf.workload.traffic import parse_load, parse_workload, workload_label
 
 SYNTHETIC = "synthetic"
 FCFS = "fcfs"  # the default batching policy (--batchperf-policies): the engine's own scheduler, as before issue 27
@@ -281,7 +281,7 @@ class Cell:
     concurrency: int
     workload: WorkloadSpec  # the cell's synthetic spec: lengths, counts, arrival, seed
     tp: int = 1
-    traffic: Any = None  # the workload kind (batchperf.measure.traffic.parse_workload); None: synthetic
+    traffic: Any = None  # the workload kind (batchperf.workload.traffic.parse_workload); None: synthetic
     policy: PolicySpec | None = None  # the batching policy (batchperf.engine.policies); None: fcfs
 
     @property

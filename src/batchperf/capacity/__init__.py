@@ -1,0 +1,1 @@
+"""The capacity search under an SLO, its probes and its record."""

@@ -1,0 +1,81 @@
+"""``batchperf capacity``'s results: what a probe measured, and the capacity record made from it.
+
+A probe is one short run of one cell at a load factor (``--batchperf-load``), written as an ordinary results file.
+The capacity is stored as an ordinary results file too: the cell as measured at its capacity load, with the id
+``<cell id>-capacity`` (its load removed from the id and the cell, so the next search compares with this one
+whatever load it finds) and a ``capacity`` section (:meth:`batchperf.capacity.search.Capacity.section`). The gate,
+``compare``, ``history``, ``export`` and the report read it as they read any cell.
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+from typing import Any
+
+from batchperf.capacity.search import Capacity, ProbeResult
+from batchperf.measure.metrics import SLO
+from batchperf.measure.slo import NO_TENANT, attainment
+from batchperf.results.io import ResultsFile, read_results, write_results
+from batchperf.results.record import CellRecord, ResultsError
+
+SUFFIX = "-capacity"
+SLO_FIELDS = ("ttft_ms", "tpot_ms", "e2el_ms")
+_LOAD_IN_ID = re.compile(r"-load[0-9.]+(?=$|-)")  # the load axis in a cell id (suite.matrix): dropped here
+
+
+def probe_record(results: ResultsFile) -> CellRecord:
+    """The one cell of a probe's results file; ResultsError when it holds another number of cells."""
+    records = results.records
+    if len(records) != 1:
+        ids = ", ".join(r.id for r in records)
+        raise ResultsError(results.path, f"a capacity probe must run exactly one cell, it ran {len(records)} ({ids})",
+                           "Narrow the matrix options (--batchperf-backends, --batchperf-batch-sizes, ...) or "
+                           "pass -- -k CELL_ID")
+    return records[0]
+
+
+def probe_result(record: CellRecord) -> ProbeResult:
+    """A probe's requests met and offered, pooled over its measured rounds, and its offered rate.
+
+    With raw traces each round's requests are judged again against the workload's SLOs (``workload.slos``;
+    measure.slo.attainment, the definition the ``slo`` section uses) and the rounds are summed, so a probe of R
+    rounds counts R × its workload's requests; without traces it counts the ``slo`` section's one (median) round."""
+    offered, met = record.value("slo.offered"), record.value("slo.met")
+    duration = record.value("metrics.duration")
+    if offered is None or met is None or not duration:
+        raise ResultsError(record.where, "the cell stores no slo.offered / slo.met / metrics.duration",
+                           "Run the probe with a batchperf that measures SLO attainment (issue 24)")
+    rate = offered / duration
+    if not record.traces:
+        return ProbeResult(round(met), round(offered), rate)
+    slos = {name: SLO(**{k: v for k, v in slo.items() if k in SLO_FIELDS})
+            for name, slo in (record.raw("workload.slos", {}) or {}).items()}
+    per_tenant = {name: int(block["offered"]) for name, block in record.tenants.items() if "offered" in block}
+    rounds = [attainment(trace, slos, per_tenant or {NO_TENANT: round(offered)}) for trace in record.run_traces()]
+    return ProbeResult(sum(r.met for r in rounds), sum(r.offered for r in rounds), rate)
+
+
+def base_id(cell_id: str) -> str:
+    return _LOAD_IN_ID.sub("", cell_id)
+
+
+def capacity_record(probe: CellRecord, capacity: Capacity) -> CellRecord:
+    """``probe`` (the run at the capacity load) as the capacity cell: its id, no load, the capacity section."""
+    cell = {k: v for k, v in probe.cell.items() if k != "load"}
+    cell["id"] = base_id(probe.id) + SUFFIX
+    data = {k: v for k, v in probe.to_dict().items() if k not in ("gate", "gate_remeasured")}  # judged on its own
+    data |= {"cell": cell, "capacity": capacity.section()}
+    return CellRecord.from_dict(data, where=f"capacity of {probe.id}")
+
+
+def write_capacity(path: Path, probe_file: Path, capacity: Capacity) -> CellRecord:
+    """Write the capacity results file at ``path`` from the probe file of the capacity load."""
+    results = read_results(probe_file, "probe results")
+    fullname, probe = next(iter(results.cells.items()))
+    record = capacity_record(probe, capacity)
+    name = fullname.split("[", 1)[0] + f"[{record.id}]"
+    bench: dict[str, Any] = {**results.benches[fullname], "fullname": name, "name": name.split("::")[-1],
+                             "extra_info": record.to_dict()}
+    write_results(path, results.header, [bench])
+    return record

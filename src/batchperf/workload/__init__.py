@@ -1,0 +1,1 @@
+"""What a cell sends: the workload spec, synthetic prompts, shared prefixes, trace files, tenants."""

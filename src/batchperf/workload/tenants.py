@@ -1,0 +1,168 @@
+"""Tenants: several request streams sharing one deployment, each with its arrivals, lengths, priority and SLOs.
+
+One documented format, TOML (read with the standard library's ``tomllib``)::
+
+    seed = 0                      # optional: the token ids and arrival gaps
+
+    [tenants.interactive]
+    requests = 12                 # requests this tenant sends
+    rate = 6.0                    # requests/s (x the load factor, --batchperf-load)
+    burstiness = 0.5              # gamma shape of the gaps: 1 Poisson, < 1 burstier (vllm bench serve's)
+    on_s = 1.0                    # optional on/off bursts: send only during on_s, then pause off_s
+    off_s = 2.0
+    prompt_len = "32-96"          # as --batchperf-prompt-lens: 64, short, 32-96, or "32,64"
+    output_lens = [8, 16]         # cycled
+    priority = 0                  # lower is served first (vLLM's per-request priority)
+    slo = { ttft_ms = 200, tpot_ms = 50, e2el_ms = 2000 }   # any of the three; all > 0
+
+    [tenants.batch]
+    requests = 4
+    rate = 1.0
+    prompt_len = 256
+    output_lens = [32]
+    priority = 1
+    slo = { e2el_ms = 20000 }
+
+Every tenant's requests are merged by send time; all are sent open loop at their times. A field not
+listed here is refused with its name (a typo would otherwise be ignored).
+"""
+
+from __future__ import annotations
+
+import math
+import tomllib
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from batchperf.measure.metrics import SLO
+from batchperf.workload.replay import file_hash
+from batchperf.workload.spec import Arrival, LengthSpec, RequestSpec, Workload, WorkloadSpec
+from batchperf.workload.synth import TokenSynth, check_fits, file_stem
+
+TOP_FIELDS = {"seed", "tenants"}
+TENANT_FIELDS = {"requests", "rate", "burstiness", "on_s", "off_s", "prompt_len", "output_lens", "priority", "slo"}
+SLO_FIELDS = ("ttft_ms", "tpot_ms", "e2el_ms")
+
+
+@dataclass(frozen=True, slots=True)
+class Tenant:
+    name: str
+    requests: int
+    rate: float
+    burstiness: float
+    prompt_len: LengthSpec
+    output_lens: tuple[int, ...]
+    priority: int
+    slo: SLO
+    on_s: float | None = None
+    off_s: float = 0.0
+
+    def offsets(self, rng: np.random.Generator, load: float) -> list[float]:
+        """Send times (s): gamma gaps at ``rate x load``, mapped onto the on periods when on/off is given."""
+        times = Arrival("rate", self.rate * load, self.burstiness).offsets(rng, self.requests)
+        if self.on_s is None:
+            return times
+        return [t + math.floor(t / self.on_s) * self.off_s for t in times]
+
+
+def _number(value: Any, where: str, *, whole: bool = False, low: float = 0.0, strict: bool = True) -> float:
+    ok = not isinstance(value, bool) and isinstance(value, (int, float)) and math.isfinite(value)
+    ok = ok and (value > low if strict else value >= low) and (not whole or value == int(value))
+    if not ok:
+        kind = "a whole number" if whole else "a finite number"
+        raise ValueError(f"{where} is {value!r}; it must be {kind} {'>' if strict else '>='} {low:g}")
+    return value
+
+
+def parse_tenant(name: str, data: Any, where: str) -> Tenant:
+    at = f"{where}: tenant {name!r}"
+    if not isinstance(data, dict):
+        raise ValueError(f"{at} must be a table of fields")
+    if unknown := sorted(set(data) - TENANT_FIELDS):
+        raise ValueError(f"{at}: unknown field(s) {', '.join(unknown)}; a tenant has {', '.join(sorted(TENANT_FIELDS))}")
+    for key in ("requests", "rate", "prompt_len"):
+        if key not in data:
+            raise ValueError(f"{at}: field {key} is missing")
+    slo_data = data.get("slo", {})
+    if not isinstance(slo_data, dict):
+        raise ValueError(f"{at}: slo must be a table, e.g. slo = {{ ttft_ms = 200 }}")
+    if unknown := sorted(set(slo_data) - set(SLO_FIELDS)):
+        raise ValueError(f"{at}: unknown slo field(s) {', '.join(unknown)}; an slo has {', '.join(SLO_FIELDS)}")
+    slo = SLO(**{k: float(_number(v, f"{at}: slo.{k}")) for k, v in slo_data.items()})
+    outs = data.get("output_lens", [16])
+    if not isinstance(outs, list) or not outs:
+        raise ValueError(f"{at}: output_lens must be a non-empty list of token counts, e.g. [16, 32]")
+    on_s = data.get("on_s")
+    if (on_s is None) != ("off_s" not in data):
+        raise ValueError(f"{at}: on/off bursts need both on_s and off_s")
+    try:
+        prompt = LengthSpec.parse(data["prompt_len"])
+    except ValueError as exc:
+        raise ValueError(f"{at}: prompt_len: {exc}") from None
+    return Tenant(
+        name, int(_number(data["requests"], f"{at}: requests", whole=True)), float(_number(data["rate"], f"{at}: rate")),
+        float(_number(data.get("burstiness", 1.0), f"{at}: burstiness")), prompt,
+        tuple(int(_number(v, f"{at}: output_lens", whole=True)) for v in outs),
+        int(_number(data.get("priority", 0), f"{at}: priority", whole=True, low=-math.inf)), slo,
+        None if on_s is None else float(_number(on_s, f"{at}: on_s")),
+        0.0 if on_s is None else float(_number(data["off_s"], f"{at}: off_s", strict=False)))
+
+
+def read_tenants(path: Path) -> tuple[int, list[Tenant]]:
+    """(seed, tenants) of a tenants file; ValueError names the file, the tenant and the field."""
+    try:
+        data = tomllib.loads(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError) as exc:
+        raise ValueError(f"tenants file {path}: cannot be read ({exc})") from None
+    except tomllib.TOMLDecodeError as exc:
+        raise ValueError(f"tenants file {path}: not TOML ({exc})") from None
+    if unknown := sorted(set(data) - TOP_FIELDS):
+        raise ValueError(f"tenants file {path}: unknown field(s) {', '.join(unknown)}; the file has seed and "
+                         f"[tenants.NAME] tables")
+    tenants = data.get("tenants")
+    if not isinstance(tenants, dict) or not tenants:
+        raise ValueError(f"tenants file {path}: no [tenants.NAME] table; name at least one tenant")
+    seed = int(_number(data.get("seed", 0), f"tenants file {path}: seed", whole=True, strict=False))
+    return seed, [parse_tenant(name, body, f"tenants file {path}") for name, body in tenants.items()]
+
+
+@dataclass(frozen=True, slots=True)
+class TenantsKind:
+    base: WorkloadSpec
+    path: Path
+    text: str
+    load: float = 1.0
+    kind = "tenants"
+
+    @property
+    def file_hash(self) -> str:
+        return file_hash(self.path)
+
+    @property
+    def label(self) -> str:
+        return f"tenants-{file_stem(self.path)}-{self.file_hash[:8]}"
+
+    def build(self, vocab_size: int, max_model_len: int, first_token_id: int = 0) -> Workload:
+        seed, tenants = read_tenants(self.path)
+        synth = TokenSynth(seed, vocab_size, first_token_id)
+        rng = np.random.Generator(np.random.PCG64(seed))
+        drafts = []  # (offset, tenant index, order within the tenant, prompt length, output length)
+        for t_index, tenant in enumerate(tenants):
+            check_fits(tenant.prompt_len.high, max(tenant.output_lens), max_model_len,
+                       f"tenants file {self.path}: tenant {tenant.name!r}")
+            lengths = tenant.prompt_len.draw(rng, tenant.requests)
+            for k, offset in enumerate(tenant.offsets(rng, self.load)):
+                drafts.append((offset, t_index, k, lengths[k], tenant.output_lens[k % len(tenant.output_lens)]))
+        drafts.sort()
+        requests = tuple(
+            RequestSpec(i, synth.tokens(6, i, plen), olen, offset, tenant=tenants[t].name,
+                        priority=tenants[t].priority)
+            for i, (offset, t, _, plen, olen) in enumerate(drafts))
+        warm = tuple(RequestSpec(-(i + 1), synth.tokens(5, i, r.prompt_len), r.target_len)
+                     for i, r in enumerate(requests[:WorkloadSpec.default_warmup(len(requests))]))
+        return Workload(spec=self.base, requests=requests, warmup=warm, kind=self.kind, label=self.label,
+                        load=self.load, slos={t.name: t.slo for t in tenants if t.slo.any},
+                        file_hash=self.file_hash, unlimited=True)
