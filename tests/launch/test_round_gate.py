@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from batchperf.launch import round_gate
-from batchperf.launch.round_gate import Gate, GateClosed
+from batchperf.launch.round_gate import RoundCoordinator, WorkerGone
 
 
 @pytest.fixture(autouse=True)
@@ -32,7 +32,7 @@ def test_without_the_variable_a_worker_never_waits(monkeypatch: pytest.MonkeyPat
 
 def test_a_worker_waits_for_each_go_and_says_what_it_is_about_to_do(tmp_path: Path,
                                                                        monkeypatch: pytest.MonkeyPatch) -> None:
-    gate = Gate(tmp_path / "g")
+    gate = RoundCoordinator(tmp_path / "g")
     monkeypatch.setenv(*gate.env())
     passed: list[str] = []
 
@@ -60,7 +60,7 @@ def test_a_worker_waits_for_each_go_and_says_what_it_is_about_to_do(tmp_path: Pa
 
 
 def test_a_worker_runs_on_ungated_when_the_coordinator_closes(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    gate = Gate(tmp_path / "g")
+    gate = RoundCoordinator(tmp_path / "g")
     monkeypatch.setenv(*gate.env())
     thread = threading.Thread(target=lambda: [round_gate.wait("round c") for _ in range(3)])
     thread.start()
@@ -79,13 +79,13 @@ def test_a_worker_whose_coordinator_is_gone_runs_ungated(tmp_path: Path, monkeyp
 
 
 def test_the_coordinator_hears_a_worker_that_ended_or_stays_silent(tmp_path: Path) -> None:
-    gate = Gate(tmp_path / "g")
+    gate = RoundCoordinator(tmp_path / "g")
     try:
-        with pytest.raises(GateClosed, match="ended before"):
+        with pytest.raises(WorkerGone, match="ended before"):
             gate.next(lambda: False, 5)
-        with pytest.raises(GateClosed, match="no word"):
+        with pytest.raises(WorkerGone, match="no word"):
             gate.next(lambda: True, 0.3)
-        with pytest.raises(GateClosed, match="no worker"):
+        with pytest.raises(WorkerGone, match="no worker"):
             gate.go()
     finally:
         gate.close()

@@ -30,7 +30,7 @@ from typing import Any
 
 from batchperf.ab.outdir import create_new
 from batchperf.launch.child import finish_guarded, run_guarded, start_guarded
-from batchperf.launch.round_gate import Gate, GateClosed
+from batchperf.launch.round_gate import RoundCoordinator, WorkerGone
 from batchperf.regress.fingerprint import Fingerprint
 
 PLUGINS = ("-p", "batchperf.suite.plugin", "-p", "pytest_benchmark.plugin")
@@ -283,7 +283,7 @@ def run_resident(envs: Mapping[str, Environment], args: Sequence[str], stems: Ma
                 raise FileExistsError(errno.EEXIST, "is there already, before its process ran (planted?)", str(path))
     cores = duet_cores(order) if duet else {}
     sockets = Path(tempfile.mkdtemp(prefix="batchperf-gate-"))
-    gates = {label: Gate(sockets / label) for label in order}
+    gates = {label: RoundCoordinator(sockets / label) for label in order}
     procs: dict[str, Any] = {}
     logs: dict[str, Any] = {}
     started: dict[str, float] = {}
@@ -306,7 +306,7 @@ def run_resident(envs: Mapping[str, Environment], args: Sequence[str], stems: Ma
             left = 1e9 if deadline is None else deadline - time.monotonic()
             try:
                 return gates[label].next(lambda: procs[label].poll() is None, max(left, 0.0))
-            except GateClosed:
+            except WorkerGone:
                 ended.setdefault(label, time.monotonic())
                 return None
 

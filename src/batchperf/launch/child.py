@@ -43,7 +43,9 @@ class Stopped(KeyboardInterrupt):
 
 
 @dataclass(frozen=True, slots=True)
-class Finished:
+class ChildExit:
+    """How a child process ended."""
+
     returncode: int  # the child's (128 + N when a signal N ended it)
     timed_out: bool = False  # ended by the guard because ``timeout_s`` passed
 
@@ -102,7 +104,7 @@ def start_guarded(cmd: Sequence[str], *, cwd: Path | None = None, env: Mapping[s
     return proc
 
 
-def finish_guarded(proc: subprocess.Popen[bytes], timeout_s: float | None = None, stop: bool = False) -> Finished:
+def finish_guarded(proc: subprocess.Popen[bytes], timeout_s: float | None = None, stop: bool = False) -> ChildExit:
     """Wait for a child of :func:`start_guarded` (stopping it first when ``stop``, or when ``timeout_s`` passes);
     :class:`Stopped` (after it ended) when a stop signal came meanwhile."""
     timed_out = False
@@ -126,11 +128,11 @@ def finish_guarded(proc: subprocess.Popen[bytes], timeout_s: float | None = None
         signum = _pending[0]
         _pending.clear()
         raise Stopped(signum)
-    return Finished(code, timed_out)
+    return ChildExit(code, timed_out)
 
 
 def run_guarded(cmd: Sequence[str], *, cwd: Path | None = None, env: Mapping[str, str] | None = None,
                 stdout: IO[Any] | int | None = None, timeout_s: float | None = None,
-                grace_s: float = GRACE_S) -> Finished:
+                grace_s: float = GRACE_S) -> ChildExit:
     """Run ``cmd`` under the guard and wait; :class:`Stopped` (after it ended) when a stop signal came meanwhile."""
     return finish_guarded(start_guarded(cmd, cwd=cwd, env=env, stdout=stdout, grace_s=grace_s), timeout_s)

@@ -10,8 +10,9 @@ is about to do (``round CELL`` or ``end CELL``, a line) and blocks until the coo
 the variable it does nothing, so every other run is unchanged. If the coordinator goes away (the connection
 ends), the worker stops waiting and runs on ungated.
 
-**The coordinator's side** (:class:`Gate`): one listening socket per worker; :meth:`Gate.accept` waits for the
-worker to connect (its set-up done), :meth:`Gate.next` for its next line, :meth:`Gate.go` releases it. The wait
+**The coordinator's side** (:class:`RoundCoordinator`, one per worker, not the regression gate): one listening
+socket per worker; :meth:`RoundCoordinator.next` waits for the worker to connect (its set-up done) and for its
+next line, :meth:`RoundCoordinator.go` releases it (:class:`WorkerGone` when the worker went away). The wait
 is outside the timed round (pytest-benchmark's ``setup`` hook), so it is never measured.
 """
 
@@ -65,11 +66,11 @@ def _read_line(sock: socket.socket) -> bytes:
     return data
 
 
-class GateClosed(RuntimeError):
+class WorkerGone(RuntimeError):
     """The worker went away (its process ended, or it closed the connection) before saying anything more."""
 
 
-class Gate:
+class RoundCoordinator:
     """The coordinator's end of one worker's gate: a listening Unix socket at ``path``."""
 
     def __init__(self, path: Path) -> None:
@@ -85,25 +86,25 @@ class Gate:
         return ENV, str(self.path)
 
     def next(self, alive: Callable[[], bool], timeout_s: float) -> str:
-        """The worker's next line (``round CELL`` / ``end CELL``), connecting first if needed. GateClosed when the
+        """The worker's next line (``round CELL`` / ``end CELL``), connecting first if needed. WorkerGone when the
         worker ends (``alive()`` false, or the connection closes) or says nothing within ``timeout_s``."""
         deadline = time.monotonic() + timeout_s
         while b"\n" not in self._buffer:
             if time.monotonic() > deadline:
-                raise GateClosed(f"no word from the worker in {timeout_s:.0f} s")
+                raise WorkerGone(f"no word from the worker in {timeout_s:.0f} s")
             sock = self._conn or self._accept()
             if sock is None:
                 if not alive():
-                    raise GateClosed("the worker ended before it reached its first round")
+                    raise WorkerGone("the worker ended before it reached its first round")
                 continue
             try:
                 chunk = sock.recv(256)
             except TimeoutError:
                 if not alive():
-                    raise GateClosed("the worker ended") from None
+                    raise WorkerGone("the worker ended") from None
                 continue
             if not chunk:
-                raise GateClosed("the worker closed its gate")
+                raise WorkerGone("the worker closed its gate")
             self._buffer += chunk
         line, _, self._buffer = self._buffer.partition(b"\n")
         return line.decode(errors="replace")
@@ -121,7 +122,7 @@ class Gate:
     def go(self) -> None:
         """Release the worker's next round (or its end)."""
         if self._conn is None:
-            raise GateClosed("no worker is connected")
+            raise WorkerGone("no worker is connected")
         self._conn.sendall(GO)
 
     def close(self) -> None:
