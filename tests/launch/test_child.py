@@ -51,3 +51,20 @@ def test_sigkill_of_the_parent_takes_the_child_s_group_with_it(tmp_path: Path) -
     parent.kill()
     parent.wait()
     assert all_gone(pids)
+
+
+def test_a_foreground_child_gives_its_own_exit_code_and_a_signal_as_128_plus_it() -> None:
+    assert run_guarded([sys.executable, "-c", "raise SystemExit(3)"], foreground=True).returncode == 3
+    done = run_guarded([sys.executable, "-c", "import os, signal; os.kill(os.getpid(), signal.SIGKILL)"],
+                       foreground=True)
+    assert done.returncode == 128 + signal.SIGKILL and not done.timed_out
+
+
+def test_a_foreground_child_past_its_time_limit_is_told_to_stop_and_waited_for(tmp_path: Path) -> None:
+    # a SIGTERM, as pytest gets from `batchperf run`'s own SIGTERM: it writes what it has, then ends
+    script = ("import pathlib, signal, sys, time\n"
+              f"signal.signal(signal.SIGTERM, lambda *_: (pathlib.Path({str(tmp_path / 'saved')!r}).touch(), "
+              "sys.exit(2)))\n"
+              "time.sleep(60)\n")
+    done = run_guarded([sys.executable, "-c", script], timeout_s=1.0, foreground=True)
+    assert done.timed_out and done.returncode == 2 and (tmp_path / "saved").exists()

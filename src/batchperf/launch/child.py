@@ -7,6 +7,11 @@ when it is told to stop, when the child's time is up, or when this process dies,
 Inside :func:`stop_signals`, SIGINT and SIGTERM to this process stop the running child (its whole group,
 through the guard), wait for it, and then raise :class:`Stopped`, so the caller writes its final state
 and exits 128 + the signal (130, 143). Outside a child they raise :class:`Stopped` at once.
+
+``run_guarded(..., foreground=True)`` (``batchperf run`` and ``capacity``, whose pytest a user watches at a
+terminal) starts the child without the guard, in this process's group, so that a Ctrl-C at the terminal reaches
+pytest as it would reach a pytest run by hand; it waits for it to its end, so pytest writes its results file.
+The command itself is built by :func:`batchperf.launch.suite.suite_command`.
 """
 
 from __future__ import annotations
@@ -133,6 +138,40 @@ def finish_guarded(proc: subprocess.Popen[bytes], timeout_s: float | None = None
 
 def run_guarded(cmd: Sequence[str], *, cwd: Path | None = None, env: Mapping[str, str] | None = None,
                 stdout: IO[Any] | int | None = None, timeout_s: float | None = None,
-                grace_s: float = GRACE_S) -> ChildExit:
-    """Run ``cmd`` under the guard and wait; :class:`Stopped` (after it ended) when a stop signal came meanwhile."""
+                grace_s: float = GRACE_S, foreground: bool = False) -> ChildExit:
+    """Run ``cmd`` under the guard and wait; :class:`Stopped` (after it ended) when a stop signal came meanwhile.
+
+    ``foreground``: no guard; the child stays in this process's group (a terminal's Ctrl-C reaches it), a SIGTERM to
+    this process is passed on to it, a SIGINT left to it, and it is waited for to its end (a stopped pytest still
+    writes its results), its exit code being this call's; past ``timeout_s`` it gets a SIGTERM and is waited for."""
+    if foreground:
+        return _run_foreground(cmd, cwd=cwd, env=env, stdout=stdout, timeout_s=timeout_s)
     return finish_guarded(start_guarded(cmd, cwd=cwd, env=env, stdout=stdout, grace_s=grace_s), timeout_s)
+
+
+def _run_foreground(cmd: Sequence[str], *, cwd: Path | None, env: Mapping[str, str] | None,
+                    stdout: IO[Any] | int | None, timeout_s: float | None) -> ChildExit:
+    # subprocess.call() kills its child 0.25 s after a Ctrl-C, cutting the results file: here the child is never
+    # killed, only told (SIGTERM), and a Ctrl-C is left to it (the terminal sends it to the child too; a second
+    # one would interrupt pytest while it is saving).
+    child = subprocess.Popen(list(cmd), cwd=cwd, env=None if env is None else dict(env), stdout=stdout,
+                             stderr=subprocess.STDOUT if stdout is not None else None)
+
+    def pass_on(signum: int, frame: Any) -> None:
+        if signum == signal.SIGTERM and child.poll() is None:
+            child.send_signal(signum)
+
+    main = threading.current_thread() is threading.main_thread()  # signal handlers belong to the main thread
+    previous = {sig: signal.signal(sig, pass_on) for sig in STOP_SIGNALS} if main else {}
+    timed_out = False
+    try:
+        try:
+            code = child.wait(timeout=timeout_s)
+        except subprocess.TimeoutExpired:
+            timed_out = True
+            pass_on(signal.SIGTERM, None)
+            code = child.wait()
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+    return ChildExit(128 - code if code < 0 else code, timed_out)
