@@ -1,6 +1,6 @@
 #!/usr/bin/env python
 """What ``batchperf ab``'s quick exit saves: one cell's process run the old way (``python -m pytest``) and the new
-(``batchperf.ab.env.QUICK_EXIT``: pytest to its end, then ``os._exit``), interleaved, N times each.
+(``batchperf.launch.suite.QUICK_EXIT``: pytest to its end, then ``os._exit``), interleaved, N times each.
 
 Prints, per run, the whole process's seconds and the seconds after pytest's end (the phases plugin's
 ``unconfigure`` stamp to the process's exit), then the means. On a quiet machine (a couple of minutes):
@@ -38,12 +38,10 @@ def main() -> int:
     for i in range(args.runs):
         for mode in rows:
             stem = out / f"{mode}{i}"
+            # "old": python -m pytest, as ab ran it before the quick exit
             cmd = env.pytest_command(["-p", "batchperf.launch.phases", *KINDS[args.cell].selection,
-                                      f"--batchperf-rounds={args.rounds}", "--batchperf-progress=off",
-                                      f"--benchmark-json={stem}.json"])
-            if mode == "old":  # python -m pytest, as ab ran it before the quick exit
-                at = cmd.index("-c")
-                cmd[at:at + 2] = ["-m", "pytest"]
+                                      f"--batchperf-rounds={args.rounds}", "--batchperf-progress=off"],
+                                     Path(f"{stem}.json"), quick_exit=mode == "quick")
             started = time.time()
             done = subprocess.run(cmd, cwd=env.dir, env={**env.process_env(), PHASES_ENV: f"{stem}.phases.json"},
                                   stdout=subprocess.DEVNULL, stderr=subprocess.STDOUT, check=False)

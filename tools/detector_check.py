@@ -21,13 +21,13 @@ import argparse
 import os
 import shlex
 import statistics
-import subprocess
-import sys
 import tempfile
 import time
 from pathlib import Path
 
 from batchperf.backends.inject import ENV_SLOWDOWN
+from batchperf.launch.child import run_guarded
+from batchperf.launch.suite import suite_command
 from batchperf.measure.catalogue import Direction
 from batchperf.regress.gate import RULES, GateConfig, compare_cell, relative_change, relative_spread
 from batchperf.regress.store import load_run, pool_runs
@@ -43,11 +43,13 @@ NARROW = ("-m cpu -p no:cacheprovider --batchperf-backends hf-static --batchperf
 
 def pytest_run(args: list[str], out: Path, slowdown: float) -> dict[str, CellRecord]:
     env = {**os.environ, ENV_SLOWDOWN: str(slowdown) if slowdown else ""}
-    cmd = [sys.executable, "-m", "pytest", "-q", *args, f"--benchmark-json={out}"]
-    proc = subprocess.run(cmd, env=env, capture_output=True, text=True, check=False)
+    cmd = suite_command(args, results=out, quiet=True)
+    with tempfile.TemporaryFile("w+", encoding="utf-8") as fh:
+        code = run_guarded(cmd, env=env, stdout=fh, foreground=True).returncode
+        fh.seek(0)
+        output = fh.read()
     if not out.exists():
-        raise SystemExit(f"detector_check: pytest exited {proc.returncode} without results:\n{proc.stdout[-3000:]}"
-                         f"\n{proc.stderr[-2000:]}")
+        raise SystemExit(f"detector_check: pytest exited {code} without results:\n{output[-5000:]}")
     return read_results(out).cells
 
 

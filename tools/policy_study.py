@@ -36,8 +36,8 @@ import json
 import os
 import re
 import statistics
-import subprocess
 import sys
+import tempfile
 import time
 from collections import defaultdict
 from collections.abc import Iterable, Sequence
@@ -118,40 +118,43 @@ def matrix_options(traffic: Traffic, load: str, caps: Sequence[int], policies: S
 
 
 def pytest_command(options: list[str], out: Path, extra: list[str]) -> list[str]:
-    """`batchperf run`'s own pytest command line for these options (cli/run.py ``pytest_argv``), without its suite
-    folder: `batchperf run` always passes the folder, which would collect every cell in pytest's order; the caller
-    names the cells instead."""
-    from batchperf.cli.run import add_cli_args, pytest_argv
+    """`batchperf run`'s own pytest command line for these options (``launch.suite.tier_command``), without its
+    suite folder: `batchperf run` always passes the folder, which would collect every cell in pytest's order; the
+    caller names the cells instead."""
+    from batchperf.cli.run import add_cli_args
+    from batchperf.launch.suite import tier_command
 
     parser = argparse.ArgumentParser()
     add_cli_args(parser)
     args = parser.parse_args(["--tier", "cpu", f"--suite={SUITE}", *options, "--", *extra])
-    argv = pytest_argv(args, out)
-    if argv[0] != str(SUITE):
-        raise SystemExit(f"policy_study: batchperf run's pytest command no longer starts with its suite: {argv}")
-    return [sys.executable, "-m", "pytest", *argv[1:]]
+    return tier_command(args.tier, vars(args), out, suite=None, passthrough=args.pytest_args)
 
 
 def collect(options: list[str], extra: list[str]) -> list[str]:
     """The node ids of the cells these options select, in pytest's order."""
-    cmd = [*pytest_command(options, Path("collect-only.json"), extra), str(SUITE), "--collect-only", "-q"]
-    done = subprocess.run(cmd, capture_output=True, text=True)
-    ids = [line.strip() for line in done.stdout.splitlines()
+    from batchperf.launch.child import run_guarded
+
+    cmd = pytest_command(options, Path("collect-only.json"), [*extra, str(SUITE), "--collect-only", "-q"])
+    with tempfile.TemporaryFile("w+", encoding="utf-8") as fh:
+        code = run_guarded(cmd, stdout=fh, foreground=True).returncode
+        fh.seek(0)
+        output = fh.read()
+    ids = [line.strip() for line in output.splitlines()
            if line.startswith(f"{SUITE}/") and "::" in line]
-    if done.returncode != 0 or not ids:
-        raise SystemExit(f"policy_study: collecting the cells failed (exit {done.returncode}):\n  {' '.join(cmd)}\n"
-                         f"{done.stdout[-2000:]}{done.stderr[-2000:]}")
+    if code != 0 or not ids:
+        raise SystemExit(f"policy_study: collecting the cells failed (exit {code}):\n  {' '.join(cmd)}\n"
+                         f"{output[-4000:]}")
     return ids
 
 
 def run_repeat(path: Path, options: list[str], cells: list[str], extra: list[str]) -> None:
     """One pytest process: ``cells`` in that order, into ``path``."""
-    from batchperf.cli.run import wait_for_child
+    from batchperf.launch.child import run_guarded
 
-    cmd = [*pytest_command(options, path, extra), *cells]
+    cmd = pytest_command(options, path, [*extra, *cells])
     print(f"policy_study: {path.name}: {len(cells)} cells in this order:\n  " + "\n  ".join(cells), flush=True)
     started = time.monotonic()
-    code = wait_for_child(cmd)
+    code = run_guarded(cmd, foreground=True).returncode
     print(f"policy_study: {path.name}: pytest exit {code} after {time.monotonic() - started:.0f} s", flush=True)
     if not path.exists():
         raise SystemExit(f"policy_study: {path.name} wrote no results (exit {code}); run this alone:\n  "

@@ -1,4 +1,4 @@
-"""A/B's pytest processes end with os._exit once pytest is done (``env.QUICK_EXIT``): the interpreter's teardown, seconds
+"""A/B's pytest processes end with os._exit once pytest is done (``launch.suite.QUICK_EXIT``): the interpreter's teardown, seconds
 of finalising torch and transformers, is skipped; pytest's exit code, outcomes and files are what they were."""
 
 from __future__ import annotations

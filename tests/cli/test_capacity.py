@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 from gate_samples import cell_info, results_file
 
+from batchperf.capacity import probe as capacity_probe
 from batchperf.cli import capacity as cli_capacity
 from batchperf.cli import main
 from batchperf.regress.gate import compare_cell
@@ -49,7 +50,7 @@ def suite(tmp_path: Path) -> Path:
 
 def test_capacity_brackets_the_edge_and_writes_a_gateable_results_file(tmp_path, suite, monkeypatch, capsys) -> None:
     child = FakeChild()
-    monkeypatch.setattr(cli_capacity, "wait_for_child", child)
+    monkeypatch.setattr(capacity_probe, "run_child", child)
     out = tmp_path / "cap.json"
     code = main(["capacity", "--suite", str(suite), "--out", str(out), "--batchperf-backends=continuous",
                  "--resolution", "0.05", "--budget-min", "5"])
@@ -75,7 +76,7 @@ def test_capacity_brackets_the_edge_and_writes_a_gateable_results_file(tmp_path,
 
 
 def test_a_budget_too_small_says_it_did_not_converge(tmp_path, suite, monkeypatch) -> None:
-    monkeypatch.setattr(cli_capacity, "wait_for_child", FakeChild())
+    monkeypatch.setattr(capacity_probe, "run_child", FakeChild())
     # the fake probes take no time: a max load below the edge stops the search instead
     code = main(["capacity", "--suite", str(suite), "--out", str(tmp_path / "c.json"), "--max-load", "1.5"])
     assert code == cli_capacity.NOT_CONVERGED
@@ -84,14 +85,14 @@ def test_a_budget_too_small_says_it_did_not_converge(tmp_path, suite, monkeypatc
 
 
 def test_a_probe_of_several_cells_is_refused_naming_the_fix(tmp_path, suite, monkeypatch) -> None:
-    monkeypatch.setattr(cli_capacity, "wait_for_child", FakeChild(cells=2))
+    monkeypatch.setattr(capacity_probe, "run_child", FakeChild(cells=2))
     with pytest.raises(SystemExit, match="exactly one cell, it ran 2.*Narrow the matrix options"):
         main(["capacity", "--suite", str(suite), "--out", str(tmp_path / "c.json")])
 
 
 def test_a_load_near_the_target_is_run_again_before_the_bracket_moves(tmp_path, suite, monkeypatch) -> None:
     child = FakeChild(noise=0.0)
-    monkeypatch.setattr(cli_capacity, "wait_for_child", child)
+    monkeypatch.setattr(capacity_probe, "run_child", child)
     main(["capacity", "--suite", str(suite), "--out", str(tmp_path / "c.json"), "--start", str(EDGE),
           "--repeats", "3", "--confidence", "0.9", "--resolution", "0.5"])
     loads = [float(a[-1].split("=", 1)[1]) for a in child.argvs]
@@ -113,12 +114,12 @@ def test_each_probe_runs_the_policy_asked_for() -> None:
     """Issue 27: `batchperf capacity … --batchperf-policies aimd` searches the aimd cell: every probe gets it."""
     import argparse
 
-    from batchperf.cli.capacity import add_cli_args, probe_argv
+    from batchperf.cli.capacity import add_cli_args, probes_of
 
     parser = argparse.ArgumentParser()
     add_cli_args(parser)
     args = parser.parse_args(["--batchperf-backends", "continuous", "--batchperf-policies", "aimd:decrease=0.7",
                               "--batchperf-load", "3"])
-    argv = probe_argv(args, 1.5, Path("p.json"))
+    argv = probes_of(args, Path("probes")).command(1.5, Path("p.json"))
     assert "--batchperf-policies=aimd:decrease=0.7" in argv and argv[-1] == "--batchperf-load=1.5"
     assert not [a for a in argv if a.startswith("--batchperf-load=3")]

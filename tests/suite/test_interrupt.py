@@ -158,7 +158,8 @@ done.with_suffix(".ready").touch()
 time.sleep(1.5)
 done.write_text("finished")
 """
-PARENT = "import sys; from batchperf.cli.run import wait_for_child; sys.exit(wait_for_child(sys.argv[1:]))"
+PARENT = ("import sys; from batchperf.launch.child import run_guarded; "
+          "sys.exit(run_guarded(sys.argv[1:], foreground=True).returncode)")
 
 
 @pytest.mark.parametrize(("sig", "code", "written"), [(signal.SIGTERM, 2, "interrupted"), (signal.SIGINT, 0, "finished")])

@@ -3,7 +3,7 @@
 Everything here runs the environment's own interpreter in a child process; this process never
 imports torch, transformers or vLLM. The child runs the checkout's code (``DIR/src`` first on
 ``PYTHONPATH``) and its ``perf_tests``, with pytest's plugin autoloading off and the two plugins it
-needs named (``batchperf.suite.plugin``, ``pytest_benchmark.plugin``), so both sides load exactly
+needs named (:data:`batchperf.launch.suite.PLUGINS`), so both sides load exactly
 the same plugins whatever else their virtualenvs hold, and a virtualenv without batchperf installed
 works as well as one with it.
 
@@ -31,16 +31,9 @@ from typing import Any
 from batchperf.ab.outdir import create_new
 from batchperf.launch.child import finish_guarded, run_guarded, start_guarded
 from batchperf.launch.round_gate import RoundCoordinator, WorkerGone
+from batchperf.launch.suite import PLUGINS, suite_command
 from batchperf.regress.fingerprint import Fingerprint
 
-PLUGINS = ("-p", "batchperf.suite.plugin", "-p", "pytest_benchmark.plugin")
-QUIET = ("-q", "-p", "no:cacheprovider")
-# pytest's own run to its end (results, junit, its cleanup), then os._exit with its exit code: the interpreter's
-# teardown (finalising torch and transformers: 2.6 of 19 s a process on the loaded dev VM) is skipped, and with it
-# nothing that was measured or written (docs/ab.md, "Cheaper pairs"). `import pytest` finds the same pytest as
-# `python -m pytest` (the working folder first on the path).
-QUICK_EXIT = ("import os, sys, pytest; code = int(pytest.main()); "
-              "sys.stdout.flush(); sys.stderr.flush(); os._exit(code)")
 PROBE = """
 import json, sys
 out = {"python": sys.executable}
@@ -49,11 +42,11 @@ try:
     out["batchperf_file"] = batchperf.__file__
     from batchperf.regress.fingerprint import current
     out["fingerprint"] = current().to_dict()
-    import pytest_benchmark.plugin, batchperf.suite.plugin  # what every run loads
+    import {plugins}  # what every run loads
 except BaseException as exc:  # report anything, the parent explains it
     out["error"] = f"{type(exc).__name__}: {exc}"
 print("BATCHPERF-PROBE " + json.dumps(out))
-"""
+""".replace("{plugins}", ", ".join(PLUGINS))
 TAIL = 3000  # characters of a child's output kept in an error message
 
 
@@ -85,11 +78,13 @@ class Environment:
         env.update(dict(self.vars))
         return env
 
-    def pytest_command(self, args: Sequence[str]) -> list[str]:
-        """``python -m pytest perf_tests ARGS`` as :data:`QUICK_EXIT` runs it (no ``perf_tests`` added when ARGS name a
-        path in it)."""
+    def pytest_command(self, args: Sequence[str], results: Path | None = None, junit: Path | None = None,
+                       quick_exit: bool = True) -> list[str]:
+        """``python -m pytest perf_tests ARGS`` as :data:`~batchperf.launch.suite.QUICK_EXIT` runs it (no
+        ``perf_tests`` added when ARGS name a path in it), quiet, with the plugins named."""
         suite = [] if any(a.startswith("perf_tests") for a in args) else ["perf_tests"]
-        return [str(self.python), "-c", QUICK_EXIT, *suite, *args, *QUIET, *PLUGINS]
+        return suite_command([*suite, *args], python=self.python, results=results, junit=junit, quiet=True,
+                             no_cache=True, plugins=True, quick_exit=quick_exit)
 
 
 def default_checkout() -> Path:
@@ -178,13 +173,17 @@ def cell_key(nodeid: str) -> str:
 def collect(env: Environment, args: Sequence[str], timeout: float = 600) -> dict[str, str]:
     """cell id -> pytest node id of every parametrized cell the selection names in ``env``."""
     cmd = env.pytest_command([*args, "--collect-only"])
-    done = subprocess.run(cmd, cwd=env.dir, env=env.process_env(), capture_output=True, text=True,
-                          timeout=timeout, check=False)
+    with tempfile.TemporaryFile("w+", encoding="utf-8") as fh:
+        done = run_guarded(cmd, cwd=env.dir, env=env.process_env(), stdout=fh, timeout_s=timeout)
+        fh.seek(0)
+        output = fh.read()
+    if done.timed_out:
+        raise subprocess.TimeoutExpired(cmd, timeout, output)
     if done.returncode not in (0, 5):
         raise EnvironmentProblem(f"environment {env.label}: pytest could not collect the cells (exit "
                                  f"{done.returncode}); check the pytest arguments after `--`:\n"
-                                 f"{_tail(done.stdout + done.stderr)}")
-    ids = [ln.strip() for ln in done.stdout.splitlines() if "::" in ln and ln.strip().endswith("]")]
+                                 f"{_tail(output)}")
+    ids = [ln.strip() for ln in output.splitlines() if "::" in ln and ln.strip().endswith("]")]
     return {cell_key(nodeid): nodeid for nodeid in ids}
 
 
@@ -248,7 +247,7 @@ def run_cells(env: Environment, args: Sequence[str], stem: Path, timeout_s: floa
     for path in (results, junit):  # pytest writes these, following links: nothing may be there before it runs
         if os.path.lexists(path):
             raise FileExistsError(errno.EEXIST, "is there already, before its process ran (planted?)", str(path))
-    cmd = env.pytest_command([*args, f"--benchmark-json={results}", f"--junitxml={junit}"])
+    cmd = env.pytest_command(args, results, junit)
     started, clock = time.time(), time.monotonic()
     with os.fdopen(create_new(log), "w", encoding="utf-8") as fh:
         fh.write("$ " + " ".join(cmd) + "\n")
@@ -293,8 +292,7 @@ def run_resident(envs: Mapping[str, Environment], args: Sequence[str], stems: Ma
     try:
         for label in order:
             env = envs[label]
-            cmd = env.pytest_command([*args, f"--benchmark-json={files[label]['.json']}",
-                                      f"--junitxml={files[label]['.xml']}"])
+            cmd = env.pytest_command(args, files[label][".json"], files[label][".xml"])
             logs[label] = os.fdopen(create_new(files[label][".log"]), "w", encoding="utf-8")
             logs[label].write("$ " + " ".join(cmd) + "\n")
             logs[label].flush()

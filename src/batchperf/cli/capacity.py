@@ -1,7 +1,8 @@
 """``batchperf capacity``: the highest offered load at which one cell's SLO attainment stays >= a target.
 
 Each probe is a child ``pytest perf_tests`` of the one cell the matrix options select, at ``--batchperf-load X``,
-into its own results file; the search (:mod:`batchperf.capacity.search`) reads the attainment from it. The answer
+into its own results file (:mod:`batchperf.capacity.probe`); the search (:mod:`batchperf.capacity.search`) reads the
+attainment from it. The answer
 is a results file like any other (:mod:`batchperf.capacity.record`): gate it with ``batchperf compare``, pin it with
 ``batchperf refresh``, draw it with ``batchperf report``.
 """
@@ -9,14 +10,16 @@ is a results file like any other (:mod:`batchperf.capacity.record`): gate it wit
 from __future__ import annotations
 
 import argparse
-import sys
 import time
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-from batchperf.capacity.search import ProbeResult, SearchSettings, search
+from batchperf.capacity.search import ProbeResult, SearchSettings
 from batchperf.cli.options import real
 from batchperf.cli.run import add_cli_args as add_run_args
-from batchperf.cli.run import pytest_argv, wait_for_child
+
+if TYPE_CHECKING:
+    from batchperf.capacity.probe import Probes
 
 NOT_CONVERGED = 3  # exit status when the budget or the load range ran out first
 
@@ -57,15 +60,15 @@ def settings_of(args: argparse.Namespace) -> SearchSettings:
                           budget_s=args.budget_min * 60)
 
 
-def probe_argv(args: argparse.Namespace, load: float, out: Path) -> list[str]:
-    """The child pytest of one probe: the run's arguments, its load replacing any the user gave."""
-    base = argparse.Namespace(**{k: v for k, v in vars(args).items() if k != "batchperf_load"})
-    return [sys.executable, "-m", "pytest", *pytest_argv(base, out), f"--batchperf-load={load:g}"]
+def probes_of(args: argparse.Namespace, folder: Path) -> Probes:
+    """How each probe runs: this command's ``batchperf run`` arguments, each probe's results file in ``folder``."""
+    from batchperf.capacity.probe import Probes
+
+    return Probes(args.suite, args.tier, dict(vars(args)), tuple(args.pytest_args), folder)
 
 
 def main(args: argparse.Namespace) -> int:
-    from batchperf.capacity.record import probe_record, probe_result, write_capacity
-    from batchperf.results.io import read_results
+    from batchperf.capacity.probe import ProbeFailed, find_capacity
     from batchperf.results.record import ResultsError
 
     if not args.suite.is_dir():
@@ -76,28 +79,16 @@ def main(args: argparse.Namespace) -> int:
     except ValueError as exc:
         raise SystemExit(f"batchperf capacity: {exc}")
     out = args.out or Path("results") / f"capacity-{args.tier}-{time.strftime('%Y%m%d-%H%M%S')}.json"
-    probes = args.probes_dir or out.parent / f"{out.stem}-probes"
-    probes.mkdir(parents=True, exist_ok=True)
-    files: list[tuple[float, Path]] = []
+    probes = probes_of(args, args.probes_dir or out.parent / f"{out.stem}-probes")
 
-    def probe(load: float) -> ProbeResult:
-        path = probes / f"probe{len(files) + 1:02d}-load{load:g}.json"
-        code = wait_for_child(probe_argv(args, load, path))
-        if not path.exists():
-            raise SystemExit(f"batchperf capacity: the probe at load {load:g} wrote no results (pytest exit {code}); "
-                             f"run it alone to see why: {' '.join(probe_argv(args, load, path))}")
-        files.append((load, path))
-        got = probe_result(probe_record(read_results(path, "probe results")))
+    def heard(load: float, got: ProbeResult) -> None:
         print(f"batchperf capacity: load {load:g}: attainment {got.attainment:.1%} ({got.met}/{got.offered} met, "
               f"{got.request_rate:.3g} req/s offered)", flush=True)
-        return got
 
     try:
-        capacity = search(probe, settings)
-        at = [p for load, p in files if load == capacity.max_load] or [files[-1][1]]
-        record = write_capacity(out, at[-1], capacity)
-    except ResultsError as exc:
+        capacity, record = find_capacity(probes, settings, out, heard)
+    except (ProbeFailed, ResultsError) as exc:
         raise SystemExit(f"batchperf capacity: {exc}")
     print(f"batchperf capacity: {record.id}: {capacity.describe()}")
-    print(f"batchperf capacity: results in {out} (probes in {probes}/)")
+    print(f"batchperf capacity: results in {out} (probes in {probes.folder}/)")
     return 0 if capacity.converged else NOT_CONVERGED

@@ -17,13 +17,13 @@ import fnmatch
 import getpass
 import socket
 import subprocess
-import sys
 import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from batchperf.launch.child import run_guarded
+from batchperf.launch.suite import suite_command
 from batchperf.regress.compare import gate_config, render_rich
 from batchperf.regress.fingerprint import Fingerprint, identity_diff, version_diff
 from batchperf.regress.gate import GateConfig, client_bound_note, compare_cell
@@ -246,7 +246,7 @@ def run_pytest(pytest_args: list[str], out: Path) -> int:
     """pytest's exit code; under the group guard, so that SIGINT/SIGTERM to this process (inside
     :func:`~batchperf.launch.child.stop_signals`) stop its whole group and raise ``Stopped``, and its death takes
     pytest with it."""
-    cmd = [sys.executable, "-m", "pytest", *pytest_args, f"--benchmark-json={out}"]
+    cmd = suite_command(pytest_args, results=out)
     print("running:", " ".join(cmd), flush=True)
     return run_guarded(cmd).returncode
 

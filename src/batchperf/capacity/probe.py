@@ -1,0 +1,73 @@
+"""The probes of ``batchperf capacity``: at each load the search asks for, one child pytest of the one cell the
+matrix options select, at ``--batchperf-load X``, into its own results file, whose attainment the search reads.
+
+The command is ``batchperf run``'s (:func:`batchperf.launch.suite.tier_command`), its load replacing any the user
+gave; the child runs in the foreground as ``batchperf run``'s does (:func:`batchperf.launch.child.run_guarded`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from batchperf.capacity.record import probe_record, probe_result, write_capacity
+from batchperf.capacity.search import Capacity, ProbeResult, SearchSettings, search
+from batchperf.launch.child import run_guarded
+from batchperf.launch.suite import tier_command
+from batchperf.results.io import read_results
+from batchperf.results.record import CellRecord
+
+
+class ProbeFailed(RuntimeError):
+    """A probe's pytest wrote no results; the message names the load, pytest's exit code and the command."""
+
+
+def run_child(cmd: list[str]) -> int:
+    """The probe's pytest to its end (a Ctrl-C or SIGTERM still lets it write its results); its exit code."""
+    return run_guarded(cmd, foreground=True).returncode
+
+
+@dataclass(frozen=True, slots=True)
+class Probes:
+    """How each probe runs: ``batchperf run``'s arguments and the folder of the probes' results files."""
+
+    suite: Path
+    tier: str
+    options: Mapping[str, object]  # the matrix options (``batchperf_*`` -> value) as the user gave them
+    passthrough: tuple[str, ...]  # the pytest arguments after ``--``
+    folder: Path
+    files: list[tuple[float, Path]] = field(default_factory=list)  # (load, results file) of each probe run so far
+
+    def command(self, load: float, out: Path) -> list[str]:
+        """The child pytest of one probe: the run's arguments, its load replacing any the user gave."""
+        options = {k: v for k, v in self.options.items() if k != "batchperf_load"}
+        return tier_command(self.tier, options, out, suite=self.suite,
+                            passthrough=[*self.passthrough, f"--batchperf-load={load:g}"])
+
+    def run(self, load: float) -> ProbeResult:
+        """One probe at ``load``; ProbeFailed when its pytest wrote no results."""
+        path = self.folder / f"probe{len(self.files) + 1:02d}-load{load:g}.json"
+        cmd = self.command(load, path)
+        code = run_child(cmd)
+        if not path.exists():
+            raise ProbeFailed(f"the probe at load {load:g} wrote no results (pytest exit {code}); "
+                              f"run it alone to see why: {' '.join(cmd)}")
+        self.files.append((load, path))
+        return probe_result(probe_record(read_results(path, "probe results")))
+
+
+def find_capacity(probes: Probes, settings: SearchSettings, out: Path,
+                  heard: Callable[[float, ProbeResult], None] = lambda load, got: None) -> tuple[Capacity, CellRecord]:
+    """Search, one probe at a time (``heard`` is told each probe's result), and write the capacity results file
+    ``out`` from the last probe at the highest load that held. ProbeFailed, ResultsError as they come."""
+    probes.folder.mkdir(parents=True, exist_ok=True)
+
+    def probe(load: float) -> ProbeResult:
+        got = probes.run(load)
+        heard(load, got)
+        return got
+
+    capacity = search(probe, settings)
+    at = [p for load, p in probes.files if load == capacity.max_load] or [probes.files[-1][1]]
+    return capacity, write_capacity(out, at[-1], capacity)

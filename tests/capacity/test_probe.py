@@ -1,0 +1,30 @@
+"""The probes of a capacity search (capacity/probe.py): each one `batchperf run`'s child at its own load, into its
+own results file; a probe that wrote nothing is named with its command."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import pytest
+
+from batchperf.capacity import probe as capacity_probe
+from batchperf.capacity.probe import ProbeFailed, Probes
+
+
+def probes(tmp_path: Path, **options: object) -> Probes:
+    return Probes(Path("perf_tests"), "cpu", {"batchperf_backends": "continuous", **options}, ("-k", "cell"),
+                  tmp_path)
+
+
+def test_a_probe_s_load_replaces_the_user_s_and_comes_last(tmp_path: Path) -> None:
+    cmd = probes(tmp_path, batchperf_load="3").command(1.5, Path("p.json"))
+    assert cmd[:6] == [sys.executable, "-m", "pytest", "perf_tests", "-m", "cpu"]
+    assert "--batchperf-backends=continuous" in cmd and "--benchmark-json=p.json" in cmd
+    assert cmd[-3:] == ["-k", "cell", "--batchperf-load=1.5"] and "--batchperf-load=3" not in cmd
+
+
+def test_a_probe_that_wrote_no_results_names_its_load_exit_and_command(tmp_path: Path, monkeypatch) -> None:
+    monkeypatch.setattr(capacity_probe, "run_child", lambda cmd: 4)
+    with pytest.raises(ProbeFailed, match=r"load 2 wrote no results \(pytest exit 4\); run it alone.*--batchperf-load=2"):
+        probes(tmp_path).run(2.0)
