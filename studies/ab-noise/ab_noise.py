@@ -20,8 +20,8 @@ its phases. Then it prints:
 resumes (finished processes are kept, an unfinished one is set aside); Ctrl-C keeps what finished and prints
 the tables from it. ``--estimate-only`` prints them from DIR without measuring. On a quiet machine:
 
-    OMP_NUM_THREADS=1 PYTHONPATH=src python tools/ab_noise.py --keep results/ab-noise
-    OMP_NUM_THREADS=1 PYTHONPATH=src python tools/ab_noise.py --processes 3 --rounds 2 --cells dispatch \\
+    OMP_NUM_THREADS=1 PYTHONPATH=src python studies/ab-noise/ab_noise.py --keep results/ab-noise
+    OMP_NUM_THREADS=1 PYTHONPATH=src python studies/ab-noise/ab_noise.py --processes 3 --rounds 2 --cells dispatch \\
         --extra "--batchperf-num-prompts 8" --keep /tmp/ab-noise-smoke         # a smoke run (a minute or two)
 """
 
@@ -37,8 +37,8 @@ import time
 from pathlib import Path
 
 import numpy as np
-from ab_detector import KINDS  # the detector's cells: the same selection, one definition
 
+from batchperf.ab.detector import KINDS  # the detector's cells: the same selection, one definition
 from batchperf.ab.env import Environment, default_checkout, run_cells
 from batchperf.launch.child import Stopped, stop_signals
 from batchperf.launch.phases import ENV as PHASES_ENV
