@@ -162,7 +162,7 @@ slo = { e2el_ms = 20000 }
 """
 
 
-# The bursty case at small-qwen2's scale (docs/policies.md), its numbers from studies/continuous-step/step_profile.py on one core.
+# The bursty case at small-qwen2's scale (studies/policies/README.md), its numbers from studies/continuous-step/step_profile.py on one core.
 BURSTY_SMALL = """\
 # Two bursty tenants at small-qwen2's scale (docs/policies.md; opt-in model: --batchperf-models small-qwen2), where
 # a decode step grows with the batch: in the continuous engine on this 2-core VM (OMP_NUM_THREADS=1), quiet, about

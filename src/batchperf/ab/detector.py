@@ -1,4 +1,4 @@
-"""The detector's cells: the two CPU cells whose ``ab`` verdicts calibrate it (docs/ab.md, "The detector").
+"""The detector's cells: the two CPU cells whose ``ab`` verdicts calibrate it (studies/ab-detector/README.md).
 
 One definition of each cell's pytest selection, its injected slowdown and its target, read by the detector
 (``tools/ab_detector.py``) and the studies that measure ``ab`` on the same cells (``studies/ab-*/``), so a

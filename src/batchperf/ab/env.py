@@ -37,7 +37,7 @@ PLUGINS = ("-p", "batchperf.suite.plugin", "-p", "pytest_benchmark.plugin")
 QUIET = ("-q", "-p", "no:cacheprovider")
 # pytest's own run to its end (results, junit, its cleanup), then os._exit with its exit code: the interpreter's
 # teardown (finalising torch and transformers: 2.6 of 19 s a process on the loaded dev VM) is skipped, and with it
-# nothing that was measured or written (docs/ab.md, "Cheaper pairs"). `import pytest` finds the same pytest as
+# nothing that was measured or written (studies/ab-quick-exit/README.md). `import pytest` finds the same pytest as
 # `python -m pytest` (the working folder first on the path).
 QUICK_EXIT = ("import os, sys, pytest; code = int(pytest.main()); "
               "sys.stdout.flush(); sys.stderr.flush(); os._exit(code)")
