@@ -20,6 +20,15 @@ TEST_JOBS ?= 2
 
 .PHONY: bench compare test setup clean gpu-check lock
 
+# The stamp alone is not trusted: when the environment's python is gone or broken, cannot import batchperf, or
+# was built from another lock (ci/venv_ok.sh says which), the stamp is treated as out of date and setup builds
+# again. Asked only for the goals that use the environment (it starts that python once).
+ifneq ($(filter setup bench compare test $(BIN)/.installed,$(or $(MAKECMDGOALS),$(BIN)/.installed)),)
+ifneq ($(shell bash ci/venv_ok.sh $(VENV) requirements.lock && echo ok),ok)
+.PHONY: $(BIN)/.installed
+endif
+endif
+
 $(BIN)/.installed: pyproject.toml requirements.lock
 	PYTHONPATH=src $(PYTHON) -m batchperf.regress.lock check
 	$(PYTHON) -m venv $(VENV)

@@ -140,3 +140,19 @@ def test_changes_name_what_moved_beyond_the_package_under_test(tmp_path):
 def test_a_spec_without_a_name_is_refused():
     with pytest.raises(lock.LockError, match="cannot tell which package"):
         lock.spec_name("==1.0")
+
+
+def test_a_resolution_pip_refuses_is_a_message_not_a_traceback(tmp_path, capsys):
+    repo = _checkout(tmp_path)
+    before = (repo / lock.LOCK_NAME).read_text()
+    script = tmp_path / "fake-python"  # pip's ResolutionImpossible: its reasons on stderr, exit 1
+    script.write_text(f"#!{sys.executable}\nimport sys\nprint('ERROR: ResolutionImpossible', file=sys.stderr)\n"
+                      "sys.exit(1)\n")
+    script.chmod(script.stat().st_mode | stat.S_IEXEC)
+    assert lock.main(["--repo", str(repo), "write", "--python", str(script)]) == 2
+    err = capsys.readouterr().err
+    assert "error: pip could not resolve the project" in err and "pip exited 1" in err
+    assert "Traceback" not in err
+    assert lock.main(["--repo", str(repo), "write", "--python", str(tmp_path / "no-python")]) == 2
+    assert "cannot run it" in capsys.readouterr().err
+    assert (repo / lock.LOCK_NAME).read_text() == before  # the old lock is kept

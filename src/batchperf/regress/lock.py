@@ -120,7 +120,14 @@ def resolve(python: str, repo: Path) -> list[tuple[str, str, str]]:
         report = Path(tmp) / "report.json"
         cmd = [python, "-m", "pip", "install", "--quiet", "--dry-run", "--ignore-installed", "--report", str(report),
                *PINS, f"{repo}[{','.join(EXTRAS)}]"]
-        subprocess.run(cmd, check=True)
+        try:
+            done = subprocess.run(cmd, check=False)
+        except OSError as exc:  # no such interpreter, or not executable
+            raise LockError(f"--python {python}: cannot run it ({exc.strerror}); the lock is unchanged") from None
+        if done.returncode != 0:  # pip printed why above (e.g. ResolutionImpossible): say what that means here
+            raise LockError(f"pip could not resolve the project with its extras and pins {' '.join(PINS)} (pip "
+                            f"exited {done.returncode}; its reasons are above); the lock is unchanged. Loosen the "
+                            "range pip names in pyproject.toml, or a pin in batchperf.regress.lock.PINS")
         installs = json.loads(report.read_text())["install"]
     entries = []
     for item in installs:
