@@ -11,9 +11,10 @@ from ab_fakes import CELLS, NODEIDS, FakeEnvs, fingerprint, write_junit
 from paths import REPO
 
 from batchperf.ab.env import Environment, EnvironmentProblem, Outcome, Probe, outcomes, probe
+from batchperf.ab.pairs import order_of
 from batchperf.ab.report import render_markdown
-from batchperf.ab.run import Settings, UsageProblem, order_of, resolve_design, run_ab
-from batchperf.ab.settings import LATENCY_METRICS
+from batchperf.ab.run import resolve_design, run_ab
+from batchperf.ab.settings import LATENCY_METRICS, Settings, UsageProblem
 from batchperf.ab.ttest import MIN_PAIRS as MIN_T_PAIRS
 from batchperf.regress.fingerprint import GPU, Fingerprint, HardwareIdentity
 from batchperf.regress.verdict import Verdict
