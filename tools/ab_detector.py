@@ -48,8 +48,10 @@ import numpy as np
 from batchperf.ab import judge as ab_judge
 from batchperf.ab.detector import KINDS  # the detector's cells, shared with the studies of ab
 from batchperf.ab.env import Environment, default_checkout
-from batchperf.ab.run import PairSeries, Settings, cell_verdict, judge_metric, run_ab
-from batchperf.ab.settings import DESIGNS
+from batchperf.ab.judging import cell_verdict, judge_metric
+from batchperf.ab.result import PairSeries
+from batchperf.ab.run import run_ab
+from batchperf.ab.settings import DESIGNS, Settings
 from batchperf.ab.stats import relative
 from batchperf.backends.inject import ENV_SLOWDOWN
 from batchperf.measure.catalogue import by_name

@@ -29,8 +29,9 @@ import sys
 import time
 from pathlib import Path
 
+from batchperf.ab.designs import run_cells, run_resident
 from batchperf.ab.detector import KINDS  # the detector's cells: the same selection, one definition
-from batchperf.ab.env import Environment, default_checkout, run_cells, run_resident
+from batchperf.ab.env import Environment, default_checkout
 from batchperf.ab.settings import DESIGNS
 from batchperf.backends.inject import ENV_SLOWDOWN as INJECT_ENV
 from batchperf.launch.child import Stopped, stop_signals
@@ -42,7 +43,7 @@ WAIT_S = 900.0
 
 def run_block(index: int, kind: str, design: str, args: argparse.Namespace, work: Path) -> dict:
     """One block of ``design``: a pair of processes as ``batchperf ab --design DESIGN`` runs it (sequential:
-    :func:`~batchperf.ab.env.run_cells` twice; resident and duet: :func:`~batchperf.ab.env.run_resident`). Returns
+    :func:`~batchperf.ab.designs.run_cells` twice; resident and duet: :func:`~batchperf.ab.designs.run_resident`). Returns
     each side's ln(throughput) per measured round."""
     envs = {side: Environment(side, Path(sys.executable),
                               ((INJECT_ENV, str(args.slow)),) if side == "B" and args.slow else (), default_checkout())
