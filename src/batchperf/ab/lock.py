@@ -128,7 +128,7 @@ def resolve(python: str, repo: Path) -> list[tuple[str, str, str]]:
         if done.returncode != 0:  # pip printed why above (e.g. ResolutionImpossible): say what that means here
             raise LockError(f"pip could not resolve the project with its extras and pins {' '.join(PINS)} (pip "
                             f"exited {done.returncode}; its reasons are above); the lock is unchanged. Loosen the "
-                            "range pip names in pyproject.toml, or a pin in batchperf.regress.lock.PINS")
+                            "range pip names in pyproject.toml, or a pin in batchperf.ab.lock.PINS")
         installs = json.loads(report.read_text())["install"]
     entries = []
     for item in installs:
