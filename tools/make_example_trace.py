@@ -5,7 +5,7 @@ each are shared by the requests (hash_ids), each request adding its own block of
 exercises a prefix cache; two tenants, the interactive one at priority 0. The CPU tier's files (mini_trace.jsonl,
 two_tenants.toml, and sustained_tenants.toml for `batchperf capacity`) are sized for the tiny model on 2 cores;
 the GPU tier's (gpu_trace.jsonl, two_tenants_gpu.toml) for Qwen2.5-0.5B on one H200; poisson_one.toml,
-bursty_tenants.toml and heavy_light.toml are the policy study's (tools/policy_study.py; bursty_tenants_small.toml is
+bursty_tenants.toml and heavy_light.toml are the policy study's (studies/policies/policy_study.py; bursty_tenants_small.toml is
 its bursty case at the opt-in small-qwen2's scale). Run from the repository root:
 
     python tools/make_example_trace.py
@@ -162,7 +162,7 @@ slo = { e2el_ms = 20000 }
 """
 
 
-# The bursty case at small-qwen2's scale (docs/policies.md), its numbers from tools/step_profile.py on one core.
+# The bursty case at small-qwen2's scale (studies/policies/README.md), its numbers from studies/continuous-step/step_profile.py on one core.
 BURSTY_SMALL = """\
 # Two bursty tenants at small-qwen2's scale (docs/policies.md; opt-in model: --batchperf-models small-qwen2), where
 # a decode step grows with the batch: in the continuous engine on this 2-core VM (OMP_NUM_THREADS=1), quiet, about

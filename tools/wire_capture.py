@@ -31,7 +31,7 @@ from batchperf.measure.client_lag import BOUND, REASONS
 from batchperf.measure.metrics import compute_metrics
 from batchperf.measure.wire import chunk_lateness, completions, wire_trace
 from batchperf.suite.models import get_model_spec, load_model
-from batchperf.telemetry.wire_capture import Capture
+from batchperf.telemetry.wire_capture import Capture, capture_refused
 from batchperf.workload.spec import LengthSpec, Workload, WorkloadSpec
 
 MEANS = ("mean_ttft_ms", "mean_tpot_ms", "mean_itl_ms", "mean_e2el_ms")
@@ -71,7 +71,37 @@ def line(run: int, r: dict[str, Any]) -> str:
             + (f" ({'; '.join(r['reasons'])})" if r["reasons"] else ""))
 
 
-def main() -> int:
+def _positive_ints(text: str) -> list[int] | None:
+    try:
+        values = [int(v) for v in text.split(",")]
+    except ValueError:
+        return None
+    return values if values and all(v >= 1 for v in values) else None
+
+
+def refusals(args: argparse.Namespace) -> list[str]:
+    """What is wrong with the arguments, each naming its option: checked before the model loads or the server
+    starts (those take minutes; a refusal after them wastes them)."""
+    problems = []
+    if _positive_ints(args.concurrency) is None:
+        problems.append(f"--concurrency {args.concurrency!r}: give comma-separated integers >= 1, e.g. 1,16")
+    for name in ("runs", "batch_size", "num_prompts"):
+        if getattr(args, name) < 1:
+            problems.append(f"--{name.replace('_', '-')} {getattr(args, name)}: must be >= 1")
+    if unknown := set(args.scheduling.split(",")) - {"fifo", "normal"}:
+        problems.append(f"--scheduling: {', '.join(sorted(unknown))} is not fifo or normal")
+    if args.json is not None:
+        folder = args.json.parent
+        if args.json.is_dir():
+            problems.append(f"--json {args.json}: is a folder; give a file name")
+        elif not folder.is_dir():
+            problems.append(f"--json {args.json}: its folder {folder} does not exist")
+        elif not os.access(folder, os.W_OK):
+            problems.append(f"--json {args.json}: its folder {folder} is not writable")
+    return problems
+
+
+def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--concurrency", default="1,16", help="comma-separated concurrencies, alternated per run")
     parser.add_argument("--runs", type=int, default=1, help="runs of each concurrency")
@@ -85,19 +115,24 @@ def main() -> int:
     parser.add_argument("--server-arg", action="append", default=[], help="one more server argument (repeatable)")
     parser.add_argument("--json", type=Path, help="write every run's figures here")
     parser.add_argument("--keep", type=Path, help="keep each run's capture and client trace in this folder")
-    args = parser.parse_args()
+    args = parser.parse_args(argv)
+    if problems := refusals(args):
+        parser.error("; ".join(problems))
+    try:  # the workload's own checks (--prompt-len, --output-lens), also before anything starts
+        spec = WorkloadSpec(args.num_prompts, LengthSpec.parse(args.prompt_len),
+                            output_lens=tuple(int(v) for v in args.output_lens.split(",")),
+                            num_warmup=WorkloadSpec.default_warmup(args.num_prompts))
+    except ValueError as exc:
+        parser.error(f"--prompt-len {args.prompt_len!r} / --output-lens {args.output_lens!r}: {exc}")
+    if why := capture_refused():  # the capture runs only after the model load and the server start: ask first
+        parser.exit(2, f"{parser.prog}: error: {why}\n")
 
     os.environ.pop("BATCHPERF_SERVER_URL", None)
     model = load_model(get_model_spec("tiny-qwen2"))
-    spec = WorkloadSpec(args.num_prompts, LengthSpec.parse(args.prompt_len),
-                        output_lens=tuple(int(v) for v in args.output_lens.split(",")),
-                        num_warmup=WorkloadSpec.default_warmup(args.num_prompts))
     workload = spec.build(model.vocab_size, model.max_model_len)
     backend = VLLMServerBackend(model, server_args=[a for arg in args.server_arg for a in arg.split("=", 1)])
     concurrencies = [int(c) for c in args.concurrency.split(",")]
     schedulings = args.scheduling.split(",")
-    if unknown := set(schedulings) - {"fifo", "normal"}:
-        parser.error(f"--scheduling: {', '.join(sorted(unknown))} is not fifo or normal")
     results = []
     try:
         port = int(backend.base_url(args.batch_size).rsplit(":", 1)[1])

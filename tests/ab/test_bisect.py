@@ -13,7 +13,8 @@ from paths import REPO
 from batchperf.ab.bisect import BAD, GOOD, INCONCLUSIVE, INTERRUPTED, SKIPPED, judge, run_bisect
 from batchperf.ab.env import Environment, EnvironmentProblem
 from batchperf.ab.judge import DEFAULT_TEST, fewest_max_pairs
-from batchperf.ab.run import Settings, UsageProblem, run_ab
+from batchperf.ab.run import run_ab
+from batchperf.ab.settings import Settings, UsageProblem
 from batchperf.cli.bisect import environments
 from batchperf.launch.child import Stopped
 

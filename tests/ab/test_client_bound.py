@@ -12,7 +12,9 @@ from paths import DATA
 
 from batchperf.ab import judge as ab_judge
 from batchperf.ab.env import Environment
-from batchperf.ab.run import CellState, Settings, add_pair, judge_cell
+from batchperf.ab.judging import add_pair, judge_cell
+from batchperf.ab.result import CellState
+from batchperf.ab.settings import Settings
 from batchperf.regress.verdict import Verdict
 from batchperf.results.io import read_results
 

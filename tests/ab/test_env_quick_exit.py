@@ -9,7 +9,8 @@ from pathlib import Path
 import pytest
 from paths import REPO
 
-from batchperf.ab.env import Environment, run_cells
+from batchperf.ab.designs import run_cells
+from batchperf.ab.env import Environment
 
 TESTS = """
 import atexit, os

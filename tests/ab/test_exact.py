@@ -16,7 +16,9 @@ from paths import DATA
 
 from batchperf.ab import judge as ab_judge
 from batchperf.ab.env import Environment
-from batchperf.ab.run import CellState, PairSeries, Settings, add_pair, exact_call, judge_cell
+from batchperf.ab.judging import add_pair, exact_call, judge_cell
+from batchperf.ab.result import CellState, PairSeries
+from batchperf.ab.settings import Settings
 from batchperf.measure.catalogue import Direction
 from batchperf.measure.kv import PADDED_LAYOUT
 from batchperf.regress.verdict import Verdict

@@ -13,8 +13,10 @@ from ab_fakes import CELLS, FakeEnvs
 from paths import REPO
 
 from batchperf.ab import outdir
-from batchperf.ab.env import Environment, run_cells
-from batchperf.ab.run import Settings, UsageProblem, run_ab
+from batchperf.ab.designs import run_cells
+from batchperf.ab.env import Environment
+from batchperf.ab.run import run_ab
+from batchperf.ab.settings import Settings, UsageProblem
 
 
 def settings(out: Path, **kwargs: object) -> Settings:

@@ -11,10 +11,12 @@ from ab_fakes import CELLS, NODEIDS, FakeEnvs, fingerprint, write_junit
 from paths import REPO
 
 from batchperf.ab.env import Environment, EnvironmentProblem, Outcome, Probe, outcomes, probe
+from batchperf.ab.pairs import order_of
 from batchperf.ab.report import render_markdown
-from batchperf.ab.run import Settings, UsageProblem, order_of, resolve_design, run_ab
-from batchperf.ab.settings import LATENCY_METRICS
+from batchperf.ab.run import resolve_design, run_ab
+from batchperf.ab.settings import Settings, UsageProblem
 from batchperf.ab.ttest import MIN_PAIRS as MIN_T_PAIRS
+from batchperf.measure.catalogue import AB_WITH_LATENCY
 from batchperf.regress.fingerprint import GPU, Fingerprint, HardwareIdentity
 from batchperf.regress.verdict import Verdict
 from batchperf.results.io import read_results
@@ -212,7 +214,7 @@ def test_a_budget_of_pairs_that_cannot_conclude_is_refused_with_the_right_minimu
     """One cell, three deciding metrics at alpha 0.05: 7 pairs can conclude (2/2**7 <= 0.05/3); 6 cannot. It said
     "needs at least 1076 pairs" and then spent the whole budget."""
     fakes = FakeEnvs(cells=CELLS[:1])
-    old = {"test": "signed-rank", "metrics": LATENCY_METRICS}
+    old = {"test": "signed-rank", "metrics": AB_WITH_LATENCY}
     with pytest.raises(UsageProblem, match="--max-pairs 6: a verdict on 1 cell.* needs at least 7 pairs"):
         run(fakes, settings(tmp_path, max_pairs=6, **old))
     assert fakes.runs == []

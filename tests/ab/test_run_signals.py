@@ -17,7 +17,8 @@ from hanging_child import alive, all_gone, hanging_script, read_pids
 from paths import REPO, SUPPORT
 
 from batchperf.ab.env import Environment
-from batchperf.ab.run import Settings, run_ab
+from batchperf.ab.run import run_ab
+from batchperf.ab.settings import Settings
 
 DOCUMENTED = {0, 1, 2, 3, 4, 130, 143}  # docs/ab.md, "Exit codes"
 
@@ -27,7 +28,8 @@ AB = textwrap.dedent("""
     from pathlib import Path
     from ab_fakes import CELLS, FakeEnvs
     from batchperf.ab.env import Environment
-    from batchperf.ab.run import Settings, run_ab
+    from batchperf.ab.run import run_ab
+    from batchperf.ab.settings import Settings
     fakes = FakeEnvs(cells=CELLS[:1])
     env = lambda label: Environment(label, Path(sys.executable), dir=Path(sys.argv[1]))
     s = Settings(env("A"), env("B"), (), Path(sys.argv[2]), max_pairs=12, max_minutes=None,

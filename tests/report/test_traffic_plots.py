@@ -87,6 +87,6 @@ def test_each_policy_is_a_line_of_its_own_beside_fcfs() -> None:
 
     fcfs, aimd = cell_info("c-bs4"), cell_info("c-bs4-polaimd")
     aimd.cell["policy"] = "aimd"
-    series = Series([fcfs, aimd], by_batch=True)
+    series = Series([fcfs, aimd], x="load")
     assert series.key(fcfs) != series.key(aimd)
     assert [series.label(series.key(c)) for c in (fcfs, aimd)] == ["hf-static fcfs", "hf-static aimd"]

@@ -9,12 +9,12 @@ from typing import Any
 
 import pytest
 
+from batchperf.measure.catalogue import GATED
 from batchperf.regress.fingerprint import GPU, Fingerprint, HardwareIdentity
-from batchperf.regress.gate import RULES
 from batchperf.results.record import SCHEMA_VERSION, CellRecord
 
 # The CPU tier's throughput tolerance as the gate's table prints it (e.g. "-15.0%")
-CPU_TPUT_TOL = f"-{RULES[0].floor('cpu'):.1%}"
+CPU_TPUT_TOL = f"-{GATED[0].floor('cpu'):.1%}"
 
 CPU_FP = Fingerprint(HardwareIdentity("x86_64", "Test CPU 9000", 2), {"python": "3.11.7", "torch": "2.13.0"},
                      {"hostname": "box"})

@@ -11,8 +11,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any
 
-from batchperf.measure.catalogue import BY_PATH, PER_TENANT, SECTIONS
-from batchperf.regress.gate import RULES
+from batchperf.measure.catalogue import BY_PATH, GATED, PER_TENANT, SECTIONS
 from batchperf.results.record import CellRecord
 
 # the backends whose real cells those tests check; every rule must be produced by at least one of them
@@ -21,7 +20,7 @@ CHECKED_BACKENDS = ("hf-static", "continuous", "vllm", "vllm-server")
 
 def rule_gaps(record: CellRecord, device: str = "cpu") -> tuple[list[str], list[str]]:
     """(rules the cell should produce but its record lacks, rules it should not produce but its record has)."""
-    should = [r for r in RULES if r.produced_on(device, record.backend, record.raw("workload.kind", "synthetic"))]
+    should = [r for r in GATED if r.produced_on(device, record.backend, record.raw("workload.kind", "synthetic"))]
 
     def has(rule: Any) -> bool:
         if rule.per_tenant:
@@ -31,7 +30,7 @@ def rule_gaps(record: CellRecord, device: str = "cpu") -> tuple[list[str], list[
 
     should = [r for r in should if r.section != "capacity"]  # batchperf capacity's file, not a cell: its own test
     missing = [r.path for r in should if not has(r)]
-    unexpected = [r.path for r in RULES if r not in should and r.section != "capacity" and has(r)]
+    unexpected = [r.path for r in GATED if r not in should and r.section != "capacity" and has(r)]
     return missing, unexpected
 
 

@@ -2,19 +2,16 @@
 
 from __future__ import annotations
 
-import importlib.util
-
 from paths import REPO
+from tool_module import tool_module
 
 FIXTURES = REPO / "fixtures" / "traffic"
 
 
 def test_the_script_remakes_every_fixture_byte_for_byte(tmp_path, monkeypatch) -> None:
-    spec = importlib.util.spec_from_file_location("make_example_trace", REPO / "tools" / "make_example_trace.py")
-    tool = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(tool)
-    monkeypatch.setattr(tool, "OUT", tmp_path)
-    tool.main()
+    with tool_module("make_example_trace") as tool:
+        monkeypatch.setattr(tool, "OUT", tmp_path)
+        tool.main()
     made = sorted(p.name for p in tmp_path.iterdir())
     assert made == sorted(p.name for p in FIXTURES.iterdir())
     assert {"gpu_trace.jsonl", "two_tenants_gpu.toml"} <= set(made)

@@ -19,8 +19,9 @@ from pathlib import Path
 from typing import Any
 
 from batchperf.ab.env import Environment, EnvironmentProblem, probe
-from batchperf.ab.run import AbResult, Settings, UsageProblem, run_ab
-from batchperf.ab.settings import BudgetTooSmall
+from batchperf.ab.result import AbResult
+from batchperf.ab.run import run_ab
+from batchperf.ab.settings import BudgetTooSmall, Settings, UsageProblem
 from batchperf.results.io import atomic_write_text
 
 GOOD, BAD, SKIPPED, INCONCLUSIVE, INTERRUPTED = "good", "bad", "skipped", "inconclusive", "interrupted"

@@ -9,7 +9,7 @@ from __future__ import annotations
 import statistics
 from typing import Any
 
-from batchperf.ab.run import AbResult
+from batchperf.ab.result import AbResult
 from batchperf.regress import verdict as table
 
 EXIT_MEANING = {0: "no regression", 1: "regression", 2: "inconclusive at the budget",

@@ -23,358 +23,27 @@ is reported as such, never judged. Ctrl-C keeps every finished pair and reports 
 
 from __future__ import annotations
 
-import datetime as dt
-import math
 import os
 import signal
 import statistics
 import time
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
 from batchperf.ab import judge as ab_judge
 from batchperf.ab import outdir
 from batchperf.ab import stats as ab_stats
-from batchperf.ab.env import (
-    Environment,
-    EnvironmentProblem,
-    Probe,
-    SideRun,
-    collect,
-    duet_cores,
-    probe,
-    run_cells,
-    run_resident,
-)
+from batchperf.ab.designs import duet_cores, run_cells, run_resident
+from batchperf.ab.env import Environment, EnvironmentProblem, Probe, SideRun, collect, probe
+from batchperf.ab.pairs import absorb, check_identity, measuring, order_of
+from batchperf.ab.result import AbResult, CellState, Pair
 from batchperf.ab.settings import BudgetTooSmall, Settings, UsageProblem
-from batchperf.ab.stats import Interval
 from batchperf.launch.child import exit_code_of, stop_signals
-from batchperf.measure.catalogue import GATED, Direction, Metric
-from batchperf.regress.fingerprint import cell_identity, identity_diff, version_diff
-from batchperf.regress.gate import EXACT_REL, arrival_reason, client_bound_note, client_bound_reason
-from batchperf.regress.verdict import CellVerdict, MetricVerdict, Verdict, combine
-from batchperf.results.io import atomic_write_text, read_results
-from batchperf.results.record import CellRecord, ResultsError
+from batchperf.regress.fingerprint import identity_diff
+from batchperf.results.io import atomic_write_text
+from batchperf.results.record import ResultsError
 
-SCHEMA = 2  # 2: verdicts in the one vocabulary ("not comparable" is now "not judged")
-
-
-@dataclass(slots=True)
-class PairSeries:
-    """One metric of one cell over the pairs so far: A's and B's value per pair, and what they say."""
-
-    metric: str  # the catalogue name, e.g. output_throughput
-    direction: Direction
-    deciding: bool
-    margin: float
-    a: list[float] = field(default_factory=list)  # per pair, A's value
-    b: list[float] = field(default_factory=list)
-    interval: Interval | None = None
-    call: Verdict = Verdict.INCONCLUSIVE
-    note: str = ""  # why it is not judged or is still open (an exact metric: see exact_call)
-    reported_why: str = ""  # why a metric that would decide is reported only (the gate's arrival_reason)
-
-    @property
-    def shown_note(self) -> str:
-        """What its row says: why it is open or not judged, and why it only reports."""
-        return "; ".join(filter(None, (self.note, self.reported_why)))
-
-    @property
-    def log_ratios(self) -> list[float]:
-        return [math.log(y / x) for x, y in zip(self.a, self.b) if x > 0 and y > 0]
-
-    def verdict(self) -> MetricVerdict:
-        """This series as the one metric verdict (reference A's median, measured B's, the interval's estimate)."""
-        iv = self.interval
-        a = statistics.median(self.a) if self.a else None
-        b = statistics.median(self.b) if self.b else None
-        change = ab_stats.relative(iv.estimate) if iv else math.nan
-        return MetricVerdict(self.metric, self.direction, self.call, a, b, change,
-                             math.nan if self.direction is Direction.EXACT else self.margin,
-                             interval=(ab_stats.relative(iv.low), ab_stats.relative(iv.high)) if iv else None,
-                             pairs=len(self.a), deciding=self.deciding, note=self.shown_note)
-
-    def to_dict(self) -> dict[str, Any]:
-        iv = self.interval
-        return {
-            "metric": self.metric, "direction": self.direction.value, "deciding": self.deciding,
-            "margin": self.margin, "a": self.a, "b": self.b, "ratios": [y / x if x else None for x, y in zip(self.a, self.b)],
-            "n": len(self.a), "call": self.call.value, **({"note": self.shown_note} if self.shown_note else {}),
-            **({"estimate": ab_stats.relative(iv.estimate), "low": ab_stats.relative(iv.low),
-                "high": ab_stats.relative(iv.high)} if iv else {}),
-        }
-
-
-@dataclass(slots=True)
-class CellState:
-    id: str
-    nodeid: str
-    verdict: Verdict = Verdict.INCONCLUSIVE
-    settled_at: int | None = None  # pairs behind the frozen verdict
-    metrics: dict[str, PairSeries] = field(default_factory=dict)
-    failures: dict[str, str] = field(default_factory=dict)  # environment label -> what happened
-    note: str = ""
-    client_bound: list[str] = field(default_factory=list)  # pairs whose client set some metrics: left out of them
-
-    @property
-    def settled(self) -> bool:
-        return self.settled_at is not None
-
-    def cell_verdict(self) -> CellVerdict:
-        """This cell as the one cell verdict: deciding metrics first, then the exact ones, then those reported."""
-        ordered = sorted(self.metrics.values(), key=lambda m: (not m.deciding, m.direction is Direction.EXACT))
-        why = ([self.note] if self.note else []) + [f"in {label}: {w}" for label, w in sorted(self.failures.items())]
-        if self.client_bound:
-            why.append(f"{len(self.client_bound)} pair(s) client-bound, left out of the metrics their client set: "
-                       + "; ".join(self.client_bound[:3]) + ("; …" if len(self.client_bound) > 3 else ""))
-        return CellVerdict(self.id, self.verdict, tuple(m.verdict() for m in ordered), tuple(why),
-                           settled_at=self.settled_at)
-
-    def to_dict(self) -> dict[str, Any]:
-        return {"id": self.id, "nodeid": self.nodeid, "verdict": self.verdict.value, "settled_at": self.settled_at,
-                "failures": self.failures, "note": self.note, "client_bound": self.client_bound,
-                "metrics": [m.to_dict() for m in self.metrics.values()]}
-
-
-@dataclass(slots=True)
-class Pair:
-    index: int  # 1-based
-    order: tuple[str, str]
-    runs: dict[str, SideRun]
-    load_avg_1m: float | None
-
-    def to_dict(self) -> dict[str, Any]:
-        return {"index": self.index, "order": list(self.order), "load_avg_1m": self.load_avg_1m,
-                **{label: {"results": str(r.results) if r.results else None, "log": str(r.log),
-                           "seconds": round(r.seconds, 2), "returncode": r.returncode, "started": r.started}
-                   for label, r in self.runs.items()}}
-
-
-@dataclass(slots=True)
-class AbResult:
-    settings: Settings
-    probes: dict[str, Probe]
-    judge: ab_judge.Judge  # the test behind each deciding metric's interval (its level or boundaries)
-    level_method: str
-    cells: dict[str, CellState]
-    pairs: list[Pair] = field(default_factory=list)
-    status: str = "running"  # done, budget, interrupted, failed
-    reason: str = ""  # why it stopped, for budget/interrupted/failed
-    started: float = field(default_factory=time.time)
-    elapsed_s: float = 0.0
-    only_in: dict[str, list[str]] = field(default_factory=dict)  # environment label -> cells the other lacks
-    stop_signal: int = signal.SIGINT  # what interrupted it (status "interrupted")
-    design: str = "sequential"  # how each pair's processes run: settings.design, "auto" resolved by prepare()
-
-    @property
-    def versions_differ(self) -> dict[str, tuple[str, str]]:
-        return version_diff(self.probes["A"].axes, self.probes["B"].axes)
-
-    @property
-    def vars_differ(self) -> dict[str, tuple[str, str]]:
-        a, b = dict(self.settings.a.vars), dict(self.settings.b.vars)
-        return {k: (a.get(k, "-"), b.get(k, "-")) for k in sorted(a.keys() | b.keys()) if a.get(k) != b.get(k)}
-
-    @property
-    def loads(self) -> list[float]:
-        return [p.load_avg_1m for p in self.pairs if p.load_avg_1m is not None]
-
-    @property
-    def exit_code(self) -> int:
-        return exit_code(self)
-
-    def to_dict(self) -> dict[str, Any]:
-        s = self.settings
-        envs = {label: {"python": str(env.python), "vars": dict(env.vars), "dir": str(env.dir),
-                        "fingerprint": self.probes[label].fingerprint.to_dict(), "axes": self.probes[label].axes}
-                for label, env in (("A", s.a), ("B", s.b)) if label in self.probes}
-        loads = self.loads
-        return {
-            "batchperf_ab": SCHEMA, "status": self.status, "reason": self.reason, "exit_code": self.exit_code,
-            "started": dt.datetime.fromtimestamp(self.started, dt.timezone.utc).isoformat(timespec="seconds"),
-            "elapsed_s": round(self.elapsed_s, 1),
-            "command": s.command,
-            "settings": {"margin": s.margin, "margins": dict(s.margins), "metrics": list(s.metrics), "alpha": s.alpha,
-                         **self.judge.to_dict(), "level_method": self.level_method, "max_pairs": s.max_pairs,
-                         "max_minutes": s.max_minutes, "rounds": s.rounds, "design": self.design,
-                         "design_asked": s.design,
-                         "pytest_args": list(s.pytest_args)},
-            "environments": envs,
-            "versions_differ": {k: list(v) for k, v in self.versions_differ.items()} if len(self.probes) == 2 else {},
-            "vars_differ": {k: list(v) for k, v in self.vars_differ.items()},
-            "load_avg_1m": {"min": min(loads), "median": statistics.median(loads), "max": max(loads)} if loads else None,
-            "only_in": self.only_in,
-            "pairs": [p.to_dict() for p in self.pairs],
-            "cells": [c.to_dict() for c in self.cells.values()],
-        }
-
-
-def exit_code(result: AbResult) -> int:
-    """0 no regression, 1 regression, 2 inconclusive at the budget, 4 a cell failed to run or was not judged (its
-    environments ran different cells), an environment failed, or an unexpected error; 130 interrupted by SIGINT,
-    143 by SIGTERM (3, usage, is raised before anything runs)."""
-    verdicts = {c.verdict for c in result.cells.values()}
-    if result.status == "interrupted":
-        return 128 + result.stop_signal
-    if Verdict.REGRESSION in verdicts:
-        return 1
-    if result.status == "failed" or Verdict.FAILED in verdicts or Verdict.NOT_JUDGED in verdicts:
-        return 4
-    if Verdict.INCONCLUSIVE in verdicts:
-        return 2
-    return 0
-
-
-def rules_for(settings: Settings) -> list[tuple[Metric, bool]]:
-    """(metric, deciding) for every gated metric: exact ones and ``--metrics`` decide, the rest are reported."""
-    return [(r, r.direction is Direction.EXACT or r.name in settings.metrics) for r in GATED]
-
-
-# --- judging ------------------------------------------------------------------------------------------------------
-
-
-def add_pair(cell: CellState, settings: Settings, a: CellRecord, b: CellRecord, index: int) -> None:
-    """Append pair ``index``'s values of every metric both sides produced, except those a side's client set (a
-    server cell whose client lagged: its latencies, and its throughput unless the server was kept full; the
-    gate's rule, :func:`batchperf.regress.gate.client_bound_reason`), which that pair leaves out, saying why."""
-    left_out: list[str] = []
-    for rule, deciding in rules_for(settings):
-        x, y = a.value(rule.path), b.value(rule.path)
-        if x is None or y is None:
-            continue
-        result = cell.metrics.get(rule.name)
-        if result is None:  # made even when left out below: a deciding metric no pair gave stays undecided
-            why = next(filter(None, (arrival_reason(rule.path, record) for record in (a, b))), "")
-            result = cell.metrics[rule.name] = PairSeries(rule.name, rule.direction, deciding and not why,
-                                                            0.0 if rule.direction is Direction.EXACT
-                                                            else settings.margin_of(rule.name), reported_why=why)
-        if any(client_bound_reason(rule.path, record, label) for record, label in ((a, "A"), (b, "B"))):
-            left_out.append(rule.name)
-            continue
-        result.a.append(x)
-        result.b.append(y)
-    if left_out:
-        why = "; ".join(n for record, label in ((a, "A"), (b, "B")) if (n := client_bound_note(record, label)))
-        cell.client_bound.append(f"pair {index}, {why} (left out of {', '.join(left_out)})")
-
-
-def judge_metric(result: PairSeries, judge: ab_judge.Judge) -> None:
-    if result.direction is Direction.EXACT:
-        result.call, result.note = exact_call(result.a, result.b)
-        if result.call is Verdict.NOT_JUDGED:
-            result.deciding = False  # it cannot decide this cell; reported, with why
-        return
-    ratios = result.log_ratios
-    if not ratios:
-        return
-    result.interval = judge.interval(ratios)
-    result.call = ab_stats.call(result.interval, result.direction is Direction.HIGHER, result.margin)
-
-
-def exact_call(a: Sequence[float], b: Sequence[float]) -> tuple[Verdict, str]:
-    """An exact metric (KV bytes) over the pairs so far, and a note: equal in every pair, no change; a difference
-    that each side repeats in every one of its own processes, regression once two pairs show it (one pair:
-    inconclusive, a second one confirms); a side whose own processes differ, not judged: the figure depends on
-    timing there, so it cannot be asked to be equal. (Where the cell says so in advance, a padded batch under
-    open-loop arrivals, the figure never decides at all: :func:`batchperf.regress.gate.arrival_reason`.)"""
-    def same(x: float, y: float) -> bool:
-        return abs(y - x) <= EXACT_REL * max(abs(x), 1.0)
-
-    if all(same(x, y) for x, y in zip(a, b)):
-        return Verdict.NO_CHANGE, ""
-    if wanders := [label for label, side in (("A", a), ("B", b)) if not all(same(side[0], v) for v in side)]:
-        return Verdict.NOT_JUDGED, (f"differs between {' and '.join(wanders)}'s own processes: it depends on "
-                                    "timing in this cell, so it is reported, not compared exactly")
-    if len(a) < 2:
-        return Verdict.INCONCLUSIVE, "differs in the first pair: a second pair confirms it"
-    return Verdict.REGRESSION, ""
-
-
-def cell_verdict(metrics: Sequence[PairSeries]) -> Verdict:
-    """A cell's verdict from its deciding metrics' calls: inconclusive until every one is decided."""
-    return combine((m.call for m in metrics if m.deciding), empty=Verdict.INCONCLUSIVE)
-
-
-def judge_cell(cell: CellState, judge: ab_judge.Judge, pairs: int) -> None:
-    """Re-judge an unsettled cell on its pairs so far; freeze it once its verdict is clear."""
-    if cell.settled:
-        return
-    for result in cell.metrics.values():
-        judge_metric(result, judge)
-    cell.verdict = cell_verdict(list(cell.metrics.values()))
-    if cell.verdict is not Verdict.INCONCLUSIVE:
-        cell.settled_at = pairs
-
-
-# --- one pair -----------------------------------------------------------------------------------------------------
-
-
-def order_of(index: int) -> tuple[str, str]:
-    """A B, B A, A B, B A, … (pair 1 is A B): each side runs first as often as second."""
-    return ("A", "B") if index % 2 == 1 else ("B", "A")
-
-
-def failure_of(run: SideRun, cell_id: str, records: Mapping[str, CellRecord]) -> str | None:
-    """Why ``cell_id`` gave no usable numbers in this run (None: it did)."""
-    outcome = run.outcomes.get(cell_id)
-    if outcome is not None and outcome.status != "passed":
-        return f"{outcome.status}: {outcome.message}".strip().rstrip(":")
-    if cell_id not in records:
-        return "no results (the cell did not run)"
-    return None
-
-
-def read_cells(run: SideRun) -> dict[str, CellRecord]:
-    """cell id -> record of a run's results file."""
-    if run.results is None:
-        return {}
-    return {rec.id: rec for rec in read_results(run.results).records}
-
-
-def absorb(result: AbResult, pair: Pair) -> None:
-    """Fold a finished pair into every measuring cell: failures, identity checks, values, verdicts."""
-    records = {label: read_cells(run) for label, run in pair.runs.items()}
-    for cell in measuring(result):
-        fails = {label: why for label, run in pair.runs.items()
-                 if (why := failure_of(run, cell.id, records[label])) is not None}
-        if fails:
-            cell.failures.update(fails)
-            cell.verdict = Verdict.FAILED
-            both = "both environments" if len(fails) == 2 else f"environment {next(iter(fails))} only"
-            cell.note = f"pair {pair.index}: fails in {both}"
-            continue
-        a, b = records["A"][cell.id], records["B"][cell.id]
-        if diffs := identity_diff(cell_identity(a), cell_identity(b)):
-            cell.verdict = Verdict.NOT_JUDGED
-            cell.note = "the environments ran different cells: " + "; ".join(diffs)
-            continue
-        add_pair(cell, result.settings, a, b, pair.index)
-        judge_cell(cell, result.judge, pair.index)
-
-
-def measuring(result: AbResult) -> list[CellState]:
-    """Cells still being measured: not settled, not failed, not incomparable."""
-    return [c for c in result.cells.values()
-            if not c.settled and c.verdict not in (Verdict.FAILED, Verdict.NOT_JUDGED)]
-
-
-def check_identity(result: AbResult, pair: Pair) -> str:
-    """A problem with the hardware identity the two results files recorded (empty when they match)."""
-    prints = {}
-    for label, run in pair.runs.items():
-        raw = read_results(run.results).fingerprint if run.results else None
-        if raw is not None:
-            prints[label] = raw.get("identity", {})
-    if len(prints) == 2 and (diffs := identity_diff(prints["A"], prints["B"])):
-        return f"pair {pair.index}: the environments ran on different hardware identities: {'; '.join(diffs)}"
-    return ""
-
-
-# --- the run ------------------------------------------------------------------------------------------------------
-
-Runner = Callable[..., SideRun]  # (environment, pytest arguments, stem, timeout_s=) like run_cells
+SideRunner = Callable[..., SideRun]  # (environment, pytest arguments, stem, timeout_s=) like run_cells
 Prober = Callable[[Environment], Probe]
 Collector = Callable[[Environment, Sequence[str]], dict[str, str]]
 Progress = Callable[[str], None]
@@ -432,7 +101,7 @@ def resolve_design(asked: str, probes: Mapping[str, Probe]) -> str:
     return "sequential" if any(p.fingerprint.identity.gpus for p in probes.values()) else "resident"
 
 
-def run_ab(settings: Settings, runner: Runner = run_cells, prober: Prober = probe, collector: Collector = collect,
+def run_ab(settings: Settings, runner: SideRunner = run_cells, prober: Prober = probe, collector: Collector = collect,
            progress: Progress = lambda line: None, clock: Callable[[], float] = time.monotonic) -> AbResult:
     """The whole A/B run; :class:`UsageProblem` before anything is measured when it cannot give an answer.
 
@@ -468,7 +137,7 @@ def run_ab(settings: Settings, runner: Runner = run_cells, prober: Prober = prob
     return result
 
 
-def measure_pairs(result: AbResult, runner: Runner, progress: Progress, clock: Callable[[], float],
+def measure_pairs(result: AbResult, runner: SideRunner, progress: Progress, clock: Callable[[], float],
                   start: float) -> None:
     """Pairs until every cell is settled or failed, a budget is spent, or an environment fails."""
     settings = result.settings

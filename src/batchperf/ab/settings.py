@@ -9,10 +9,8 @@ from pathlib import Path
 from batchperf.ab import judge as ab_judge
 from batchperf.ab import stats as ab_stats
 from batchperf.ab.env import Environment
-from batchperf.measure.catalogue import AB_DEFAULT, AB_WITH_LATENCY, GATED, Direction
+from batchperf.measure.catalogue import AB_DEFAULT, GATED, Direction
 
-DEFAULT_METRICS = AB_DEFAULT
-LATENCY_METRICS = AB_WITH_LATENCY  # --latency-decides: the older deciding set
 DESIGNS = ("auto", "sequential", "resident", "duet")  # docs/ab.md, "Designs"
 DEFAULT_ROUNDS = 5  # measured rounds per process: cheap next to a process start, and steadier process medians
 
@@ -33,7 +31,7 @@ class Settings:
     out: Path
     margin: float = 0.03
     margins: Mapping[str, float] = field(default_factory=dict)  # per-metric overrides
-    metrics: tuple[str, ...] = DEFAULT_METRICS  # deciding, statistically judged
+    metrics: tuple[str, ...] = AB_DEFAULT  # deciding, statistically judged
     alpha: float = 0.05  # two-sided, family-wise over the run's cells × deciding metrics
     max_pairs: int = 30
     max_minutes: float | None = 60.0

@@ -33,7 +33,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-from batchperf.regress import lock
+from batchperf.ab import lock
 
 MARKER = ".batchperf-env.json"
 BUILDING = ".batchperf-env.building"

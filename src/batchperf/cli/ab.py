@@ -22,13 +22,14 @@ from typing import TYPE_CHECKING, Any, NoReturn
 
 from batchperf.ab.env import Environment, EnvironmentProblem, default_checkout, interpreter, parse_vars
 from batchperf.ab.judge import DEFAULT_TEST, TESTS
-from batchperf.ab.settings import DEFAULT_METRICS, DEFAULT_ROUNDS, DESIGNS, LATENCY_METRICS, Settings, UsageProblem
+from batchperf.ab.settings import DEFAULT_ROUNDS, DESIGNS, Settings, UsageProblem
 from batchperf.ab.stats import MAX_PAIRS
 from batchperf.launch.child import exit_code_of
+from batchperf.measure.catalogue import AB_DEFAULT, AB_WITH_LATENCY
 from batchperf.results.io import atomic_write_text
 
 if TYPE_CHECKING:
-    from batchperf.ab.run import AbResult
+    from batchperf.ab.result import AbResult
 
 USAGE_ERROR = 3
 RUN_FAILED = 4
@@ -51,10 +52,10 @@ def add_verdict_args(parser: argparse.ArgumentParser) -> None:
                         help="equivalence margin: an interval inside ±FRAC is 'no change' (default 0.03); "
                              "METRIC=FRAC for one metric (repeatable)")
     parser.add_argument("--metrics", default=None, metavar="LIST",
-                        help=f"deciding metrics, judged statistically (default {','.join(DEFAULT_METRICS)}); the "
+                        help=f"deciding metrics, judged statistically (default {','.join(AB_DEFAULT)}); the "
                              "exact KV metrics always decide; every other gated metric is reported")
     parser.add_argument("--latency-decides", action="store_true",
-                        help=f"the older deciding set, {','.join(LATENCY_METRICS)} (alpha is split over them, so a "
+                        help=f"the older deciding set, {','.join(AB_WITH_LATENCY)} (alpha is split over them, so a "
                              "verdict needs more pairs); not with --metrics")
     parser.add_argument("--test", choices=TESTS, default=DEFAULT_TEST,
                         help=f"the interval of each look (default {DEFAULT_TEST}): 'signed-rank', Wilcoxon at a "
@@ -103,7 +104,7 @@ def verdict_kwargs(args: argparse.Namespace) -> dict[str, Any]:
     if args.latency_decides and args.metrics is not None:
         raise UsageProblem("--latency-decides and --metrics both name the deciding metrics; give one")
     chosen = args.metrics if args.metrics is not None else ",".join(
-        LATENCY_METRICS if args.latency_decides else DEFAULT_METRICS)
+        AB_WITH_LATENCY if args.latency_decides else AB_DEFAULT)
     metrics = tuple(m.strip() for m in chosen.split(",") if m.strip())
     return {"margin": margin, "margins": margins, "metrics": metrics, "alpha": args.alpha,
             "max_pairs": args.max_pairs, "max_minutes": args.max_minutes, "rounds": args.rounds, "test": args.test,

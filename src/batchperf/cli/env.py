@@ -13,8 +13,8 @@ import sys
 from pathlib import Path
 
 from batchperf.ab.env import default_checkout
+from batchperf.ab.lock import LOCK_NAME
 from batchperf.ab.venv import DEFAULT_TORCH, EnvMakeError, Recipe, locked_recipe, make
-from batchperf.regress.lock import LOCK_NAME
 
 
 def add_cli_args(parser: argparse.ArgumentParser) -> None:

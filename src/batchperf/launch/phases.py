@@ -16,7 +16,7 @@ variable it records nothing), it writes one JSON object at the very end of the s
   ``teardown_end``;
 - ``unconfigure``: the session's end (pytest-benchmark's results file is written just before it).
 
-``tools/ab_noise.py`` reads it, with the measured rounds' own total time from the results file, to split a
+``studies/ab-noise/ab_noise.py`` reads it, with the measured rounds' own total time from the results file, to split a
 process into start-up, imports, collection, model build, warm-up and measuring.
 """
 

@@ -8,7 +8,9 @@ lie seconds apart instead of a whole process apart.
 after its last): when ``BATCHPERF_ROUND_GATE`` names a Unix socket, the process connects to it once, says what it
 is about to do (``round CELL`` or ``end CELL``, a line) and blocks until the coordinator answers ``go``. Without
 the variable it does nothing, so every other run is unchanged. If the coordinator goes away (the connection
-ends), the worker stops waiting and runs on ungated.
+ends), the worker stops waiting and runs on ungated. If it never answers (:data:`WAIT_S`: a socket that is no
+coordinator's, or one that hangs), the round fails with :class:`GateSilent`, naming the socket, and the worker
+runs on ungated: a pytest run is never held forever.
 
 **The coordinator's side** (:class:`RoundCoordinator`, one per worker, not the regression gate): one listening
 socket per worker; :meth:`RoundCoordinator.next` waits for the worker to connect (its set-up done) and for its
@@ -26,19 +28,32 @@ from pathlib import Path
 
 ENV = "BATCHPERF_ROUND_GATE"
 GO = b"go\n"
+# The longest a worker waits for its go: the other side's longest round or model build on the GPU tier is minutes,
+# so half an hour of silence means no coordinator is answering.
+WAIT_S = 1800.0
 
 _link: list[socket.socket | None] = []  # this process's connection, once made ([None]: the coordinator is gone)
 
 
+class GateSilent(RuntimeError):
+    """The socket that ``BATCHPERF_ROUND_GATE`` names did not answer within :data:`WAIT_S`."""
+
+
 def wait(what: str) -> None:
-    """Say ``what`` (``round CELL`` / ``end CELL``) to the coordinator and wait for its go; no-op without one."""
+    """Say ``what`` (``round CELL`` / ``end CELL``) to the coordinator and wait for its go; no-op without one.
+    GateSilent when no go comes within :data:`WAIT_S` (later rounds then run ungated)."""
     path = os.environ.get(ENV)
     if not path:
         return
     if not _link:
         sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        sock.settimeout(WAIT_S)  # the connect and every read below: a silent socket cannot hold the run forever
         try:
             sock.connect(path)
+        except TimeoutError:
+            sock.close()
+            _link.append(None)
+            raise GateSilent(_silent(path, what)) from None
         except OSError:  # no coordinator listens (it is gone): run ungated
             sock.close()
             sock = None
@@ -49,11 +64,21 @@ def wait(what: str) -> None:
     try:
         sock.sendall(what.replace("\n", " ").encode() + b"\n")
         answer = _read_line(sock)
+    except TimeoutError:
+        sock.close()
+        _link[0] = None
+        raise GateSilent(_silent(path, what)) from None
     except OSError:
         answer = b""
     if answer != GO:  # the coordinator ended the connection: run on, ungated
         sock.close()
         _link[0] = None
+
+
+def _silent(path: str, what: str) -> str:
+    return (f"the round gate {path} (${ENV}) did not answer {what.split(' ', 1)[0]!r} with 'go' within "
+            f"{WAIT_S:g} s: no batchperf ab coordinator is answering there (unset {ENV} outside `batchperf ab`); "
+            "the rounds after this one run ungated")
 
 
 def _read_line(sock: socket.socket) -> bytes:

@@ -26,7 +26,7 @@ from dataclasses import asdict, dataclass, field
 from importlib import metadata
 from typing import Any
 
-from batchperf.regress import lock
+from batchperf.regress.lock_marker import installed_digest
 from batchperf.results.io import fingerprint_problem
 from batchperf.results.record import CellRecord
 from batchperf.telemetry.nvml import Nvml, Unavailable, open_nvml, slowdowns, text
@@ -217,7 +217,7 @@ def current(cpu_only: bool = False) -> Fingerprint:
     cores = cpu_cores()
     identity = HardwareIdentity(platform.machine() or "unknown", cpu_model(), cores, gpus, cpu_threads(cores))
     soft: dict[str, Any] = {"hostname": socket.gethostname(), **gpu_soft}
-    if (locked := lock.installed_digest()) is not None:  # the lock the environment was built from (make setup)
+    if (locked := installed_digest()) is not None:  # the lock the environment was built from (make setup)
         soft["env_lock"] = locked
     injected = {k: v for k, v in os.environ.items() if k.startswith("BATCHPERF_INJECT_") and v.strip()}
     if injected:  # an artificial slowdown (batchperf.backends.inject): whoever reads these results must know

@@ -9,9 +9,9 @@ regresses when it moved in its bad direction by more than its tolerance::
 where ``spread`` is the baseline's own round-to-round relative spread (population
 std / |median| over ``extra_info.rounds``). Exact metrics (KV bytes) have no
 tolerance at all: any change is a regression, everywhere, except where a padded
-batch formed under open-loop arrivals sets the figure (:func:`arrival_reason`:
-reported, not deciding). Changes are relative, so the unit a metric is stored in
-never matters.
+batch formed under open-loop arrivals sets the figure (reported, not deciding). That
+rule, the client-bound one and the exact tolerance are :mod:`batchperf.regress.judgeable`'s,
+shared with ``ab``. Changes are relative, so the unit a metric is stored in never matters.
 
 The spread term has a ceiling, ``cap[metric, tier]``: a metric whose baseline is so
 noisy that k × spread exceeds it cannot be gated, and says so (*too noisy to gate*)
@@ -33,22 +33,20 @@ from collections.abc import Mapping
 from dataclasses import dataclass, replace
 
 from batchperf.measure.catalogue import GATED, Direction, Metric
-from batchperf.measure.kv import depends_on_arrivals
 from batchperf.measure.slo import NO_TENANT, STARVATION_MIN_S, STARVATION_SHARE
 from batchperf.regress.cell_notes import disagreement, driver_note, power_cap_notes, void_notes
 from batchperf.regress.fingerprint import Fingerprint, cell_identity, identity_diff, soft_warnings, version_diff
+from batchperf.regress.judgeable import EXACT_REL, arrival_reason, client_bound_reason
 from batchperf.regress.verdict import CellVerdict, MetricVerdict, Verdict, combine, render_text
 from batchperf.results.record import CellRecord
 
-EXACT_REL = 1e-9  # exact metrics are floats (means of integers): allow only float rounding
-RULES: tuple[Metric, ...] = GATED  # the gate's rules: the catalogue's gated entries, in its order
 _ABSENT = object()
 MISSING_NOTE = "missing: the baseline has it, this run does not (a check was lost)"
 
 
 @dataclass(frozen=True, slots=True)
 class GateConfig:
-    rules: tuple[Metric, ...] = RULES
+    rules: tuple[Metric, ...] = GATED  # the catalogue's gated entries, in its order
     k: float = 3.0  # tolerance in units of the baseline's relative round-to-round spread
 
     def __post_init__(self) -> None:
@@ -185,55 +183,12 @@ def judge_all(rule: Metric, baseline: CellRecord, current: CellRecord, tier: str
     return [v for t in sorted(block) if (v := judge(rule, baseline, current, tier, k, t)) is not None]
 
 
-def _latency(path: str) -> bool:
-    return path.startswith("metrics.") and path.endswith("_ms")
-
-
-def _throughput(path: str) -> bool:
-    return path.startswith("metrics.") and path.endswith("_throughput")
-
-
-def client_bound_note(record: CellRecord, side: str) -> str | None:
-    """Why ``record``'s client, not its server, set its latency (``side``: "this run" or "the baseline"), or None.
-
-    The mark is the client-lag check's (:mod:`batchperf.measure.client_lag`), stored in the record's ``client``."""
-    if not record.client.get("client_bound"):
-        return None
-    reasons = record.client.get("reasons") or ["no reason stored"]
-    return f"client-bound ({side}): {'; '.join(reasons)}"
-
-
-def client_bound_reason(path: str, record: CellRecord, side: str) -> str | None:
-    """Why ``record``'s client, not its server, set the metric at ``path`` (``side`` names the run), or None: every
-    latency of a cell whose client lagged, and its throughput too when the lag also left the server underfed."""
-    if not (_latency(path) or _throughput(path)) or (note := client_bound_note(record, side)) is None:
-        return None
-    if _throughput(path):
-        if record.client.get("server_saturated", False):
-            return None  # the server was kept full: its throughput is its own
-        occupancy = record.client.get("server_occupancy")
-        shown = "unknown" if occupancy is None else f"{occupancy:.2f}"
-        note += f"; the server was not kept saturated (occupancy {shown}), so its throughput is the client's too"
-    return note
-
-
 def client_bound(result: MetricVerdict, baseline: CellRecord, current: CellRecord) -> MetricVerdict:
     """``result`` as *not judged* when a client-bound run (this one or the baseline) measured it."""
     for record, side in ((current, "this run"), (baseline, "the baseline")):
         if (note := client_bound_reason(result.metric, record, side)) is not None:
             return replace(result, verdict=Verdict.NOT_JUDGED, note=note)
     return result
-
-
-# the figures a padded layout ties to which requests shared a batch (hf-static: each request padded to its batch)
-ARRIVAL_DEPENDENT = ("kv.kv_bytes_per_request_mean", "counters.padding_waste")
-
-
-def arrival_reason(path: str, record: CellRecord) -> str | None:
-    """Why the metric at ``path`` of ``record`` moves with when its requests arrived, so that no baseline can hold it
-    to a tolerance (the KV bytes a request held and the padding waste of batches formed under open-loop arrivals),
-    or None."""
-    return depends_on_arrivals(record.kv, record.open_loop) if path in ARRIVAL_DEPENDENT else None
 
 
 def arrival_dependent(result: MetricVerdict, baseline: CellRecord, current: CellRecord) -> MetricVerdict:

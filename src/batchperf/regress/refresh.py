@@ -26,7 +26,8 @@ from batchperf.launch.child import run_guarded
 from batchperf.launch.suite import suite_command
 from batchperf.regress.compare import gate_config, render_rich
 from batchperf.regress.fingerprint import Fingerprint, identity_diff, version_diff
-from batchperf.regress.gate import GateConfig, client_bound_note, compare_cell
+from batchperf.regress.gate import GateConfig, compare_cell
+from batchperf.regress.judgeable import client_bound_note
 from batchperf.regress.store import (
     BASELINE_FILE,
     DEFAULT_ROOT,

@@ -2,7 +2,8 @@
 
 ``DIR/index.html`` shows throughput (knees marked), tail latency, TTFT vs
 concurrency, the ITL distribution, KV-cache growth against the analytic line,
-peak memory, SLO attainment against offered load, per-tenant latency CDFs and the timeline of one run, with the
+peak memory (the batch-size study: synthetic cells under fcfs), one bar per traffic or policy cell, SLO attainment
+against offered load, per-tenant latency CDFs and the timeline of one run, with the
 tables behind them. Several results files (e.g.
 before and after an upgrade) are drawn as separate lines, named by file.
 """

@@ -9,7 +9,7 @@ from typing import Any
 
 from batchperf.measure.kv_growth import DEFAULT_REL_TOL, KVGrowth
 from batchperf.report.knee import KNEE_FRACTION, knee
-from batchperf.report.plots import MIB, peak_memory
+from batchperf.report.plots import MIB, batch_study, peak_memory
 from batchperf.results.io import ResultsFile, atomic_write_text
 from batchperf.results.record import CellRecord
 
@@ -38,13 +38,18 @@ CAPTIONS: dict[str, tuple[str, str]] = {
                    "target (DistServe, Sarathi-Serve)."),
     "tenant_cdf": ("Latency per tenant", "TTFT and end-to-end latency of each tenant's requests, every round, as "
                    "cumulative distributions: how much of each tenant's traffic is served within a time."),
+    "traffic_cells": ("Traffic and policy cells", "One bar per cell that replays a trace, mixes tenants, shares "
+                      "prefixes or runs a batching policy other than fcfs: its output throughput and P99 end-to-end "
+                      "latency. These cells are other experiments than the batch-size study, so they are never "
+                      "points on its curves above; their attainment is drawn against load below."),
     "timeline": ("One run, over time", "The last round of one cell (a tenant cell where there is one): requests sent, "
                  "waiting (sent, not yet admitted), running (admitted, not finished) and the KV tokens they hold "
                  "(prompt + generated so far, from the trace), stacked per tenant."),
 }
 NO_DATA = {"itl": "the cells kept no raw traces", "counters": "no cell has engine counters",
            "kv": "no measured KV bytes", "attainment": "no cell stores SLO attainment",
-           "tenant_cdf": "no cell with tenants kept its raw traces", "timeline": "the cells kept no raw traces"}
+           "tenant_cdf": "no cell with tenants kept its raw traces",
+           "traffic_cells": "every cell is a synthetic batch-size cell under fcfs", "timeline": "the cells kept no raw traces"}
 
 CSS = """
 body { font-family: system-ui, sans-serif; margin: 2em auto; max-width: 1320px; color: #222; }
@@ -199,7 +204,7 @@ def write_page(out: Path, cells: list[CellRecord], files: list[ResultsFile],
              f'<p class="meta">{len(cells)} cells from {len(files)} results file(s). Every number is the median over '
              "the measured rounds; warm-up requests and rounds are excluded.</p>",
              _runs(files),
-             "<h2>Knees and best batch sizes</h2>", _knees(cells)]
+             "<h2>Knees and best batch sizes</h2>", _knees(batch_study(cells))]
     for key, path in figures:
         title, caption = CAPTIONS[key]
         parts.append(f"<h2>{html.escape(title)}</h2><p class='caption'>{html.escape(caption)}</p>")

@@ -31,6 +31,9 @@ def _pyplot() -> Any:
     import matplotlib
 
     matplotlib.use("Agg")  # files only; never a window, never a display
+    # Tenant names, file names and cell ids are drawn as they are: a tenant called "$\foo$" is a name, not math
+    # text (which failed the whole page).
+    matplotlib.rcParams["text.parse_math"] = False
     import matplotlib.pyplot as plt
 
     return plt
@@ -42,36 +45,59 @@ def _prompt_order(cells: Iterable[CellRecord]) -> list[str]:
     return sorted(tokens, key=lambda label: (tokens[label], label))
 
 
-class Series:
-    """Names series by the parts that vary across ``cells``, so a single-backend run reads 'hf-static'."""
+def _arrival(c: CellRecord) -> str:
+    arrival = c.cell.get("arrival")
+    if not isinstance(arrival, dict) or arrival.get("kind", "closed") == "closed":
+        return "closed"
+    return f"{arrival.get('kind')} {arrival.get('rate')}/s burst {arrival.get('burstiness', 1.0)}"
 
-    def __init__(self, cells: list[CellRecord], by_batch: bool = False) -> None:
-        self.by_batch = by_batch
+
+def batch_study(cells: Iterable[CellRecord]) -> list[CellRecord]:
+    """The cells of the batch-size study: synthetic workloads under the default policy. Traffic cells (a trace,
+    tenants, shared prefixes) and policy cells are other experiments, drawn in figures of their own
+    (:mod:`batchperf.report.traffic_plots`), never as points on the batch-size curves."""
+    return [c for c in cells if not c.cell.get("workload") and not c.cell.get("policy")]
+
+
+class Series:
+    """One line: cells that differ only in what is plotted along x (``batch_size``, ``concurrency`` or ``load``;
+    the prompt length is the panel). Everything else is the series' identity: the run, model, backend, the other
+    matrix axis, the policy, the workload (kind and spec), the load and the arrival. Named by the parts that vary
+    across ``cells``, so a single-backend run reads 'hf-static'."""
+
+    PARTS = ("run", "model", "backend", "batch_size", "concurrency", "policy", "workload", "load", "arrival")
+
+    def __init__(self, cells: list[CellRecord], x: str = "batch_size") -> None:
+        if x not in ("batch_size", "concurrency", "load"):
+            raise ValueError(f"x: {x!r} is not batch_size, concurrency or load")
+        self.x = x
         keys = [self.key(c) for c in cells]
-        self.varying = [i for i in range(len(keys[0])) if len({k[i] for k in keys}) > 1] if keys else []
+        self.varying = [name for i, (name, _) in enumerate(keys[0]) if len({k[i] for k in keys}) > 1] if keys else []
         backends = sorted({c.backend for c in cells})
         self.cycle = ["#1f77b4", "#d62728", "#2ca02c", "#9467bd", "#ff7f0e", "#8c564b", "#e377c2", "#17becf"]
         self.colors = {b: self.cycle[i % len(self.cycle)] for i, b in enumerate(backends)}
 
-    def key(self, c: CellRecord) -> tuple[Any, ...]:
-        """(run, model, backend, batch size or concurrency, batching policy): a policy's cells are a line of their
-        own beside the same backend's fcfs cells (docs/policies.md)."""
-        last = ("bs", c.batch_size) if self.by_batch else ("c", c.concurrency)
-        return (c.source, c.model_name, c.backend, last, str(c.cell.get("policy", "fcfs")))
+    def key(self, c: CellRecord) -> tuple[tuple[str, Any], ...]:
+        """(part, value) for each part of :attr:`PARTS` but x: a policy's cells are a line of their own beside the
+        same backend's fcfs cells (docs/policies.md), a workload's beside the synthetic ones."""
+        parts = {"run": c.source, "model": c.model_name, "backend": c.backend, "batch_size": c.batch_size,
+                 "concurrency": c.concurrency, "policy": str(c.cell.get("policy", "fcfs")),
+                 "workload": str(c.cell.get("workload", "synthetic")), "load": float(c.cell.get("load", 1.0)),
+                 "arrival": _arrival(c)}
+        return tuple((name, parts[name]) for name in self.PARTS if name != self.x)
 
-    def label(self, key: tuple[Any, ...]) -> str:
-        parts = [key[2]]  # the backend is always named
-        for i in self.varying:
-            if i == 3:
-                parts.append(f"{key[3][0]}{key[3][1]}")
-            elif i != 2:
-                parts.append(str(key[i]))
+    def label(self, key: tuple[tuple[str, Any], ...]) -> str:
+        parts = [dict(key)["backend"]]  # the backend is always named
+        for name, value in key:
+            if name in self.varying and name != "backend":
+                parts.append(f"bs{value}" if name == "batch_size" else f"c{value}" if name == "concurrency"
+                             else f"load {value:g}x" if name == "load" else str(value))
         return " ".join(parts)
 
-    def style(self, key: tuple[Any, ...], index: int) -> dict[str, Any]:
+    def style(self, key: tuple[tuple[str, Any], ...], index: int) -> dict[str, Any]:
         """Colour by backend when several are compared, else one colour per line."""
         markers = "osD^v<>p"
-        color = self.colors[key[2]] if len(self.colors) > 1 else self.cycle[index % len(self.cycle)]
+        color = self.colors[dict(key)["backend"]] if len(self.colors) > 1 else self.cycle[index % len(self.cycle)]
         return {"color": color, "marker": markers[index % len(markers)], "linestyle": ["-", "--", ":", "-."][index % 4]}
 
 
@@ -115,7 +141,7 @@ def curves_over_batch(cells: list[CellRecord], path: Path, title: str,
     """One row per metric, one panel per prompt length, one line per series, x = batch size; the rows in
     ``identity_rows`` also get a dotted y = batch size line (a value that can reach the batch size at most)."""
     plt = _pyplot()
-    prompts = _prompt_order(cells)
+    prompts = _prompt_order(cells) or ["(none)"]  # no batch-size cell (a traffic-only run): one empty panel
     series = Series(cells)
     fig, axes = _panels(plt, len(rows), len(prompts), title)
     for r, (ylabel, value) in enumerate(rows):
@@ -147,8 +173,8 @@ def curves_over_batch(cells: list[CellRecord], path: Path, title: str,
 
 def ttft_over_concurrency(cells: list[CellRecord], path: Path) -> Path:
     plt = _pyplot()
-    prompts = _prompt_order(cells)
-    series = Series(cells, by_batch=True)
+    prompts = _prompt_order(cells) or ["(none)"]
+    series = Series(cells, x="concurrency")
     fig, axes = _panels(plt, 1, len(prompts), "TTFT vs concurrency (P99 solid, median dotted)")
     for p, prompt in enumerate(prompts):
         ax = axes[0][p]
@@ -169,7 +195,8 @@ def ttft_over_concurrency(cells: list[CellRecord], path: Path) -> Path:
         ax.set(xlabel="concurrency (requests in flight)", ylabel="TTFT (ms)", title=f"prompt {prompt}")
         _from_zero(ax)
         ax.grid(True, alpha=0.3)
-        ax.legend(fontsize=8, loc=LEGEND_LOC)
+        if ax.get_legend_handles_labels()[0]:
+            ax.legend(fontsize=8, loc=LEGEND_LOC)
     return _save(fig, plt, path)
 
 
@@ -274,7 +301,9 @@ def memory_curves(cells: list[CellRecord], path: Path) -> Path:
 
 
 def all_figures(cells: list[CellRecord], fits: list[KVGrowth], out: Path) -> list[tuple[str, Path | None]]:
-    """Every figure of the report, written under ``out``: (caption key, path or None when there is no data)."""
+    """Every batch-size figure of the report, written under ``out``: (caption key, path or None when there is no
+    data). They draw the batch-size study only (:func:`batch_study`); ``cells`` are every cell of the results."""
+    cells = batch_study(cells)
     return [
         ("throughput", curves_over_batch(
             cells, out / "throughput.png",

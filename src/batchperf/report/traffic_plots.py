@@ -19,7 +19,7 @@ import numpy as np
 
 from batchperf.measure.slo import NO_TENANT, tenant_of, tenants
 from batchperf.measure.trace import RunTrace
-from batchperf.report.plots import LEGEND_LOC, PANEL_H, PANEL_W, Series, _pyplot, _save
+from batchperf.report.plots import LEGEND_LOC, PANEL_H, PANEL_W, Series, _pyplot, _save, batch_study
 from batchperf.report.recommend import load_of
 from batchperf.results.record import CellRecord
 
@@ -41,7 +41,7 @@ def attainment_vs_load(cells: list[CellRecord], path: Path) -> Path | None:
     groups = sorted({_group(c) for c in measured + searched})
     fig, axes = plt.subplots(1, len(groups), figsize=(PANEL_W * 1.2 * len(groups), PANEL_H + 0.8), squeeze=False)
     fig.suptitle("SLO attainment vs offered load", fontsize=13)
-    series = Series(measured + searched, by_batch=True)
+    series = Series(measured + searched, x="load")
     for ax, group in zip(axes[0], groups):
         lines: dict[tuple[Any, ...], list[CellRecord]] = {}
         for c in (c for c in measured if _group(c) == group):
@@ -138,7 +138,31 @@ def run_timeline(cells: list[CellRecord], path: Path) -> Path | None:
     return _save(fig, plt, path)
 
 
+def traffic_cells(cells: list[CellRecord], path: Path) -> Path | None:
+    """One horizontal bar per traffic or policy cell (not drawn on the batch-size curves): output throughput and
+    P99 E2E latency, labelled by the cell's id. None when every cell is of the batch-size study."""
+    study = {id(c) for c in batch_study(cells)}
+    mine = sorted((c for c in cells if id(c) not in study and not c.capacity), key=lambda c: (c.source, c.id))
+    if not mine:
+        return None
+    plt = _pyplot()
+    names = [f"{c.source}: {c.id}" if len({c.source for c in mine}) > 1 else c.id for c in mine]
+    fig, axes = plt.subplots(1, 2, figsize=(PANEL_W * 3, 0.35 * len(mine) + 1.4), squeeze=False, sharey=True)
+    fig.suptitle("Traffic and policy cells (one bar per cell)", fontsize=13)
+    series = Series(mine)
+    for ax, (xlabel, metric) in zip(axes[0], (("output tokens/s", "output_throughput"),
+                                              ("P99 E2E latency (ms)", "p99_e2el_ms"))):
+        ax.barh(range(len(mine)), [c.metrics.get(metric, 0.0) for c in mine],
+                color=[series.colors[c.backend] for c in mine], alpha=0.8)
+        ax.set(xlabel=xlabel)
+        ax.grid(True, axis="x", alpha=0.3)
+    axes[0, 0].set_yticks(range(len(mine)), names, fontsize=7)
+    axes[0, 0].invert_yaxis()  # the first cell on top, as in the table
+    return _save(fig, plt, path)
+
+
 def traffic_figures(cells: list[CellRecord], out: Path) -> list[tuple[str, Path | None]]:
-    return [("attainment", attainment_vs_load(cells, out / "attainment_vs_load.png")),
+    return [("traffic_cells", traffic_cells(cells, out / "traffic_cells.png")),
+            ("attainment", attainment_vs_load(cells, out / "attainment_vs_load.png")),
             ("tenant_cdf", tenant_cdfs(cells, out / "tenant_latency_cdf.png")),
             ("timeline", run_timeline(cells, out / "run_timeline.png"))]

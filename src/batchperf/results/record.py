@@ -164,7 +164,8 @@ class CellRecord:
     def kv_point(self) -> KVPoint:
         """This cell's point of the KV-growth fit (:mod:`batchperf.measure.kv_growth`)."""
         return KVPoint(self.model_name, self.backend, self.kv.get("kv_tokens_per_request_mean"),
-                       self.kv.get("kv_bytes_per_request_mean"), self.kv.get("bytes_per_token_analytic"))
+                       self.kv.get("kv_bytes_per_request_mean"), self.kv.get("bytes_per_token_analytic"),
+                       str(self.cell.get("workload", "")))
 
     def run_traces(self) -> list[RunTrace]:
         """The raw per-request traces of every measured round."""

@@ -6,7 +6,9 @@ The item is appended to the collected tests by a trylast
 ``pytest_collection_modifyitems``, i.e. after ``-k``/``-m`` deselection and
 after ``--batchperf-shard``, whenever at least one performance cell is
 selected; so it always runs last, whatever the files are called, and it fits
-exactly the cells this session ran. Loaded by ``batchperf.suite.plugin``.
+exactly the cells this session ran; traffic cells are left out of the fit, said so in the summary, and a session
+of traffic cells only is skipped, never passed (:mod:`batchperf.measure.kv_growth`). Loaded by
+``batchperf.suite.plugin``.
 """
 
 from __future__ import annotations

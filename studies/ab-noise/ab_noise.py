@@ -3,7 +3,7 @@
 
 For each cell (default the two of ``tools/ab_detector.py``: compute-bound hf-static bs8 p512 c16 and
 dispatch-bound hf-static bs4 p64 c16) it runs ``--processes`` fresh processes (default 20) of ``--rounds``
-measured rounds each (default 5), exactly as ``batchperf ab`` starts one (``batchperf.ab.env.run_cells``: the
+measured rounds each (default 5), exactly as ``batchperf ab`` starts one (``batchperf.ab.designs.run_cells``: the
 group guard, pytest on ``perf_tests`` with the same two plugins), cells interleaved process by process so a
 drift of the machine hits both alike. Each process also loads ``batchperf.launch.phases``, which timestamps
 its phases. Then it prints:
@@ -20,8 +20,8 @@ its phases. Then it prints:
 resumes (finished processes are kept, an unfinished one is set aside); Ctrl-C keeps what finished and prints
 the tables from it. ``--estimate-only`` prints them from DIR without measuring. On a quiet machine:
 
-    OMP_NUM_THREADS=1 PYTHONPATH=src python tools/ab_noise.py --keep results/ab-noise
-    OMP_NUM_THREADS=1 PYTHONPATH=src python tools/ab_noise.py --processes 3 --rounds 2 --cells dispatch \\
+    OMP_NUM_THREADS=1 PYTHONPATH=src python studies/ab-noise/ab_noise.py --keep results/ab-noise
+    OMP_NUM_THREADS=1 PYTHONPATH=src python studies/ab-noise/ab_noise.py --processes 3 --rounds 2 --cells dispatch \\
         --extra "--batchperf-num-prompts 8" --keep /tmp/ab-noise-smoke         # a smoke run (a minute or two)
 """
 
@@ -37,9 +37,10 @@ import time
 from pathlib import Path
 
 import numpy as np
-from ab_detector import KINDS  # the detector's cells: the same selection, one definition
 
-from batchperf.ab.env import Environment, default_checkout, run_cells
+from batchperf.ab.designs import run_cells
+from batchperf.ab.detector import KINDS  # the detector's cells: the same selection, one definition
+from batchperf.ab.env import Environment, default_checkout
 from batchperf.launch.child import Stopped, stop_signals
 from batchperf.launch.phases import ENV as PHASES_ENV
 from batchperf.results.io import read_results

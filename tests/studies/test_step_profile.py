@@ -1,4 +1,4 @@
-"""tools/step_profile.py's command line: which (batch, prompt length) cases it measures, and bad sizes refused."""
+"""studies/continuous-step/step_profile.py's command line: which (batch, prompt length) cases it measures, and bad sizes refused."""
 
 from __future__ import annotations
 

@@ -15,8 +15,8 @@ stop at the first call), printing two Markdown tables:
 Intervals are the tests' own (the judge's level or boundaries; the signed-rank one from the sorted Walsh
 averages, which is what inverting the exact test gives), all sequences at once; the defaults take a minute:
 
-    PYTHONPATH=src python tools/ab_tests_compare.py                      # alpha 0.05, budgets 14 and 30
-    PYTHONPATH=src python tools/ab_tests_compare.py --sims 400 --budgets 14  # a quick look
+    PYTHONPATH=src python studies/ab-tests/ab_tests_compare.py                      # alpha 0.05, budgets 14 and 30
+    PYTHONPATH=src python studies/ab-tests/ab_tests_compare.py --sims 400 --budgets 14  # a quick look
 """
 
 from __future__ import annotations
@@ -48,7 +48,7 @@ def intervals(judge: ab_judge.Judge, data: np.ndarray, n: int) -> tuple[np.ndarr
 
     Signed-rank: with distinct Walsh averages the inverted test accepts exactly the shifts between the
     (c+1)-th smallest and the (c+1)-th largest, c the largest T+ whose p-value is at most the level
-    (``tests/tools/test_ab_tests_compare.py`` checks both against ``Judge.interval``); t: mean ± c_n s / sqrt(n).
+    (``tests/studies/test_ab_tests_compare.py`` checks both against ``Judge.interval``); t: mean ± c_n s / sqrt(n).
     """
     head = data[:, :n]
     if judge.test == "t":

@@ -1,4 +1,4 @@
-"""tools/ab_tests_compare.py judges every simulated sequence at once; its intervals must be the tests' own."""
+"""studies/ab-tests/ab_tests_compare.py judges every simulated sequence at once; its intervals must be the tests' own."""
 
 from __future__ import annotations
 

@@ -25,8 +25,8 @@ Loads are factors of the tenants file's own rates; ``--loads`` takes them as giv
 belongs to from any folder (``--out`` is taken from where you are; paths in the pytest arguments after ``--`` from
 the checkout's root). Measure on a quiet machine:
 
-    OMP_NUM_THREADS=1 PYTHONPATH=src python tools/policy_study.py --out results/policy-study
-    PYTHONPATH=src python tools/policy_study.py --out results/policy-study --report-only   # tables, plots, targets
+    OMP_NUM_THREADS=1 PYTHONPATH=src python studies/policies/policy_study.py --out results/policy-study
+    PYTHONPATH=src python studies/policies/policy_study.py --out results/policy-study --report-only   # tables, plots, targets
 """
 
 from __future__ import annotations
@@ -53,7 +53,7 @@ from batchperf.results.io import read_results
 STATIC_CAPS = (1, 2, 4, 8, 16)
 POLICIES = ("fcfs", "seed", "aimd", "priority", "fair")
 SUITE = Path("perf_tests")
-ROOT = Path(__file__).resolve().parents[1]  # the checkout: the study runs there, whatever the folder it is run from
+ROOT = Path(__file__).resolve().parents[2]  # the checkout: the study runs there, whatever the folder it is run from
 RESULT = re.compile(r"^(?P<name>[a-z_]+)-load(?P<load>[0-9.]+)-r(?P<repeat>[0-9]+)\.json$")
 OLD_STYLE = ("static", "policies")  # the two-run layout before the study went side by side
 

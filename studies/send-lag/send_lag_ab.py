@@ -12,7 +12,7 @@ Two workloads per round: the CPU tier's trace (its send lag: sent - due, p99 ove
 rate workload above the engine's capacity (its output throughput, tokens/s, and its send lag: the engine is
 busy the whole run, so the sender wakes while it computes). Prints the median over rounds per arm.
 
-    PYTHONPATH=src python tools/send_lag_ab.py --backend continuous --rounds 5
+    PYTHONPATH=src python studies/send-lag/send_lag_ab.py --backend continuous --rounds 5
 """
 
 from __future__ import annotations
@@ -29,7 +29,7 @@ from batchperf.suite.models import get_model_spec, load_model
 from batchperf.workload.spec import Arrival, LengthSpec, WorkloadSpec
 from batchperf.workload.traffic import parse_workload
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 TRACE = "trace:fixtures/traffic/mini_trace.jsonl"
 RUN_CLASSES = {"continuous": ("batchperf.backends.continuous", "_EngineRun"),
                "vllm": ("batchperf.backends.vllm_engine", "_VllmRun"),

@@ -6,8 +6,8 @@ model is sized so the forward pass is most of a step (Python outside the forward
 ``--batches``, every batch size is measured at every ``--prompt-lens`` length (64 unless given); without it, the tiny
 model's four reference cases. How the step grows with the batch, for the policy study's small model:
 
-    OMP_NUM_THREADS=1 .venv/bin/python tools/step_profile.py --model small-qwen2 --batches 1,2,4,8,16
-    .venv/bin/python tools/step_profile.py [--steps 32] [--model NAME] [--batches 1,4] [--prompt-lens 64,512]
+    OMP_NUM_THREADS=1 .venv/bin/python studies/continuous-step/step_profile.py --model small-qwen2 --batches 1,2,4,8,16
+    .venv/bin/python studies/continuous-step/step_profile.py [--steps 32] [--model NAME] [--batches 1,4] [--prompt-lens 64,512]
 """
 
 from __future__ import annotations

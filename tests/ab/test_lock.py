@@ -2,16 +2,17 @@
 
 from __future__ import annotations
 
-import json
+import os
 import shutil
 import stat
+import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 from paths import REPO
 
-from batchperf.regress import fingerprint, lock
+from batchperf.ab import lock
 
 
 def _checkout(tmp_path: Path) -> Path:
@@ -94,31 +95,6 @@ def test_write_refuses_a_package_without_a_hash(tmp_path):
     assert (repo / lock.LOCK_NAME).read_text() == before  # the old lock is kept
 
 
-def test_the_installed_lock_is_a_soft_fact_of_the_fingerprint(tmp_path, monkeypatch):
-    path = tmp_path / lock.LOCK_NAME
-    shutil.copy(REPO / lock.LOCK_NAME, path)
-    lock.mark(tmp_path, path)
-    monkeypatch.setattr(sys, "prefix", str(tmp_path))
-    fp = fingerprint.current(cpu_only=True)
-    assert fp.soft["env_lock"] == lock.content_digest(path)
-    assert "env_lock" not in json.dumps(fp.identity.to_dict())  # an upgrade (a new lock) still finds its baseline
-
-
-def test_no_lock_fact_for_an_environment_not_built_from_one(tmp_path, monkeypatch):
-    (tmp_path / lock.MARKER).write_text("not a digest\n")
-    monkeypatch.setattr(sys, "prefix", str(tmp_path))
-    assert lock.installed_digest() is None
-    assert "env_lock" not in fingerprint.current(cpu_only=True).soft
-
-
-def test_a_different_lock_is_said_only_when_both_runs_have_one():
-    a, b = "1" * 64, "2" * 64
-    assert fingerprint.soft_warnings({"env_lock": a}, {"env_lock": b}) == [
-        "environment lock differs: baseline 111111111111, now 222222222222 (the versions say which packages)"]
-    assert fingerprint.soft_warnings({}, {"env_lock": b}) == []
-    assert fingerprint.soft_warnings({"env_lock": a}, {"env_lock": a}) == []
-
-
 def test_one_package_changed_leaves_the_rest_of_the_lock(tmp_path):
     path = tmp_path / lock.LOCK_NAME
     shutil.copy(REPO / lock.LOCK_NAME, path)
@@ -140,3 +116,29 @@ def test_changes_name_what_moved_beyond_the_package_under_test(tmp_path):
 def test_a_spec_without_a_name_is_refused():
     with pytest.raises(lock.LockError, match="cannot tell which package"):
         lock.spec_name("==1.0")
+
+
+def test_a_resolution_pip_refuses_is_a_message_not_a_traceback(tmp_path, capsys):
+    repo = _checkout(tmp_path)
+    before = (repo / lock.LOCK_NAME).read_text()
+    script = tmp_path / "fake-python"  # pip's ResolutionImpossible: its reasons on stderr, exit 1
+    script.write_text(f"#!{sys.executable}\nimport sys\nprint('ERROR: ResolutionImpossible', file=sys.stderr)\n"
+                      "sys.exit(1)\n")
+    script.chmod(script.stat().st_mode | stat.S_IEXEC)
+    assert lock.main(["--repo", str(repo), "write", "--python", str(script)]) == 2
+    err = capsys.readouterr().err
+    assert "error: pip could not resolve the project" in err and "pip exited 1" in err
+    assert "Traceback" not in err
+    assert lock.main(["--repo", str(repo), "write", "--python", str(tmp_path / "no-python")]) == 2
+    assert "cannot run it" in capsys.readouterr().err
+    assert (repo / lock.LOCK_NAME).read_text() == before  # the old lock is kept
+
+
+def test_the_lock_module_imports_the_standard_library_only():
+    """`make setup` runs `python -m batchperf.ab.lock check` with the system interpreter, before any environment
+    exists: it, and the packages above it, may import nothing else of batchperf's (nor anything installed)."""
+    code = "import sys, batchperf.ab.lock; print(' '.join(sorted(m for m in sys.modules if m.startswith('batchperf'))))"
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
+                          env={**os.environ, "PYTHONPATH": str(REPO / "src")})
+    assert done.stdout.split() == ["batchperf", "batchperf.ab", "batchperf.ab.lock", "batchperf.regress",
+                                   "batchperf.regress.lock_marker"]

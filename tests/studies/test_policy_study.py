@@ -1,4 +1,4 @@
-"""tools/policy_study.py: the cells' order alternates between repeats; the static envelope is the best static cap
+"""studies/policies/policy_study.py: the cells' order alternates between repeats; the static envelope is the best static cap
 in each repeat; each target is judged on paired differences repeat by repeat (MET only when every repeat says so);
 the old two-run layout is refused."""
 

@@ -1,0 +1,75 @@
+"""One A/B pair: the order its sides run in, and folding its two results files into every cell still measured
+(failures, the cell's identity on both sides, the values, the verdicts)."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+from batchperf.ab.env import SideRun
+from batchperf.ab.judging import add_pair, judge_cell
+from batchperf.ab.result import AbResult, CellState, Pair
+from batchperf.regress.fingerprint import cell_identity, identity_diff
+from batchperf.regress.verdict import Verdict
+from batchperf.results.io import read_results
+from batchperf.results.record import CellRecord
+
+
+def order_of(index: int) -> tuple[str, str]:
+    """A B, B A, A B, B A, … (pair 1 is A B): each side runs first as often as second."""
+    return ("A", "B") if index % 2 == 1 else ("B", "A")
+
+
+def failure_of(run: SideRun, cell_id: str, records: Mapping[str, CellRecord]) -> str | None:
+    """Why ``cell_id`` gave no usable numbers in this run (None: it did)."""
+    outcome = run.outcomes.get(cell_id)
+    if outcome is not None and outcome.status != "passed":
+        return f"{outcome.status}: {outcome.message}".strip().rstrip(":")
+    if cell_id not in records:
+        return "no results (the cell did not run)"
+    return None
+
+
+def read_cells(run: SideRun) -> dict[str, CellRecord]:
+    """cell id -> record of a run's results file."""
+    if run.results is None:
+        return {}
+    return {rec.id: rec for rec in read_results(run.results).records}
+
+
+def absorb(result: AbResult, pair: Pair) -> None:
+    """Fold a finished pair into every measuring cell: failures, identity checks, values, verdicts."""
+    records = {label: read_cells(run) for label, run in pair.runs.items()}
+    for cell in measuring(result):
+        fails = {label: why for label, run in pair.runs.items()
+                 if (why := failure_of(run, cell.id, records[label])) is not None}
+        if fails:
+            cell.failures.update(fails)
+            cell.verdict = Verdict.FAILED
+            both = "both environments" if len(fails) == 2 else f"environment {next(iter(fails))} only"
+            cell.note = f"pair {pair.index}: fails in {both}"
+            continue
+        a, b = records["A"][cell.id], records["B"][cell.id]
+        if diffs := identity_diff(cell_identity(a), cell_identity(b)):
+            cell.verdict = Verdict.NOT_JUDGED
+            cell.note = "the environments ran different cells: " + "; ".join(diffs)
+            continue
+        add_pair(cell, result.settings, a, b, pair.index)
+        judge_cell(cell, result.judge, pair.index)
+
+
+def measuring(result: AbResult) -> list[CellState]:
+    """Cells still being measured: not settled, not failed, not incomparable."""
+    return [c for c in result.cells.values()
+            if not c.settled and c.verdict not in (Verdict.FAILED, Verdict.NOT_JUDGED)]
+
+
+def check_identity(result: AbResult, pair: Pair) -> str:
+    """A problem with the hardware identity the two results files recorded (empty when they match)."""
+    prints = {}
+    for label, run in pair.runs.items():
+        raw = read_results(run.results).fingerprint if run.results else None
+        if raw is not None:
+            prints[label] = raw.get("identity", {})
+    if len(prints) == 2 and (diffs := identity_diff(prints["A"], prints["B"])):
+        return f"pair {pair.index}: the environments ran on different hardware identities: {'; '.join(diffs)}"
+    return ""

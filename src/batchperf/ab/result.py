@@ -1,0 +1,190 @@
+"""What a ``batchperf ab`` run holds, and writes to ``ab.json``: each metric's values over the pairs
+(:class:`PairSeries`), each cell's state (:class:`CellState`), the pairs, the run (:class:`AbResult`) and its exit
+code. Judging them is :mod:`batchperf.ab.judging`'s; the run, :mod:`batchperf.ab.run`'s."""
+
+from __future__ import annotations
+
+import datetime as dt
+import math
+import signal
+import statistics
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+from batchperf.ab import judge as ab_judge
+from batchperf.ab import stats as ab_stats
+from batchperf.ab.env import Probe, SideRun
+from batchperf.ab.settings import Settings
+from batchperf.ab.stats import Interval
+from batchperf.measure.catalogue import Direction
+from batchperf.regress.fingerprint import version_diff
+from batchperf.regress.verdict import CellVerdict, MetricVerdict, Verdict
+
+SCHEMA = 2  # 2: verdicts in the one vocabulary ("not comparable" is now "not judged")
+
+
+@dataclass(slots=True)
+class PairSeries:
+    """One metric of one cell over the pairs so far: A's and B's value per pair, and what they say."""
+
+    metric: str  # the catalogue name, e.g. output_throughput
+    direction: Direction
+    deciding: bool
+    margin: float
+    a: list[float] = field(default_factory=list)  # per pair, A's value
+    b: list[float] = field(default_factory=list)
+    interval: Interval | None = None
+    call: Verdict = Verdict.INCONCLUSIVE
+    note: str = ""  # why it is not judged or is still open (an exact metric: see exact_call)
+    reported_why: str = ""  # why a metric that would decide is reported only (judgeable.arrival_reason)
+
+    @property
+    def shown_note(self) -> str:
+        """What its row says: why it is open or not judged, and why it only reports."""
+        return "; ".join(filter(None, (self.note, self.reported_why)))
+
+    @property
+    def log_ratios(self) -> list[float]:
+        return [math.log(y / x) for x, y in zip(self.a, self.b) if x > 0 and y > 0]
+
+    def verdict(self) -> MetricVerdict:
+        """This series as the one metric verdict (reference A's median, measured B's, the interval's estimate)."""
+        iv = self.interval
+        a = statistics.median(self.a) if self.a else None
+        b = statistics.median(self.b) if self.b else None
+        change = ab_stats.relative(iv.estimate) if iv else math.nan
+        return MetricVerdict(self.metric, self.direction, self.call, a, b, change,
+                             math.nan if self.direction is Direction.EXACT else self.margin,
+                             interval=(ab_stats.relative(iv.low), ab_stats.relative(iv.high)) if iv else None,
+                             pairs=len(self.a), deciding=self.deciding, note=self.shown_note)
+
+    def to_dict(self) -> dict[str, Any]:
+        iv = self.interval
+        return {
+            "metric": self.metric, "direction": self.direction.value, "deciding": self.deciding,
+            "margin": self.margin, "a": self.a, "b": self.b, "ratios": [y / x if x else None for x, y in zip(self.a, self.b)],
+            "n": len(self.a), "call": self.call.value, **({"note": self.shown_note} if self.shown_note else {}),
+            **({"estimate": ab_stats.relative(iv.estimate), "low": ab_stats.relative(iv.low),
+                "high": ab_stats.relative(iv.high)} if iv else {}),
+        }
+
+
+@dataclass(slots=True)
+class CellState:
+    id: str
+    nodeid: str
+    verdict: Verdict = Verdict.INCONCLUSIVE
+    settled_at: int | None = None  # pairs behind the frozen verdict
+    metrics: dict[str, PairSeries] = field(default_factory=dict)
+    failures: dict[str, str] = field(default_factory=dict)  # environment label -> what happened
+    note: str = ""
+    client_bound: list[str] = field(default_factory=list)  # pairs whose client set some metrics: left out of them
+
+    @property
+    def settled(self) -> bool:
+        return self.settled_at is not None
+
+    def cell_verdict(self) -> CellVerdict:
+        """This cell as the one cell verdict: deciding metrics first, then the exact ones, then those reported."""
+        ordered = sorted(self.metrics.values(), key=lambda m: (not m.deciding, m.direction is Direction.EXACT))
+        why = ([self.note] if self.note else []) + [f"in {label}: {w}" for label, w in sorted(self.failures.items())]
+        if self.client_bound:
+            why.append(f"{len(self.client_bound)} pair(s) client-bound, left out of the metrics their client set: "
+                       + "; ".join(self.client_bound[:3]) + ("; …" if len(self.client_bound) > 3 else ""))
+        return CellVerdict(self.id, self.verdict, tuple(m.verdict() for m in ordered), tuple(why),
+                           settled_at=self.settled_at)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"id": self.id, "nodeid": self.nodeid, "verdict": self.verdict.value, "settled_at": self.settled_at,
+                "failures": self.failures, "note": self.note, "client_bound": self.client_bound,
+                "metrics": [m.to_dict() for m in self.metrics.values()]}
+
+
+@dataclass(slots=True)
+class Pair:
+    index: int  # 1-based
+    order: tuple[str, str]
+    runs: dict[str, SideRun]
+    load_avg_1m: float | None
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"index": self.index, "order": list(self.order), "load_avg_1m": self.load_avg_1m,
+                **{label: {"results": str(r.results) if r.results else None, "log": str(r.log),
+                           "seconds": round(r.seconds, 2), "returncode": r.returncode, "started": r.started}
+                   for label, r in self.runs.items()}}
+
+
+@dataclass(slots=True)
+class AbResult:
+    settings: Settings
+    probes: dict[str, Probe]
+    judge: ab_judge.Judge  # the test behind each deciding metric's interval (its level or boundaries)
+    level_method: str
+    cells: dict[str, CellState]
+    pairs: list[Pair] = field(default_factory=list)
+    status: str = "running"  # done, budget, interrupted, failed
+    reason: str = ""  # why it stopped, for budget/interrupted/failed
+    started: float = field(default_factory=time.time)
+    elapsed_s: float = 0.0
+    only_in: dict[str, list[str]] = field(default_factory=dict)  # environment label -> cells the other lacks
+    stop_signal: int = signal.SIGINT  # what interrupted it (status "interrupted")
+    design: str = "sequential"  # how each pair's processes run: settings.design, "auto" resolved by prepare()
+
+    @property
+    def versions_differ(self) -> dict[str, tuple[str, str]]:
+        return version_diff(self.probes["A"].axes, self.probes["B"].axes)
+
+    @property
+    def vars_differ(self) -> dict[str, tuple[str, str]]:
+        a, b = dict(self.settings.a.vars), dict(self.settings.b.vars)
+        return {k: (a.get(k, "-"), b.get(k, "-")) for k in sorted(a.keys() | b.keys()) if a.get(k) != b.get(k)}
+
+    @property
+    def loads(self) -> list[float]:
+        return [p.load_avg_1m for p in self.pairs if p.load_avg_1m is not None]
+
+    @property
+    def exit_code(self) -> int:
+        return exit_code(self)
+
+    def to_dict(self) -> dict[str, Any]:
+        s = self.settings
+        envs = {label: {"python": str(env.python), "vars": dict(env.vars), "dir": str(env.dir),
+                        "fingerprint": self.probes[label].fingerprint.to_dict(), "axes": self.probes[label].axes}
+                for label, env in (("A", s.a), ("B", s.b)) if label in self.probes}
+        loads = self.loads
+        return {
+            "batchperf_ab": SCHEMA, "status": self.status, "reason": self.reason, "exit_code": self.exit_code,
+            "started": dt.datetime.fromtimestamp(self.started, dt.timezone.utc).isoformat(timespec="seconds"),
+            "elapsed_s": round(self.elapsed_s, 1),
+            "command": s.command,
+            "settings": {"margin": s.margin, "margins": dict(s.margins), "metrics": list(s.metrics), "alpha": s.alpha,
+                         **self.judge.to_dict(), "level_method": self.level_method, "max_pairs": s.max_pairs,
+                         "max_minutes": s.max_minutes, "rounds": s.rounds, "design": self.design,
+                         "design_asked": s.design,
+                         "pytest_args": list(s.pytest_args)},
+            "environments": envs,
+            "versions_differ": {k: list(v) for k, v in self.versions_differ.items()} if len(self.probes) == 2 else {},
+            "vars_differ": {k: list(v) for k, v in self.vars_differ.items()},
+            "load_avg_1m": {"min": min(loads), "median": statistics.median(loads), "max": max(loads)} if loads else None,
+            "only_in": self.only_in,
+            "pairs": [p.to_dict() for p in self.pairs],
+            "cells": [c.to_dict() for c in self.cells.values()],
+        }
+
+
+def exit_code(result: AbResult) -> int:
+    """0 no regression, 1 regression, 2 inconclusive at the budget, 4 a cell failed to run or was not judged (its
+    environments ran different cells), an environment failed, or an unexpected error; 130 interrupted by SIGINT,
+    143 by SIGTERM (3, usage, is raised before anything runs)."""
+    verdicts = {c.verdict for c in result.cells.values()}
+    if result.status == "interrupted":
+        return 128 + result.stop_signal
+    if Verdict.REGRESSION in verdicts:
+        return 1
+    if result.status == "failed" or Verdict.FAILED in verdicts or Verdict.NOT_JUDGED in verdicts:
+        return 4
+    if Verdict.INCONCLUSIVE in verdicts:
+        return 2
+    return 0

@@ -1,0 +1,58 @@
+"""When a measured figure can be held to a baseline or to the other side of an A/B: the rules the gate
+(:mod:`batchperf.regress.gate`) and ``batchperf ab`` (:mod:`batchperf.ab`) share.
+
+- *Client-bound*: a cell whose client, not its server, set its latency (the client-lag check,
+  :mod:`batchperf.measure.client_lag`, stored in the record's ``client``) says nothing about the server's
+  latencies, nor about its throughput unless the server was kept full (:func:`client_bound_reason`).
+- *Arrival timing*: the KV bytes a request held and the padding waste of batches formed under open-loop
+  arrivals move with when the requests arrived (:func:`arrival_reason`): reported, never deciding.
+- *Exact*: an exact metric (KV bytes) may differ by float rounding only (:data:`EXACT_REL`).
+"""
+
+from __future__ import annotations
+
+from batchperf.measure.kv import depends_on_arrivals
+from batchperf.results.record import CellRecord
+
+EXACT_REL = 1e-9  # exact metrics are floats (means of integers): allow only float rounding
+# the figures a padded layout ties to which requests shared a batch (hf-static: each request padded to its batch)
+ARRIVAL_DEPENDENT = ("kv.kv_bytes_per_request_mean", "counters.padding_waste")
+
+
+def _latency(path: str) -> bool:
+    return path.startswith("metrics.") and path.endswith("_ms")
+
+
+def _throughput(path: str) -> bool:
+    return path.startswith("metrics.") and path.endswith("_throughput")
+
+
+def client_bound_note(record: CellRecord, side: str) -> str | None:
+    """Why ``record``'s client, not its server, set its latency (``side``: "this run" or "the baseline"), or None.
+
+    The mark is the client-lag check's (:mod:`batchperf.measure.client_lag`), stored in the record's ``client``."""
+    if not record.client.get("client_bound"):
+        return None
+    reasons = record.client.get("reasons") or ["no reason stored"]
+    return f"client-bound ({side}): {'; '.join(reasons)}"
+
+
+def client_bound_reason(path: str, record: CellRecord, side: str) -> str | None:
+    """Why ``record``'s client, not its server, set the metric at ``path`` (``side`` names the run), or None: every
+    latency of a cell whose client lagged, and its throughput too when the lag also left the server underfed."""
+    if not (_latency(path) or _throughput(path)) or (note := client_bound_note(record, side)) is None:
+        return None
+    if _throughput(path):
+        if record.client.get("server_saturated", False):
+            return None  # the server was kept full: its throughput is its own
+        occupancy = record.client.get("server_occupancy")
+        shown = "unknown" if occupancy is None else f"{occupancy:.2f}"
+        note += f"; the server was not kept saturated (occupancy {shown}), so its throughput is the client's too"
+    return note
+
+
+def arrival_reason(path: str, record: CellRecord) -> str | None:
+    """Why the metric at ``path`` of ``record`` moves with when its requests arrived, so that no baseline can hold it
+    to a tolerance (the KV bytes a request held and the padding waste of batches formed under open-loop arrivals),
+    or None."""
+    return depends_on_arrivals(record.kv, record.open_loop) if path in ARRIVAL_DEPENDENT else None

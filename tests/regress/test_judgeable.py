@@ -1,0 +1,50 @@
+"""The judgeability rules the gate and ``ab`` share (regress/judgeable.py): which figures a client-bound run or
+arrival timing set, and the exact tolerance. The gate's use of them: tests/regress/test_gate_client_bound.py and
+tests/regress/test_gate.py; ab's: tests/ab/test_client_bound.py and tests/ab/test_exact.py."""
+
+from __future__ import annotations
+
+from gate_samples import CLIENT_LAG_REASON as REASON
+from gate_samples import cell_info
+from gate_samples import client_bound as bound
+
+from batchperf.measure.kv import PADDED_LAYOUT
+from batchperf.regress.judgeable import (
+    ARRIVAL_DEPENDENT,
+    EXACT_REL,
+    arrival_reason,
+    client_bound_note,
+    client_bound_reason,
+)
+
+
+def test_a_client_bound_run_names_its_side_and_its_rounds() -> None:
+    assert client_bound_note(cell_info(), "this run") is None
+    assert client_bound_note(bound(cell_info()), "A") == f"client-bound (A): round 1 of 3: {REASON}"
+
+
+def test_its_latencies_are_the_client_s_and_its_throughput_only_when_the_server_was_underfed() -> None:
+    saturated, underfed = bound(cell_info(), saturated=True), bound(cell_info(), saturated=False)
+    for record in (saturated, underfed):
+        assert client_bound_reason("metrics.p99_ttft_ms", record, "B") == f"client-bound (B): round 1 of 3: {REASON}"
+        assert client_bound_reason("kv.bytes_per_token_measured", record, "B") is None  # not a latency
+    assert client_bound_reason("metrics.output_throughput", saturated, "B") is None  # the server was kept full
+    why = client_bound_reason("metrics.output_throughput", underfed, "B")
+    assert why is not None and "the server was not kept saturated (occupancy 0.40)" in why
+    assert client_bound_reason("metrics.p99_ttft_ms", cell_info(), "B") is None  # an unmarked run
+
+
+def test_padded_figures_under_open_loop_arrivals_depend_on_arrival_timing() -> None:
+    record = cell_info()
+    record.kv["kv_layout"] = PADDED_LAYOUT
+    record.workload["open_loop"] = True
+    for path in ARRIVAL_DEPENDENT:
+        why = arrival_reason(path, record)
+        assert why is not None and why.startswith("depends on arrival timing")
+    assert arrival_reason("kv.bytes_per_token_measured", record) is None  # per token: exact even there
+    record.workload["open_loop"] = False
+    assert all(arrival_reason(path, record) is None for path in ARRIVAL_DEPENDENT)  # closed loop: request order
+
+
+def test_exact_allows_float_rounding_only() -> None:
+    assert 0 < EXACT_REL < 1e-6
