@@ -191,7 +191,7 @@ CUDA = ("cuda",)
 
 # --- metrics: vllm bench serve's names and definitions (batchperf.measure.metrics) ------------------------------
 
-LATENCIES = {"ttft": "time to first token, from the client's send time",
+LATENCY_HELP = {"ttft": "time to first token, from the client's send time",
              "tpot": "time per output token after the first, per request",
              "itl": "inter-token latency, every gap pooled",
              "e2el": "end-to-end request latency",
@@ -209,11 +209,11 @@ def _latency(stat: str, family: str) -> Metric:
     key = f"{stat}_{family}_ms"
     exported = family in VLLM_LATENCIES and stat in EXPORTED_STATS
     return Metric(
-        f"metrics.{key}", "ms", Direction.LOWER, f"{stat} {LATENCIES[family]}",
+        f"metrics.{key}", "ms", Direction.LOWER, f"{stat} {LATENCY_HELP[family]}",
         vllm=key if family in VLLM_LATENCIES else "",
         export=f"{family}_seconds" if exported else "", labels={"stat": stat} if exported else {},
         scale=1e-3 if exported else 1.0,
-        family_help=f"{LATENCIES[family]} (stat: {', '.join(EXPORTED_STATS)})" if exported else "",
+        family_help=f"{LATENCY_HELP[family]} (stat: {', '.join(EXPORTED_STATS)})" if exported else "",
         tolerance=GATED_TAILS.get(family) if stat == "p99" else MEDIAN if stat == "p50" and family in GATED_MEDIANS
         else None, tracked=key in TRACKED_LATENCIES,
         column={"p99_e2el_ms": "P99 E2EL ms", "mean_ttft_ms": "mean TTFT ms"}.get(key, ""), fmt=".1f")
@@ -238,9 +238,9 @@ RUN_METRICS: tuple[Metric, ...] = (
            vllm="total_input_tokens", export="input_tokens"),
     Metric("metrics.total_output_tokens", "tokens", Direction.NONE, "tokens generated in a round",
            vllm="total_output_tokens", export="output_tokens"),
-    *(_latency(stat, family) for family in LATENCIES for stat in STATS),
+    *(_latency(stat, family) for family in LATENCY_HELP for stat in STATS),
     *(Metric(f"metrics.n_{family}", "samples", Direction.NONE, f"samples behind the {family} statistics",
-             column="n" if family == "e2el" else "", fmt="d") for family in LATENCIES),
+             column="n" if family == "e2el" else "", fmt="d") for family in LATENCY_HELP),
 )
 
 # --- KV cache (batchperf.measure.kv and each backend's own figures) ------------------------------------------------
@@ -439,9 +439,9 @@ SLO_METRICS: tuple[Metric, ...] = (
 
 
 def _tenant_latency(stat: str, family: str) -> Metric:
-    return Metric(f"tenants.{stat}_{family}_ms", "ms", Direction.LOWER, f"{stat} {LATENCIES[family]}, of one tenant",
+    return Metric(f"tenants.{stat}_{family}_ms", "ms", Direction.LOWER, f"{stat} {LATENCY_HELP[family]}, of one tenant",
                   vllm=f"{stat}_{family}_ms", export=f"tenant_{family}_seconds", labels={"stat": stat}, scale=1e-3,
-                  family_help=f"{LATENCIES[family]}, per tenant (stat: {', '.join(TENANT_STATS)})")
+                  family_help=f"{LATENCY_HELP[family]}, per tenant (stat: {', '.join(TENANT_STATS)})")
 
 
 def _tenant_metrics() -> tuple[Metric, ...]:
