@@ -20,8 +20,8 @@ from enum import Enum
 from batchperf.measure.counters import BY_NAME as COUNTER_BY_NAME
 from batchperf.measure.counters import COUNTERS
 from batchperf.measure.devices import DEVICE_TYPES
-from batchperf.measure.metrics import FAMILIES
-from batchperf.measure.slo import TENANT_FAMILIES, TENANT_STATS
+from batchperf.measure.metrics import LATENCY_FAMILIES
+from batchperf.measure.slo import TENANT_STATS
 
 # the measured sections of a cell record, and the workload's own numbers (its load factor, expected hit rate)
 SECTIONS = ("metrics", "kv", "telemetry", "counters", "efficiency", "client", "workload", "slo", "tenants", "capacity",
@@ -199,7 +199,6 @@ LATENCY_HELP = {"ttft": "time to first token, from the client's send time",
              "send_lag": "how late an open-loop request was sent: sent - its scheduled time (batchperf's own)"}
 STATS = ("mean", "median", "std", "p50", "p90", "p99")
 EXPORTED_STATS = ("mean", "median", "p90", "p99", "std")  # p50 is the median: exported once
-VLLM_LATENCIES = FAMILIES  # send_delay has no vLLM counterpart
 GATED_TAILS = {"ttft": TAIL, "tpot": STEP, "itl": GAP, "e2el": TAIL}  # their P99 is gated
 GATED_MEDIANS = ("ttft", "tpot", "e2el")  # their P50 is gated on the GPU tier (MEDIAN)
 TRACKED_LATENCIES = ("mean_ttft_ms", "p99_ttft_ms", "p99_tpot_ms", "p99_itl_ms", "p99_e2el_ms")
@@ -207,10 +206,10 @@ TRACKED_LATENCIES = ("mean_ttft_ms", "p99_ttft_ms", "p99_tpot_ms", "p99_itl_ms",
 
 def _latency(stat: str, family: str) -> Metric:
     key = f"{stat}_{family}_ms"
-    exported = family in VLLM_LATENCIES and stat in EXPORTED_STATS
+    exported = family in LATENCY_FAMILIES and stat in EXPORTED_STATS
     return Metric(
         f"metrics.{key}", "ms", Direction.LOWER, f"{stat} {LATENCY_HELP[family]}",
-        vllm=key if family in VLLM_LATENCIES else "",
+        vllm=key if family in LATENCY_FAMILIES else "",
         export=f"{family}_seconds" if exported else "", labels={"stat": stat} if exported else {},
         scale=1e-3 if exported else 1.0,
         family_help=f"{LATENCY_HELP[family]} (stat: {', '.join(EXPORTED_STATS)})" if exported else "",
@@ -462,9 +461,9 @@ def _tenant_metrics() -> tuple[Metric, ...]:
                "(longest_unserved_s >= 5 s and half the run), else 0"),
         Metric("tenants.output_throughput", "tokens/s", Direction.HIGHER, "one tenant's output tokens per second",
                export="tenant_output_throughput_tokens_per_second"),
-        *(_tenant_latency(stat, family) for family in TENANT_FAMILIES for stat in TENANT_STATS),
+        *(_tenant_latency(stat, family) for family in LATENCY_FAMILIES for stat in TENANT_STATS),
         *(Metric(f"tenants.n_{family}", "samples", Direction.NONE, f"samples behind one tenant's {family} statistics")
-          for family in TENANT_FAMILIES),
+          for family in LATENCY_FAMILIES),
     )
 
 

@@ -31,7 +31,8 @@ import numpy as np
 from batchperf.measure.trace import RequestTrace, RunTrace
 
 PERCENTILES: tuple[int, ...] = (50, 90, 99)
-FAMILIES: tuple[str, ...] = ("ttft", "tpot", "itl", "e2el")  # vLLM's; send_delay is batchperf's own
+# the latency families vLLM reports (and the per-tenant ones); send_delay and send_lag are batchperf's own
+LATENCY_FAMILIES: tuple[str, ...] = ("ttft", "tpot", "itl", "e2el")
 
 
 @dataclass(frozen=True, slots=True)
