@@ -23,9 +23,10 @@ from batchperf.measure.devices import DEVICE_TYPES
 from batchperf.measure.metrics import LATENCY_FAMILIES
 from batchperf.measure.slo import TENANT_STATS
 
-# the measured sections of a cell record, and the workload's own numbers (its load factor, expected hit rate)
-SECTIONS = ("metrics", "kv", "telemetry", "counters", "efficiency", "client", "workload", "slo", "tenants", "capacity",
-            "policy")
+# the measured sections of a cell record, and the workload's own numbers (its load factor, expected hit rate): the one
+# list of them (results.record adds the cell's own "cell" and "model")
+METRIC_SECTIONS = ("metrics", "kv", "telemetry", "counters", "efficiency", "client", "workload", "slo", "tenants",
+                   "capacity", "policy")
 # a section of one block per tenant ({tenant: {key: value}}): its entries' path ``tenants.KEY`` names KEY in every
 # tenant's block, exported with a ``tenant`` label, gated per tenant
 PER_TENANT = "tenants"
@@ -86,8 +87,9 @@ class Metric:
 
     def __post_init__(self) -> None:
         section, _, key = self.path.partition(".")
-        if section not in SECTIONS or not key or "." in key:
-            raise ValueError(f"metric path {self.path!r} must be SECTION.KEY with SECTION one of {', '.join(SECTIONS)}")
+        if section not in METRIC_SECTIONS or not key or "." in key:
+            raise ValueError(f"metric path {self.path!r} must be SECTION.KEY with SECTION one of "
+                             f"{', '.join(METRIC_SECTIONS)}")
         if not self.devices or not set(self.devices) <= set(DEVICE_TYPES):
             raise ValueError(f"metric {self.path}: devices must be some of {', '.join(DEVICE_TYPES)}, "
                              f"got {self.devices}")
