@@ -1,4 +1,4 @@
-"""A vLLM server's own ``/metrics``, scraped around a run: the run's engine counters (:mod:`.counters`).
+"""A vLLM server's own ``/metrics``, scraped around a run: its engine counters (:mod:`batchperf.measure.counters`).
 
 Counters and histograms (preemptions, prefix-cache queries and hits, engine
 steps and the tokens they carried, prefill and decode time) are read before

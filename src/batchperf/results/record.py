@@ -58,7 +58,7 @@ class CellRecord:
     metrics: dict[str, float]  # median over the measured rounds (vllm bench serve names)
     rounds: list[dict[str, float]]  # every measured round's metrics
     kv: dict[str, Any]  # analytic and measured KV figures
-    telemetry: dict[str, Any] = field(default_factory=dict)  # measure.telemetry: the last round's; per token, median
+    telemetry: dict[str, Any] = field(default_factory=dict)  # telemetry.sampler: the last round's; per token, median
     counters: dict[str, Any] = field(default_factory=dict)  # engine counters over the rounds (measure.counters)
     token_count_errors: list[str] = field(default_factory=list)
     traces: list[dict[str, Any]] = field(default_factory=list)  # RunTrace.to_dict() of each measured round
