@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from batchperf.backends import realtime
-from batchperf.backends.runner import run_cell
+from batchperf.backends.cell_run import run_cell
 from batchperf.backends.vllm_server import VLLMServerBackend
 from batchperf.measure.client_lag import BOUND, REASONS
 from batchperf.measure.metrics import compute_metrics

@@ -213,7 +213,7 @@ def request_timeout(workload: Workload, batch_size: int, concurrency: int) -> fl
     """The default time one request may take (s), scaled to the cell's work: 30 s, plus 0.25 s per output token
     of its longest request for each batch a request may queue behind (requests in flight / batch size), at
     least 60 s and at most an hour. A server that accepts requests and never answers fails the cell's warm-up
-    within it (:func:`batchperf.backends.runner.run_cell`)."""
+    within it (:func:`batchperf.backends.cell_run.run_cell`)."""
     longest = max((r.target_len for r in (*workload.requests, *workload.warmup)), default=1)
     queue = math.ceil(workload.max_in_flight(concurrency) / batch_size)
     return min(TIMEOUT_CEILING_S, max(TIMEOUT_FLOOR_S, 30.0 + TIMEOUT_PER_TOKEN_S * longest * queue))
