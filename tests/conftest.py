@@ -52,7 +52,7 @@ def stream4_server_run(tiny_model, tmp_path_factory):
     from small_runs import ServerRun, dummy_of, small_workload
 
     from batchperf.backends import create_backend, vllm_server
-    from batchperf.backends.runner import run_cell
+    from batchperf.backends.cell_run import run_cell
     from batchperf.telemetry.sampler import Sampler
 
     folder = tmp_path_factory.mktemp("config-only")

@@ -155,7 +155,7 @@ def _imp(module: str, target: str, line: int = 1) -> Import:
     ("batchperf.measure.kv", "batchperf.regress.gate", "measure (rank 0) imports a higher stage, regress (rank 2)"),
     ("batchperf.measure.kv", "batchperf.engine.scheduler", "measure and engine are sibling stages (rank 0)"),
     ("batchperf.workload.spec", "batchperf.results.record", "workload and results are sibling stages (rank 1)"),
-    ("batchperf.regress.gate", "batchperf.backends.runner", "regress and backends are sibling stages (rank 2)"),
+    ("batchperf.regress.gate", "batchperf.backends.cell_run", "regress and backends are sibling stages (rank 2)"),
     ("batchperf.results.record", "batchperf.engine.request", "results may import measure only"),
     ("batchperf.regress.gate", "batchperf.workload.spec", "regress may import launch, measure, results, telemetry only"),
     ("batchperf.ab.run", "batchperf.telemetry.sampler", "ab may import launch, measure, regress, results only"),
@@ -201,9 +201,9 @@ from . import plots
 if TYPE_CHECKING:
     from batchperf.suite.models import LoadedModel
 def build():
-    from batchperf.backends.runner import run_cell
+    from batchperf.backends.cell_run import run_cell
 """)
     found = [(imp.line, imp.target) for imp in imports(source, "batchperf.report.page")]
     assert found == [(4, "batchperf.measure.kv"), (5, "batchperf.measure.metrics"), (5, "batchperf.measure.kv_growth"),
                      (6, "batchperf.results"), (7, "batchperf.regress.gate"), (8, "batchperf.report.plots"),
-                     (10, "batchperf.suite.models"), (12, "batchperf.backends.runner")]
+                     (10, "batchperf.suite.models"), (12, "batchperf.backends.cell_run")]

@@ -19,7 +19,7 @@ import statistics
 import time
 
 from batchperf.backends import create_backend
-from batchperf.backends.runner import run_cell
+from batchperf.backends.cell_run import run_cell
 from batchperf.measure.metrics import compute_metrics
 from batchperf.suite.models import get_model_spec, load_model
 from batchperf.telemetry.sampler import Sampler

@@ -26,7 +26,7 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-from batchperf.backends.runner import run_cell
+from batchperf.backends.cell_run import run_cell
 from batchperf.backends.vllm_server import SERVED_NAME, VLLMServerBackend
 from batchperf.measure.metrics import compute_metrics
 from batchperf.suite.models import LoadedModel, get_model_spec, load_model

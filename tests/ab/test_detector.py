@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from batchperf.ab.detector import KINDS, Kind
+from batchperf.ab.detector import KINDS, DetectorCell
 
 
 def test_each_cell_selects_one_cpu_hf_static_cell() -> None:
@@ -19,4 +19,4 @@ def test_each_cell_selects_one_cpu_hf_static_cell() -> None:
 def test_a_bad_cell_names_its_field(field: str, value: float) -> None:
     good = {"name": "x", "selection": (), "slowdown": 0.05, "target": 18}
     with pytest.raises(ValueError, match=field):
-        Kind(**{**good, field: value})
+        DetectorCell(**{**good, field: value})

@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 
 from batchperf.backends import create_backend
+from batchperf.backends.cell_run import run_cell
 from batchperf.backends.continuous import ContinuousBackend
-from batchperf.backends.runner import run_cell
 from batchperf.engine.block_manager import blocks_for
 from batchperf.measure.kv import kv_bytes_per_request, kv_bytes_per_token, kv_tokens_held
 from batchperf.measure.metrics import compute_metrics, token_count_errors

@@ -6,8 +6,8 @@ from __future__ import annotations
 import pytest
 
 from batchperf.backends import CellUnsupported, create_backend
+from batchperf.backends.cell_run import run_cell
 from batchperf.backends.continuous import policy_context
-from batchperf.backends.runner import run_cell
 from batchperf.engine.policies import TenantTargets, parse_policy
 from batchperf.workload.spec import LengthSpec, WorkloadSpec
 from batchperf.workload.traffic import parse_workload

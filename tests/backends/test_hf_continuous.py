@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from batchperf.backends import create_backend
-from batchperf.backends.runner import run_cell
+from batchperf.backends.cell_run import run_cell
 from batchperf.measure.counters import ABSENT, COUNTERS
 from batchperf.measure.metrics import compute_metrics
 from batchperf.workload.spec import LengthSpec, WorkloadSpec

@@ -3,7 +3,7 @@
 import pytest
 
 from batchperf.backends import BackendUnavailable, backend_names, create_backend
-from batchperf.backends.runner import run_cell
+from batchperf.backends.cell_run import run_cell
 from batchperf.measure.kv import kv_bytes_per_token
 from batchperf.measure.metrics import token_count_errors
 from batchperf.workload.spec import LengthSpec, WorkloadSpec

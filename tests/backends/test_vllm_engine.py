@@ -9,7 +9,7 @@ import pytest
 from small_runs import dummy_of
 
 from batchperf.backends import BackendUnavailable, create_backend
-from batchperf.backends.runner import run_cell
+from batchperf.backends.cell_run import run_cell
 from batchperf.measure.kv import kv_bytes_per_token
 from batchperf.measure.metrics import compute_metrics
 from batchperf.workload.spec import Arrival, LengthSpec, WorkloadSpec

@@ -9,7 +9,7 @@ import pytest
 from fake_openai_server import fake_server
 
 from batchperf.backends import create_backend, vllm_server
-from batchperf.measure.client_lag import BOUND, REASONS
+from batchperf.measure.client_lag import BOUND, REASONS, STALL_BOUND_MS, STALLS
 from batchperf.workload.spec import LengthSpec, WorkloadSpec
 
 pytest.importorskip("aiohttp", reason="vllm-server's client needs aiohttp (the `vllm` extra)")
@@ -44,13 +44,18 @@ def test_a_blocked_client_is_marked_client_bound(tiny_model, monkeypatch: pytest
     assert [r.error for r in trace.requests] == [None] * 8
     assert check[BOUND] is True, check
     assert check["loop_lag_max_ms"] >= BLOCK_S * 1e3 * 0.9  # the busy loop, seen by the timer
-    assert any("event loop lagged" in why for why in check[REASONS])
+    # judged by its effect: the stalls, and the requests in flight they delayed, named
+    assert check["loop_stalls"] >= 1 and check["delayed_requests"] >= 1
+    assert any("event loop stalled" in why and "read late: requests" in why for why in check[REASONS])
+    delayed = {i for stall in check[STALLS] for i in stall["request_ids"]}
+    assert delayed <= {r.request_id for r in trace.requests} and len(delayed) == check["delayed_requests"]
+    assert all(stall["ms"] > STALL_BOUND_MS for stall in check[STALLS])
     # the server timed its own TTFT (~40 ms); the client's, read late, is above it by the blocked time
     assert check["server_requests"] == 8 and check["server_mean_ttft_ms"] >= 40
     assert check["ttft_client_excess_ms"] > 10, check
 
 
-LATE = ("the client's event loop lagged", "client mean TTFT")  # the two ways a loaded machine makes a client late
+LATE = ("the client's event loop stalled", "client mean TTFT")  # the two ways a loaded machine makes a client late
 
 
 def test_a_client_that_reads_on_time_is_not_marked(tiny_model) -> None:

@@ -13,8 +13,8 @@ import pytest
 from fake_openai_server import fake_server, models_answer, server_info
 
 from batchperf.backends import create_backend
+from batchperf.backends.cell_run import run_cell
 from batchperf.backends.external_server import probe
-from batchperf.backends.runner import run_cell
 from batchperf.backends.vllm_server import request_timeout
 from batchperf.workload.spec import LengthSpec, WorkloadSpec
 

@@ -7,7 +7,7 @@ import pytest
 from fake_openai_server import fake_server
 
 from batchperf.backends import CellUnsupported, create_backend
-from batchperf.backends.runner import run_cell
+from batchperf.backends.cell_run import run_cell
 from batchperf.engine.policies import parse_policy
 from batchperf.workload.spec import LengthSpec, RequestSpec, Workload, WorkloadSpec
 

@@ -12,7 +12,7 @@ import vllm_oracle
 from small_runs import small_workload
 
 from batchperf.backends import create_backend
-from batchperf.backends.runner import run_cell
+from batchperf.backends.cell_run import run_cell
 from batchperf.measure.metrics import SLO, compute_metrics
 from batchperf.measure.trace import RequestTrace, RunTrace
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any
 
-from batchperf.measure.catalogue import BY_PATH, GATED, PER_TENANT, SECTIONS
+from batchperf.measure.catalogue import BY_PATH, GATED, METRIC_SECTIONS, PER_TENANT
 from batchperf.results.record import CellRecord
 
 # the backends whose real cells those tests check; every rule must be produced by at least one of them
@@ -38,7 +38,7 @@ def stored_numbers(records: Iterable[CellRecord]) -> set[str]:
     """The path of every number (not a flag, a name or a list) in the measured sections of ``records``."""
     found: set[str] = set()
     for record in records:
-        for section in SECTIONS:
+        for section in METRIC_SECTIONS:
             values: Any = record.raw(section) or {}
             # a per-tenant section holds one block per tenant: its numbers are named by their key in the block
             blocks = values.values() if section == PER_TENANT else [values]

@@ -121,7 +121,7 @@ class _Backend:
 
 
 def test_run_cell_samples_the_measured_run_only():
-    from batchperf.backends.runner import run_cell
+    from batchperf.backends.cell_run import run_cell
     from batchperf.workload.spec import LengthSpec, WorkloadSpec
 
     workload = WorkloadSpec(3, LengthSpec.parse("8"), num_warmup=1).build(100, 64)

@@ -13,7 +13,7 @@ VERDICTS = 20  # a target is out of this many verdicts (the issue's "18/20")
 
 
 @dataclass(frozen=True, slots=True)
-class Kind:
+class DetectorCell:
     name: str
     selection: tuple[str, ...]  # the pytest arguments that select the one cell
     slowdown: float  # injected into B for the "slowed" verdicts
@@ -32,6 +32,6 @@ def _cell(bs: str, prompt: str, conc: str) -> tuple[str, ...]:
 
 
 KINDS = {
-    "compute": Kind("compute-bound hf-static bs8 p512 c16", _cell("8", "512", "16"), 0.05, 18),
-    "dispatch": Kind("dispatch-bound hf-static bs4 p64 c16", _cell("4", "64", "16"), 0.10, 18),
+    "compute": DetectorCell("compute-bound hf-static bs8 p512 c16", _cell("8", "512", "16"), 0.05, 18),
+    "dispatch": DetectorCell("dispatch-bound hf-static bs4 p64 c16", _cell("4", "64", "16"), 0.10, 18),
 }

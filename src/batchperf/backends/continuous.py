@@ -96,7 +96,7 @@ class ContinuousBackend:
     name = "continuous"
     # under the default fcfs; a run's policy says what it did (suite.cell.workload_section reads RunTrace.policy)
     priority_support = (False, "policy fcfs: batchperf's engine admits in arrival order (priorities play no part)")
-    policies = KNOWN_POLICIES  # every policy of batchperf.engine.policy (--batchperf-policies)
+    policies = KNOWN_POLICIES  # every policy of batchperf.engine.policies (--batchperf-policies)
 
     def prefix_caching_for(self, workload: Workload) -> bool:
         return False  # it shares no blocks: its prefix-cache hits are 0, reported as such

@@ -22,7 +22,7 @@ this thread would wait for the step's kernels). The thread runs ``SCHED_FIFO`` w
 (:mod:`batchperf.backends.realtime`, as the server client's), so that a loaded machine does not keep it from
 a core when it wakes; it still needs the GIL, which the engine's Python code holds between its ops. A smaller
 ``sys.setswitchinterval`` than the default 5 ms did not shorten its lag on a loaded machine
-(``studies/send-lag/send_lag_ab.py``; docs/workloads.md), so it is left alone. Its failure is raised in the driving thread
+(``studies/send-lag/send_lag_ab.py``; docs/traffic.md), so it is left alone. Its failure is raised in the driving thread
 (at the next hand-over, or when the run ends); the driving thread's failure or an interrupt stops it.
 """
 

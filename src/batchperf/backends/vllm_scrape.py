@@ -1,4 +1,4 @@
-"""A vLLM server's own ``/metrics``, scraped around a run: the run's engine counters (:mod:`.counters`).
+"""A vLLM server's own ``/metrics``, scraped around a run: its engine counters (:mod:`batchperf.measure.counters`).
 
 Counters and histograms (preemptions, prefix-cache queries and hits, engine
 steps and the tokens they carried, prefill and decode time) are read before
@@ -39,14 +39,14 @@ DELTAS: dict[str, str] = {
     "finished_requests": "vllm:request_prefill_time_seconds_count",
 }
 # counter -> (the vLLM gauge, how its engines combine): sampled during the run
-PEAKS: dict[str, tuple[str, Callable[[list[float]], float]]] = {
+PEAK_GAUGES: dict[str, tuple[str, Callable[[list[float]], float]]] = {
     "kv_cache_usage_perc": ("vllm:kv_cache_usage_perc", max),  # each engine has its own pool
     "num_requests_running": ("vllm:num_requests_running", sum),
     "num_requests_waiting": ("vllm:num_requests_waiting", sum),
 }
 # server-side latency -> the vLLM histogram whose _sum / _count over the run is its mean (vLLM 0.32,
 # vllm/v1/metrics/loggers.py; seconds, from the request's arrival in the server's frontend)
-LATENCIES: dict[str, str] = {
+VLLM_HISTOGRAMS: dict[str, str] = {
     "ttft": "vllm:time_to_first_token_seconds",
     "e2el": "vllm:e2e_request_latency_seconds",
     "queue": "vllm:request_queue_time_seconds",
@@ -166,7 +166,7 @@ def counters_from_scrapes(url: str, before: str | ScrapeError | None, after: str
         else:
             values[key] = delta
     peaks = _peaks(url, samples)
-    for counter, (name, combine) in PEAKS.items():
+    for counter, (name, combine) in PEAK_GAUGES.items():
         seen = [combine(s[name]) for s in peaks if name in s]
         if seen and fraction_problem(counter, max(seen)):  # a server that says percent: no peak, the reason
             absent[counter] = (f"{name} read {max(seen)!r}, above 1: not the fraction vLLM publishes (a server "
@@ -212,7 +212,7 @@ def server_latencies(url: str, before: str | ScrapeError | None, after: str | Sc
         return {"absent": {"server_latencies": str(exc)}}
     out: dict[str, Any] = {}
     absent: dict[str, str] = {}
-    for family, name in LATENCIES.items():
+    for family, name in VLLM_HISTOGRAMS.items():
         total, count = f"{name}_sum", f"{name}_count"
         if not all(k in start and k in end for k in (total, count)):
             absent[f"server_mean_{family}_ms"] = f"{url} has no {name}"

@@ -56,11 +56,11 @@ from batchperf.backends._vllm import (
 from batchperf.backends.drive import Finished, Sent, drive
 from batchperf.backends.external_server import ServedModel, mismatch, parse_entries, probe, server_for
 from batchperf.backends.model import LoadedModel
-from batchperf.backends.realtime import raise_thread, restore_thread
+from batchperf.backends.realtime import raise_process_threads, raise_thread, restore_threads
 from batchperf.backends.vllm_policy import VLLM_POLICIES, runs_priority, vllm_policy
 from batchperf.backends.vllm_scrape import ServerScrape
 from batchperf.launch.server_process import ServerProcess, free_port
-from batchperf.measure.client_lag import SCHEDULING, LoopLagMonitor, check_round
+from batchperf.measure.client_lag import SCHEDULING, LoopLagMonitor, check_round, stalls_in_flight
 from batchperf.measure.clock import RunClock
 from batchperf.measure.kv import kv_tokens_held
 from batchperf.measure.metrics import compute_metrics
@@ -188,7 +188,8 @@ class VLLMServerBackend:
         # did the client, not the server, set the latency? (batchperf.measure.client_lag)
         # saturated: the server held a full batch (running or queued) on average, by Little's law on its own E2E
         trace.client = {**check_round(client.lag.summary(), scrape.latencies, compute_metrics(trace),
-                                      duration_s=trace.duration, slots=min(slots, batch_size)),
+                                      duration_s=trace.duration, slots=min(slots, batch_size),
+                                      stalls=stalls_in_flight(client.lag.stalls, trace.requests)),
                         SCHEDULING: client.scheduling}
         return trace
 
@@ -213,7 +214,7 @@ def request_timeout(workload: Workload, batch_size: int, concurrency: int) -> fl
     """The default time one request may take (s), scaled to the cell's work: 30 s, plus 0.25 s per output token
     of its longest request for each batch a request may queue behind (requests in flight / batch size), at
     least 60 s and at most an hour. A server that accepts requests and never answers fails the cell's warm-up
-    within it (:func:`batchperf.backends.runner.run_cell`)."""
+    within it (:func:`batchperf.backends.cell_run.run_cell`)."""
     longest = max((r.target_len for r in (*workload.requests, *workload.warmup)), default=1)
     queue = math.ceil(workload.max_in_flight(concurrency) / batch_size)
     return min(TIMEOUT_CEILING_S, max(TIMEOUT_FLOOR_S, 30.0 + TIMEOUT_PER_TOKEN_S * longest * queue))
@@ -243,8 +244,10 @@ class _Client:
 
     def __init__(self, clock: RunClock, url: str, model_name: str, kv: dict[str, Any], max_in_flight: int,
                  scrape: ServerScrape, timeout_s: float, priority: bool = False) -> None:
-        # ahead of the machine's other work while the run lasts, so that it reads each message when it arrives
-        self._scheduled_before, self.scheduling = raise_thread()
+        # ahead of the machine's other work while the run lasts, so that it reads each message when it arrives; and
+        # with it every other Python thread of the process (the suite's telemetry sampler): one left below the loop
+        # could be preempted while it holds the GIL, and the loop would wait for it (issue 39)
+        self._scheduled_before, self.scheduling = raise_process_threads()
         self.clock = clock
         self.url = url
         self.model_name = model_name
@@ -255,7 +258,7 @@ class _Client:
         self.loop = asyncio.new_event_loop()
         self.session = self.loop.run_until_complete(_open_session(max_in_flight, timeout_s))
         self.pending: set[asyncio.Task[tuple[RequestTrace, float]]] = set()
-        self.lag = LoopLagMonitor(self.loop)  # the loop's own lag while requests are in flight
+        self.lag = LoopLagMonitor(self.loop, now=clock.now)  # the loop's own lag while requests are in flight
         scrape.start()  # the server's counters before the run, and sampling of its gauges during it
 
     blocking_step = False  # a step runs the event loop until the next release: the tasks send on time
@@ -297,7 +300,7 @@ class _Client:
             self.loop.run_until_complete(self.loop.shutdown_default_executor())
         finally:
             self.loop.close()
-            restore_thread(self._scheduled_before)
+            restore_threads(self._scheduled_before)
 
     async def _end(self) -> None:
         for task in self.pending:

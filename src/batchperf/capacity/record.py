@@ -14,13 +14,12 @@ from pathlib import Path
 from typing import Any
 
 from batchperf.capacity.search import Capacity, ProbeResult
-from batchperf.measure.metrics import SLO
+from batchperf.measure.metrics import SLO, SLO_FIELDS
 from batchperf.measure.slo import NO_TENANT, attainment
 from batchperf.results.io import ResultsFile, read_results, write_results
 from batchperf.results.record import CellRecord, ResultsError
 
 SUFFIX = "-capacity"
-SLO_FIELDS = ("ttft_ms", "tpot_ms", "e2el_ms")
 _LOAD_IN_ID = re.compile(r"-load[0-9.]+(?=$|-)")  # the load axis in a cell id (suite.matrix): dropped here
 
 

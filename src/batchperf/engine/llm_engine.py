@@ -1,6 +1,6 @@
 """The engine: a scheduler, a block manager and a model runner wired into one ``step()``.
 
-Torch-free: the runner is anything with ``run(step) -> list[int | None]`` (the
+Torch-free: the runner is a :class:`StepRunner`, anything with ``run(step) -> list[int | None]`` (the
 real one, :class:`batchperf.engine.model_runner.ModelRunner`, owns the
 tensors; tests pass a fake). The clock is read before a step, to stamp first
 admissions, and after it, to stamp the step's tokens; the caller's clock
@@ -20,7 +20,7 @@ from batchperf.engine.scheduler import Scheduled, Scheduler, SchedulerConfig
 from batchperf.engine.stats import StepStats
 
 
-class Runner(Protocol):
+class StepRunner(Protocol):
     def run(self, step: list[Scheduled]) -> list[int | None]:
         """One forward pass over ``step``: the token sampled for each item, None for a prompt chunk."""
         ...
@@ -33,7 +33,7 @@ class Clock(Protocol):
 
 
 class LLMEngine:
-    def __init__(self, config: SchedulerConfig, blocks: BlockManager, runner: Runner,
+    def __init__(self, config: SchedulerConfig, blocks: BlockManager, runner: StepRunner,
                  policy: Policy | None = None) -> None:
         self.blocks = blocks
         self.scheduler = Scheduler(config, blocks, policy)

@@ -1,1 +1,1 @@
-"""Measuring: workloads, the client feed, the clock, traces, metrics, KV accounting, telemetry."""
+"""Trace and numbers: the request trace, clock, metrics, SLO attainment, KV accounting, counters, the catalogue."""

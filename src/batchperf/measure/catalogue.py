@@ -20,12 +20,13 @@ from enum import Enum
 from batchperf.measure.counters import BY_NAME as COUNTER_BY_NAME
 from batchperf.measure.counters import COUNTERS
 from batchperf.measure.devices import DEVICE_TYPES
-from batchperf.measure.metrics import FAMILIES
-from batchperf.measure.slo import TENANT_FAMILIES, TENANT_STATS
+from batchperf.measure.metrics import LATENCY_FAMILIES
+from batchperf.measure.slo import TENANT_STATS
 
-# the measured sections of a cell record, and the workload's own numbers (its load factor, expected hit rate)
-SECTIONS = ("metrics", "kv", "telemetry", "counters", "efficiency", "client", "workload", "slo", "tenants", "capacity",
-            "policy")
+# the measured sections of a cell record, and the workload's own numbers (its load factor, expected hit rate): the one
+# list of them (results.record adds the cell's own "cell" and "model")
+METRIC_SECTIONS = ("metrics", "kv", "telemetry", "counters", "efficiency", "client", "workload", "slo", "tenants",
+                   "capacity", "policy")
 # a section of one block per tenant ({tenant: {key: value}}): its entries' path ``tenants.KEY`` names KEY in every
 # tenant's block, exported with a ``tenant`` label, gated per tenant
 PER_TENANT = "tenants"
@@ -86,8 +87,9 @@ class Metric:
 
     def __post_init__(self) -> None:
         section, _, key = self.path.partition(".")
-        if section not in SECTIONS or not key or "." in key:
-            raise ValueError(f"metric path {self.path!r} must be SECTION.KEY with SECTION one of {', '.join(SECTIONS)}")
+        if section not in METRIC_SECTIONS or not key or "." in key:
+            raise ValueError(f"metric path {self.path!r} must be SECTION.KEY with SECTION one of "
+                             f"{', '.join(METRIC_SECTIONS)}")
         if not self.devices or not set(self.devices) <= set(DEVICE_TYPES):
             raise ValueError(f"metric {self.path}: devices must be some of {', '.join(DEVICE_TYPES)}, "
                              f"got {self.devices}")
@@ -191,7 +193,7 @@ CUDA = ("cuda",)
 
 # --- metrics: vllm bench serve's names and definitions (batchperf.measure.metrics) ------------------------------
 
-LATENCIES = {"ttft": "time to first token, from the client's send time",
+LATENCY_HELP = {"ttft": "time to first token, from the client's send time",
              "tpot": "time per output token after the first, per request",
              "itl": "inter-token latency, every gap pooled",
              "e2el": "end-to-end request latency",
@@ -199,7 +201,6 @@ LATENCIES = {"ttft": "time to first token, from the client's send time",
              "send_lag": "how late an open-loop request was sent: sent - its scheduled time (batchperf's own)"}
 STATS = ("mean", "median", "std", "p50", "p90", "p99")
 EXPORTED_STATS = ("mean", "median", "p90", "p99", "std")  # p50 is the median: exported once
-VLLM_LATENCIES = FAMILIES  # send_delay has no vLLM counterpart
 GATED_TAILS = {"ttft": TAIL, "tpot": STEP, "itl": GAP, "e2el": TAIL}  # their P99 is gated
 GATED_MEDIANS = ("ttft", "tpot", "e2el")  # their P50 is gated on the GPU tier (MEDIAN)
 TRACKED_LATENCIES = ("mean_ttft_ms", "p99_ttft_ms", "p99_tpot_ms", "p99_itl_ms", "p99_e2el_ms")
@@ -207,13 +208,13 @@ TRACKED_LATENCIES = ("mean_ttft_ms", "p99_ttft_ms", "p99_tpot_ms", "p99_itl_ms",
 
 def _latency(stat: str, family: str) -> Metric:
     key = f"{stat}_{family}_ms"
-    exported = family in VLLM_LATENCIES and stat in EXPORTED_STATS
+    exported = family in LATENCY_FAMILIES and stat in EXPORTED_STATS
     return Metric(
-        f"metrics.{key}", "ms", Direction.LOWER, f"{stat} {LATENCIES[family]}",
-        vllm=key if family in VLLM_LATENCIES else "",
+        f"metrics.{key}", "ms", Direction.LOWER, f"{stat} {LATENCY_HELP[family]}",
+        vllm=key if family in LATENCY_FAMILIES else "",
         export=f"{family}_seconds" if exported else "", labels={"stat": stat} if exported else {},
         scale=1e-3 if exported else 1.0,
-        family_help=f"{LATENCIES[family]} (stat: {', '.join(EXPORTED_STATS)})" if exported else "",
+        family_help=f"{LATENCY_HELP[family]} (stat: {', '.join(EXPORTED_STATS)})" if exported else "",
         tolerance=GATED_TAILS.get(family) if stat == "p99" else MEDIAN if stat == "p50" and family in GATED_MEDIANS
         else None, tracked=key in TRACKED_LATENCIES,
         column={"p99_e2el_ms": "P99 E2EL ms", "mean_ttft_ms": "mean TTFT ms"}.get(key, ""), fmt=".1f")
@@ -238,9 +239,9 @@ RUN_METRICS: tuple[Metric, ...] = (
            vllm="total_input_tokens", export="input_tokens"),
     Metric("metrics.total_output_tokens", "tokens", Direction.NONE, "tokens generated in a round",
            vllm="total_output_tokens", export="output_tokens"),
-    *(_latency(stat, family) for family in LATENCIES for stat in STATS),
+    *(_latency(stat, family) for family in LATENCY_HELP for stat in STATS),
     *(Metric(f"metrics.n_{family}", "samples", Direction.NONE, f"samples behind the {family} statistics",
-             column="n" if family == "e2el" else "", fmt="d") for family in LATENCIES),
+             column="n" if family == "e2el" else "", fmt="d") for family in LATENCY_HELP),
 )
 
 # --- KV cache (batchperf.measure.kv and each backend's own figures) ------------------------------------------------
@@ -393,6 +394,10 @@ CLIENT_METRICS: tuple[Metric, ...] = (
     _client("loop_lag_p99_ms", "ms", "how late the client's event-loop timer fired, P99 (worst round)"),
     _client("loop_lag_max_ms", "ms", "how late the client's event-loop timer fired, at most (worst round)"),
     _client("loop_lag_samples", "samples", "timer firings behind the loop-lag figures"),
+    _client("loop_stalls", "stalls",
+            "event-loop stalls over 10 ms with a request in flight: each marks the round client-bound (worst round)"),
+    _client("delayed_requests", "requests",
+            "requests in flight during those stalls, read late (worst round; their ids in client.stalls)"),
     _client("server_mean_ttft_ms", "ms", "mean TTFT as the server timed it (vllm:time_to_first_token_seconds)"),
     _client("server_mean_e2el_ms", "ms", "mean E2E latency as the server timed it (vllm:e2e_request_latency_seconds)"),
     _client("server_mean_queue_ms", "ms", "mean time queued in the server (vllm:request_queue_time_seconds)"),
@@ -439,9 +444,9 @@ SLO_METRICS: tuple[Metric, ...] = (
 
 
 def _tenant_latency(stat: str, family: str) -> Metric:
-    return Metric(f"tenants.{stat}_{family}_ms", "ms", Direction.LOWER, f"{stat} {LATENCIES[family]}, of one tenant",
+    return Metric(f"tenants.{stat}_{family}_ms", "ms", Direction.LOWER, f"{stat} {LATENCY_HELP[family]}, of one tenant",
                   vllm=f"{stat}_{family}_ms", export=f"tenant_{family}_seconds", labels={"stat": stat}, scale=1e-3,
-                  family_help=f"{LATENCIES[family]}, per tenant (stat: {', '.join(TENANT_STATS)})")
+                  family_help=f"{LATENCY_HELP[family]}, per tenant (stat: {', '.join(TENANT_STATS)})")
 
 
 def _tenant_metrics() -> tuple[Metric, ...]:
@@ -462,9 +467,9 @@ def _tenant_metrics() -> tuple[Metric, ...]:
                "(longest_unserved_s >= 5 s and half the run), else 0"),
         Metric("tenants.output_throughput", "tokens/s", Direction.HIGHER, "one tenant's output tokens per second",
                export="tenant_output_throughput_tokens_per_second"),
-        *(_tenant_latency(stat, family) for family in TENANT_FAMILIES for stat in TENANT_STATS),
+        *(_tenant_latency(stat, family) for family in LATENCY_FAMILIES for stat in TENANT_STATS),
         *(Metric(f"tenants.n_{family}", "samples", Direction.NONE, f"samples behind one tenant's {family} statistics")
-          for family in TENANT_FAMILIES),
+          for family in LATENCY_FAMILIES),
     )
 
 

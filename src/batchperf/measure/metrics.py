@@ -24,14 +24,15 @@ from __future__ import annotations
 
 import itertools
 import statistics
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 
 import numpy as np
 
 from batchperf.measure.trace import RequestTrace, RunTrace
 
 PERCENTILES: tuple[int, ...] = (50, 90, 99)
-FAMILIES: tuple[str, ...] = ("ttft", "tpot", "itl", "e2el")  # vLLM's; send_delay is batchperf's own
+# the latency families vLLM reports (and the per-tenant ones); send_delay and send_lag are batchperf's own
+LATENCY_FAMILIES: tuple[str, ...] = ("ttft", "tpot", "itl", "e2el")
 
 
 @dataclass(frozen=True, slots=True)
@@ -52,7 +53,11 @@ class SLO:
 
     @property
     def any(self) -> bool:
-        return any(v is not None for v in (self.ttft_ms, self.tpot_ms, self.e2el_ms))
+        return any(getattr(self, name) is not None for name in SLO_FIELDS)
+
+
+# the SLO's fields, the keys an slo table (a tenant's, a workload's) may have
+SLO_FIELDS: tuple[str, ...] = tuple(f.name for f in fields(SLO))
 
 
 def _tpot(request: RequestTrace) -> float:

@@ -35,7 +35,7 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 
-from batchperf.measure.metrics import SLO, compute_metrics, summarise
+from batchperf.measure.metrics import LATENCY_FAMILIES, SLO, compute_metrics, summarise
 from batchperf.measure.trace import RequestTrace, RunTrace
 
 W_IN, W_OUT = 1.0, 2.0  # VTC's token weights: a prompt token, an output token
@@ -45,7 +45,6 @@ STARVATION_SHARE = 0.5
 NO_TENANT = ""  # the tenant key of requests that have none (the workload has no tenants)
 # the per-tenant latency statistics stored (vLLM's names, from compute_metrics on the tenant's requests)
 TENANT_STATS = ("mean", "median", "p90", "p99")
-TENANT_FAMILIES = ("ttft", "tpot", "itl", "e2el")
 
 
 def tenant_of(request: RequestTrace) -> str:
@@ -98,7 +97,7 @@ def tenant_metrics(trace: RunTrace, tenant: str) -> dict[str, float]:
     """vLLM's latency statistics over ``tenant``'s requests only (measure.metrics.compute_metrics, not a copy)."""
     sub = replace(trace, requests=[r for r in trace.requests if tenant_of(r) == tenant])
     full = compute_metrics(sub)
-    keys = [f"{s}_{f}_ms" for f in TENANT_FAMILIES for s in TENANT_STATS] + [f"n_{f}" for f in TENANT_FAMILIES]
+    keys = [f"{s}_{f}_ms" for f in LATENCY_FAMILIES for s in TENANT_STATS] + [f"n_{f}" for f in LATENCY_FAMILIES]
     return {k: full[k] for k in keys} | {"completed": full["completed"], "output_throughput": full["output_throughput"]}
 
 

@@ -19,6 +19,7 @@ from typing import Any
 
 from batchperf.measure import client_lag
 from batchperf.measure import counters as engine_counters
+from batchperf.measure.catalogue import METRIC_SECTIONS, PER_TENANT
 from batchperf.measure.kv_growth import KVPoint
 from batchperf.measure.trace import RunTrace
 from batchperf.measure.weights import WEIGHTS
@@ -27,9 +28,9 @@ SCHEMA_VERSION = 2
 SCHEMA_KEY = "batchperf_schema"
 # Sections every cell has; the rest may be absent (older or trimmed records).
 REQUIRED = ("cell", "metrics", "rounds", "kv")
-# the sections a dotted path may start with (CellRecord.raw); any other is looked up in ``other``
-SECTIONS = ("cell", "model", "metrics", "kv", "telemetry", "counters", "efficiency", "client", "workload", "slo",
-            "tenants", "capacity", "policy")
+# the sections a dotted path may start with (CellRecord.raw), each a mapping: the cell's own two and the catalogue's
+# measured ones; any other is looked up in ``other``
+SECTIONS = ("cell", "model", *METRIC_SECTIONS)
 OPTIONAL_SECTIONS = ("workload", "slo", "tenants", "capacity", "policy")  # written only when measured
 CELL_FIELDS = ("id", "tier", "model", "backend", "batch_size", "prompt_len", "concurrency")
 
@@ -57,7 +58,7 @@ class CellRecord:
     metrics: dict[str, float]  # median over the measured rounds (vllm bench serve names)
     rounds: list[dict[str, float]]  # every measured round's metrics
     kv: dict[str, Any]  # analytic and measured KV figures
-    telemetry: dict[str, Any] = field(default_factory=dict)  # measure.telemetry: the last round's; per token, median
+    telemetry: dict[str, Any] = field(default_factory=dict)  # telemetry.sampler: the last round's; per token, median
     counters: dict[str, Any] = field(default_factory=dict)  # engine counters over the rounds (measure.counters)
     token_count_errors: list[str] = field(default_factory=list)
     traces: list[dict[str, Any]] = field(default_factory=list)  # RunTrace.to_dict() of each measured round
@@ -206,10 +207,7 @@ class CellRecord:
         missing = [k for k in REQUIRED if k not in data]
         if missing:
             raise ResultsError(where, f"missing {', '.join(missing)} in extra_info; the file was cut or edited", RERUN)
-        for key, kind in (("cell", Mapping), ("model", Mapping), ("metrics", Mapping), ("kv", Mapping),
-                          ("telemetry", Mapping), ("counters", Mapping), ("efficiency", Mapping), ("client", Mapping),
-                          ("workload", Mapping), ("slo", Mapping), ("tenants", Mapping), ("capacity", Mapping),
-                          ("policy", Mapping), ("rounds", list),
+        for key, kind in (*((section, Mapping) for section in SECTIONS), ("rounds", list),
                           ("token_count_errors", list), ("traces", list)):
             if key in data and not isinstance(data[key], kind):
                 raise ResultsError(where, f"{key} is a {type(data[key]).__name__}, not a "
@@ -281,7 +279,8 @@ def _child(at: str, key: Any) -> str:
 
 
 # Sections whose numbers are measurements: counts, seconds, rates, bytes, %, W, J. None is negative or infinite.
-MEASURED = ("metrics", "kv", "telemetry", "counters", "efficiency", "client", "slo", "capacity", "policy")
+# The workload's section holds settings, and the tenants' blocks are checked one by one.
+MEASURED = tuple(s for s in METRIC_SECTIONS if s not in ("workload", PER_TENANT))
 
 
 def check_measured_numbers(data: Mapping[str, Any], where: str) -> None:

@@ -13,8 +13,8 @@ from typing import Any
 import pytest
 
 from batchperf.backends import Backend, CellUnsupported
+from batchperf.backends.cell_run import run_cell
 from batchperf.backends.continuous import engine_priority_note
-from batchperf.backends.runner import run_cell
 from batchperf.backends.vllm_policy import priority_note
 from batchperf.launch import round_gate
 from batchperf.measure.client_lag import summarise as summarise_client

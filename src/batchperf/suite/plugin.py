@@ -38,7 +38,7 @@ OPTION_AXES = {
     "concurrency": "concurrencies (max requests in flight)",
     "tp": "tensor-parallel sizes of vllm cells (GPUs per cell; a cell skips when fewer are visible)",
     "workloads": "workloads: synthetic (default), prefix:GROUPS:PREFIX_LEN, trace:PATH[:speed=X][:window=A-B]"
-                 "[:block=N], tenants:PATH (docs/workloads.md)",
+                 "[:block=N], tenants:PATH (docs/traffic.md)",
     "load": "offered-load factors, each a finite number > 0 (default 1): scale a trace's pace, tenants' rates and a "
             "rate: arrival",
     "policies": "batching policies, each NAME or NAME:k=v,k=v: fcfs (default), seed, aimd, priority, fair "

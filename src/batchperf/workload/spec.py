@@ -2,7 +2,7 @@
 
 A workload is pure data, built the same on every machine for the same spec and
 seed (numpy's PCG64). Prompts are token ids, so no tokenizer changes a length.
-Warm-up requests are part of the spec; :func:`batchperf.backends.runner.run_cell` runs
+Warm-up requests are part of the spec; :func:`batchperf.backends.cell_run.run_cell` runs
 them first and no metric ever sees them.
 """
 

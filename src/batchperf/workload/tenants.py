@@ -37,14 +37,13 @@ from typing import Any
 
 import numpy as np
 
-from batchperf.measure.metrics import SLO
+from batchperf.measure.metrics import SLO, SLO_FIELDS
 from batchperf.workload.replay import file_hash
 from batchperf.workload.spec import Arrival, LengthSpec, RequestSpec, Workload, WorkloadSpec
 from batchperf.workload.synth import TokenSynth, check_fits, file_stem
 
 TOP_FIELDS = {"seed", "tenants"}
 TENANT_FIELDS = {"requests", "rate", "burstiness", "on_s", "off_s", "prompt_len", "output_lens", "priority", "slo"}
-SLO_FIELDS = ("ttft_ms", "tpot_ms", "e2el_ms")
 
 
 @dataclass(frozen=True, slots=True)

@@ -259,7 +259,7 @@ def shared_prefix_counters(counters: dict[str, object], workload: dict[str, obje
 
 def describe_workload(workload: Workload, spec: str, priority_honoured: bool, priority_note: str,
                       prefix_caching: bool | None) -> dict[str, object]:
-    """A cell record's ``workload`` section (docs/workloads.md lists its keys)."""
+    """A cell record's ``workload`` section (docs/traffic.md lists its keys)."""
     tenants = sorted({r.tenant for r in workload.requests if r.tenant is not None})
     return {
         "kind": workload.kind, "label": workload.label, "spec": spec.strip(), "load": workload.load,
