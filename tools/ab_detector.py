@@ -46,7 +46,7 @@ from pathlib import Path
 import numpy as np
 
 from batchperf.ab import judge as ab_judge
-from batchperf.ab.detector import KINDS  # the detector's cells, shared with the studies of ab
+from batchperf.ab.detector import DETECTOR_CELLS  # the detector's cells, shared with the studies of ab
 from batchperf.ab.env import Environment, default_checkout
 from batchperf.ab.judging import cell_verdict, judge_metric
 from batchperf.ab.result import PairSeries
@@ -102,11 +102,11 @@ def fmt(value: float | None, spec: str) -> str:
 
 def row_head(kind: str, slowdown: float) -> str:
     """The first two cells of a table row: the cell kind and how much B was slowed."""
-    return f"| {KINDS[kind].name} | {slowdown:.0%}{' (A/A)' if not slowdown else ''} |"
+    return f"| {DETECTOR_CELLS[kind].name} | {slowdown:.0%}{' (A/A)' if not slowdown else ''} |"
 
 
 def target_of(kind: str, slowdown: float) -> str:
-    wanted = f"regression <= {AA_TARGET}/20" if not slowdown else f"regression >= {KINDS[kind].target}/20"
+    wanted = f"regression <= {AA_TARGET}/20" if not slowdown else f"regression >= {DETECTOR_CELLS[kind].target}/20"
     return f"{wanted}, each <= {MINUTES_TARGET:g} min"
 
 
@@ -155,7 +155,7 @@ def measured(work: Path) -> dict[tuple[str, float], list[dict]]:
     for folder in sorted(work.iterdir()):
         kind, _, rest = folder.name.partition("-")
         slowdown, _, index = rest.partition("-")
-        if kind in KINDS and index.isdigit() and (doc := finished(folder)) is not None:
+        if kind in DETECTOR_CELLS and index.isdigit() and (doc := finished(folder)) is not None:
             doc["folder"] = str(folder)  # where its pairs' results files are, wherever the study was moved
             found.setdefault((kind, float(slowdown)), []).append(doc)
     return found
@@ -229,7 +229,7 @@ def estimate(work: Path, metric: str, verdicts: int, seed: int = 1, test: str | 
         rate = {v: sum(x.verdict == v for x in scores) / verdicts
                 for v in ("regression", "no change", "improvement", "inconclusive")}
         meets = (stats.binom.cdf(AA_TARGET, 20, rate["regression"]) if not slowdown
-                 else stats.binom.sf(KINDS[kind].target - 1, 20, rate["regression"]))
+                 else stats.binom.sf(DETECTOR_CELLS[kind].target - 1, 20, rate["regression"]))
         lines.append(f"{row_head(kind, slowdown)} "
                      f"{len(bank.pairs)} ({bank.verdicts}) | {verdicts} | {rate['regression']:.1%} "
                      f"| {rate['no change']:.1%} | {rate['improvement']:.1%} | {rate['inconclusive']:.1%} "
@@ -346,7 +346,7 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--aa", type=int, default=20, help="A/A verdicts per cell (default 20)")
     parser.add_argument("--slowed", type=int, default=20, help="verdicts per cell with B slowed (default 20)")
-    parser.add_argument("--cells", default="compute,dispatch", help=f"cell kinds, of {', '.join(KINDS)} (default both)")
+    parser.add_argument("--cells", default="compute,dispatch", help=f"cell kinds, of {', '.join(DETECTOR_CELLS)} (default both)")
     parser.add_argument("--slowdown", action="append", default=[], metavar="KIND=FRAC",
                         help="override a kind's injected slowdown, e.g. dispatch=0.2")
     parser.add_argument("--metrics", default="output_throughput", help="deciding metrics (default output_throughput)")
@@ -378,8 +378,8 @@ def main() -> int:
                         help="measure nothing: print the table and the estimate from the verdicts in --keep")
     args = parser.parse_args()
     kinds = [k.strip() for k in args.cells.split(",") if k.strip()]
-    if unknown := [k for k in kinds if k not in KINDS]:
-        parser.error(f"unknown cell kind(s) {unknown}; known: {', '.join(KINDS)}")
+    if unknown := [k for k in kinds if k not in DETECTOR_CELLS]:
+        parser.error(f"unknown cell kind(s) {unknown}; known: {', '.join(DETECTOR_CELLS)}")
     if args.estimate_only and args.keep is None:
         parser.error("--estimate-only reads the verdicts in --keep DIR; give it")
     work = args.keep or Path(tempfile.mkdtemp(prefix="batchperf-ab-detector-"))
@@ -421,14 +421,14 @@ def measure(args: argparse.Namespace, kinds: list[str], work: Path, metrics: tup
     here = default_checkout()
     python = Path(sys.executable)
     plan = [(kind, 0.0, i) for kind in kinds for i in range(args.aa)]
-    plan += [(kind, overrides.get(kind, KINDS[kind].slowdown), i) for kind in kinds for i in range(args.slowed)]
+    plan += [(kind, overrides.get(kind, DETECTOR_CELLS[kind].slowdown), i) for kind in kinds for i in range(args.slowed)]
     plan.sort(key=lambda p: (p[2], p[0], p[1]))  # interleave kinds and A/A vs slowed, so drift hits all alike
     rows: dict[tuple[str, float], list[Score]] = {}
     started = time.monotonic()
     for n, (kind, slowdown, i) in enumerate(plan, 1):
         b_vars = ((ENV_SLOWDOWN, str(slowdown)),) if slowdown else ()
         settings = Settings(Environment("A", python, dir=here), Environment("B", python, b_vars, here),
-                            (*KINDS[kind].selection, *shlex.split(args.extra)), work / f"{kind}-{slowdown:g}-{i:02d}",
+                            (*DETECTOR_CELLS[kind].selection, *shlex.split(args.extra)), work / f"{kind}-{slowdown:g}-{i:02d}",
                             margin=args.margin, metrics=metrics, alpha=args.alpha, max_pairs=args.max_pairs,
                             max_minutes=args.max_minutes, rounds=args.rounds, test=args.test,
                             design=args.design)

@@ -30,7 +30,7 @@ import time
 from pathlib import Path
 
 from batchperf.ab.designs import run_cells, run_resident
-from batchperf.ab.detector import KINDS  # the detector's cells: the same selection, one definition
+from batchperf.ab.detector import DETECTOR_CELLS  # the detector's cells: the same selection, one definition
 from batchperf.ab.env import Environment, default_checkout
 from batchperf.ab.settings import DESIGNS
 from batchperf.backends.inject import ENV_SLOWDOWN as INJECT_ENV
@@ -52,7 +52,7 @@ def run_block(index: int, kind: str, design: str, args: argparse.Namespace, work
     stems = {side: work / f"{name}-{side}" for side in "AB"}
     first = "AB"[index % 2]
     order = (first, "AB".replace(first, ""))
-    pytest_args = [*KINDS[kind].selection, f"--batchperf-rounds={args.rounds}", "--batchperf-progress=off"]
+    pytest_args = [*DETECTOR_CELLS[kind].selection, f"--batchperf-rounds={args.rounds}", "--batchperf-progress=off"]
     began = time.monotonic()
     if design == "sequential":
         runs = {side: run_cells(envs[side], pytest_args, stems[side], timeout_s=WAIT_S) for side in order}
@@ -78,7 +78,7 @@ def report(work: Path, kind: str, design: str) -> str:
     """One row of the table: the design's noise at both levels and what 10 minutes of its blocks buy."""
     blocks = blocks_of(work, kind, design)
     if len(blocks) < 3:
-        return f"| {KINDS[kind].name} | {design} | {len(blocks)} blocks: too few (3 or more) | | | | | | | |"
+        return f"| {DETECTOR_CELLS[kind].name} | {design} | {len(blocks)} blocks: too few (3 or more) | | | | | | | |"
     # round pair r: A's r-th measured round against B's r-th; a block's mean over its pairs
     diffs = [[b["B"][r] - b["A"][r] for r in range(min(len(b["A"]), len(b["B"])))] for b in blocks]
     means = [statistics.fmean(d) for d in diffs]
@@ -93,7 +93,7 @@ def report(work: Path, kind: str, design: str) -> str:
     by_first = {side: [m for m, b in zip(means, blocks) if b["first"] == side] for side in "AB"}
     first = (f"{(statistics.fmean(by_first['B']) - statistics.fmean(by_first['A'])) / 2:+.4f}"
              if all(by_first.values()) else "—")
-    return (f"| {KINDS[kind].name} | {design} | {len(blocks)} x {rounds:g} | {seconds:.1f} | "
+    return (f"| {DETECTOR_CELLS[kind].name} | {design} | {len(blocks)} x {rounds:g} | {seconds:.1f} | "
             f"{statistics.fmean(means):+.4f} | {first} | {within:.4f} | {between:.4f} "
             f"({within / math.sqrt(rounds):.4f}) | {level:.4f} | {per10:.1f}: **{between / math.sqrt(per10):.4f}** |")
 
@@ -102,7 +102,7 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--blocks", type=int, default=10, help="pairs of processes per design (default 10)")
     parser.add_argument("--rounds", type=int, default=8, help="measured rounds a process (default 8)")
-    parser.add_argument("--cells", default="compute", help=f"cell kinds, of {', '.join(KINDS)}")
+    parser.add_argument("--cells", default="compute", help=f"cell kinds, of {', '.join(DETECTOR_CELLS)}")
     parser.add_argument("--designs", default="sequential,resident,duet",
                         help=f"designs, interleaved block by block, of {', '.join(DESIGNS)} (default all)")
     parser.add_argument("--slow", type=float, default=0.0, help="slow B by this fraction (default 0: A/A)")
@@ -111,8 +111,8 @@ def main() -> int:
     args = parser.parse_args()
     kinds = [k for k in args.cells.split(",") if k]
     designs = [d for d in args.designs.split(",") if d]
-    if bad := [k for k in kinds if k not in KINDS] + [d for d in designs if d not in DESIGNS]:
-        parser.error(f"unknown cell kind(s) or design(s) {bad}; kinds: {', '.join(KINDS)}; designs: "
+    if bad := [k for k in kinds if k not in DETECTOR_CELLS] + [d for d in designs if d not in DESIGNS]:
+        parser.error(f"unknown cell kind(s) or design(s) {bad}; kinds: {', '.join(DETECTOR_CELLS)}; designs: "
                      f"{', '.join(DESIGNS)}")
     args.keep.mkdir(parents=True, exist_ok=True)
     code = 0

@@ -39,7 +39,7 @@ from pathlib import Path
 import numpy as np
 
 from batchperf.ab.designs import run_cells
-from batchperf.ab.detector import KINDS  # the detector's cells: the same selection, one definition
+from batchperf.ab.detector import DETECTOR_CELLS  # the detector's cells: the same selection, one definition
 from batchperf.ab.env import Environment, default_checkout
 from batchperf.launch.child import Stopped, stop_signals
 from batchperf.launch.phases import ENV as PHASES_ENV
@@ -70,7 +70,7 @@ def parse_variants(entries: list[str]) -> dict[str, tuple[tuple[str, str], ...]]
 def kind_name(kind: str) -> str:
     """A measured kind is a cell kind, or ``CELL+VARIANT`` (the cell run with the variant's variables)."""
     cell, _, variant = kind.partition("+")
-    return KINDS[cell].name + (f" [{variant}]" if variant else "")
+    return DETECTOR_CELLS[cell].name + (f" [{variant}]" if variant else "")
 
 
 def done(stem: Path) -> bool:
@@ -94,7 +94,7 @@ def measure_one(kind: str, index: int, args: argparse.Namespace, work: Path) -> 
     env = Environment(kind, Path(sys.executable),
                       ((PHASES_ENV, str(stem.with_suffix(".phases.json"))), *args.variants[variant]), default_checkout())
     # the phases plugin first: everything before its import is the interpreter's start and pytest's own import
-    pytest_args = ["-p", "batchperf.launch.phases", *KINDS[cell].selection, *shlex.split(args.extra),
+    pytest_args = ["-p", "batchperf.launch.phases", *DETECTOR_CELLS[cell].selection, *shlex.split(args.extra),
                    f"--batchperf-rounds={args.rounds}", "--batchperf-progress=off"]
     run = run_cells(env, pytest_args, stem, timeout_s=args.process_minutes * 60)
     if run.crashed or any(o.status in ("failed", "error") for o in run.outcomes.values()):  # (a skipped check is fine)
@@ -223,7 +223,7 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--processes", type=int, default=20, help="fresh processes per cell (default 20)")
     parser.add_argument("--rounds", type=int, default=5, help="measured rounds per process (default 5)")
-    parser.add_argument("--cells", default="compute,dispatch", help=f"cell kinds, of {', '.join(KINDS)}")
+    parser.add_argument("--cells", default="compute,dispatch", help=f"cell kinds, of {', '.join(DETECTOR_CELLS)}")
     parser.add_argument("--extra", default="", metavar="ARGS", help="more pytest arguments for every process")
     parser.add_argument("--variant", action="append", default=[], metavar="NAME:K=V[,K=V]",
                         help="also measure each cell with these variables set (repeatable), interleaved process by "
@@ -234,8 +234,8 @@ def main() -> int:
     parser.add_argument("--estimate-only", action="store_true", help="measure nothing: the tables from --keep DIR")
     args = parser.parse_args()
     kinds = [k.strip() for k in args.cells.split(",") if k.strip()]
-    if unknown := [k for k in kinds if k not in KINDS]:
-        parser.error(f"unknown cell kind(s) {unknown}; known: {', '.join(KINDS)}")
+    if unknown := [k for k in kinds if k not in DETECTOR_CELLS]:
+        parser.error(f"unknown cell kind(s) {unknown}; known: {', '.join(DETECTOR_CELLS)}")
     try:
         args.variants = parse_variants(args.variant)
     except ValueError as exc:

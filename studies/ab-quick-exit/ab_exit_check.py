@@ -20,7 +20,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from batchperf.ab.detector import KINDS  # the detector's cells: the same selection, one definition
+from batchperf.ab.detector import DETECTOR_CELLS  # the detector's cells: the same selection, one definition
 from batchperf.ab.env import Environment, default_checkout
 from batchperf.launch.phases import ENV as PHASES_ENV
 
@@ -28,7 +28,7 @@ from batchperf.launch.phases import ENV as PHASES_ENV
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--runs", type=int, default=5, help="processes each way (default 5)")
-    parser.add_argument("--cell", choices=sorted(KINDS), default="compute")
+    parser.add_argument("--cell", choices=sorted(DETECTOR_CELLS), default="compute")
     parser.add_argument("--rounds", type=int, default=3, help="measured rounds a process (default 3)")
     args = parser.parse_args()
     env = Environment("A", Path(sys.executable), (), default_checkout())
@@ -38,7 +38,7 @@ def main() -> int:
         for mode in rows:
             stem = out / f"{mode}{i}"
             # "old": python -m pytest, as ab ran it before the quick exit
-            cmd = env.pytest_command(["-p", "batchperf.launch.phases", *KINDS[args.cell].selection,
+            cmd = env.pytest_command(["-p", "batchperf.launch.phases", *DETECTOR_CELLS[args.cell].selection,
                                       f"--batchperf-rounds={args.rounds}", "--batchperf-progress=off"],
                                      Path(f"{stem}.json"), quick_exit=mode == "quick")
             started = time.time()

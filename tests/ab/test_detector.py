@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import pytest
 
-from batchperf.ab.detector import KINDS, DetectorCell
+from batchperf.ab.detector import DETECTOR_CELLS, DetectorCell
 
 
 def test_each_cell_selects_one_cpu_hf_static_cell() -> None:
-    for kind in KINDS.values():
+    for kind in DETECTOR_CELLS.values():
         args = dict(zip(kind.selection[::2], kind.selection[1::2], strict=True))
         assert args["-m"] == "cpu" and args["--batchperf-backends"] == "hf-static"
         assert all("," not in args[axis] for axis in ("--batchperf-batch-sizes", "--batchperf-prompt-lens",

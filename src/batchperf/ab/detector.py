@@ -31,7 +31,7 @@ def _cell(bs: str, prompt: str, conc: str) -> tuple[str, ...]:
             "--batchperf-prompt-lens", prompt, "--batchperf-concurrency", conc)
 
 
-KINDS = {
+DETECTOR_CELLS = {
     "compute": DetectorCell("compute-bound hf-static bs8 p512 c16", _cell("8", "512", "16"), 0.05, 18),
     "dispatch": DetectorCell("dispatch-bound hf-static bs4 p64 c16", _cell("4", "64", "16"), 0.10, 18),
 }

@@ -43,7 +43,7 @@ except BaseException as exc:  # report anything, the parent explains it
     out["error"] = f"{type(exc).__name__}: {exc}"
 print("BATCHPERF-PROBE " + json.dumps(out))
 """.replace("{plugins}", ", ".join(PLUGINS))
-TAIL = 3000  # characters of a child's output kept in an error message
+OUTPUT_TAIL = 3000  # characters of a child's output kept in an error message
 
 
 class EnvironmentProblem(ValueError):
@@ -120,7 +120,7 @@ class Probe:
 
 
 def _tail(text: str) -> str:
-    return text[-TAIL:].strip()
+    return text[-OUTPUT_TAIL:].strip()
 
 
 def probe(env: Environment, timeout: float = 300) -> Probe:
