@@ -52,7 +52,8 @@ def is_chain_input(path: Path) -> bool:
     if path.name in (NAME, "ab.json"):
         return True
     try:
-        head = path.open(encoding="utf-8").read(200)
+        with path.open(encoding="utf-8") as fh:
+            head = fh.read(200)
     except (OSError, UnicodeDecodeError):
         return False
     return '"batchperf_chain"' in head or '"batchperf_ab"' in head
