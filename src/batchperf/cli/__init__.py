@@ -29,6 +29,8 @@ SUBCOMMANDS: dict[str, tuple[str, str]] = {
     "export": ("batchperf.cli.export", "results as OpenMetrics text (--out FILE), or pushed to a Prometheus Pushgateway (--push URL)"),
     "ab": ("batchperf.cli.ab", "the same cells in two environments, interleaved in fresh processes: a statistical verdict"),
     "bisect": ("batchperf.cli.bisect", "the first bad environment of an ordered list (good first, bad last), by ab verdicts"),
+    "chain": ("batchperf.cli.chain", "releases in order, each adjacent pair judged by ab, plus first -> last; "
+              "resumable, with a release-over-release table (plot: batchperf report OUT)"),
     "env": ("batchperf.cli.env", "make a virtualenv for ab/bisect from a pip spec (env make --pip SPEC DIR), cached"),
 }
 

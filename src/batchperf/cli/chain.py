@@ -1,0 +1,75 @@
+"""``batchperf chain``: releases in order, each adjacent pair judged by ``batchperf ab``, plus first -> last.
+
+    batchperf chain --python .venv-vllm0271 --python .venv-vllm0280 --python .venv-vllm0290 \\
+        --label 0.27.1 --label 0.28.0 --label 0.29.0 --out results/chain-vllm -- -m cpu -k vllm
+
+Each ``--python`` (or ``--dir``) is one environment, in release order; ``--label`` names each (default: its
+virtualenv's folder). Every step is one ``batchperf ab`` (same options) in OUT/step-NN-<from>-to-<to>/, first -> last
+in OUT/first-last-…/; OUT/chain.json and OUT/chain.md hold the summary. Run it again with the same arguments to resume
+after an interruption. Exit codes (docs/upgrades.md): 0 no regression in any step, 1 a regression, 2 an inconclusive
+step (and none failed), 3 usage error (nothing ran), 4 a step failed (the chain went on), 130/143 interrupted by
+SIGINT/SIGTERM (resume it). Logic in :mod:`batchperf.ab.chain`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from pathlib import Path
+
+from batchperf.ab.env import Environment, EnvironmentProblem
+from batchperf.ab.settings import Settings, UsageProblem
+from batchperf.cli.ab import USAGE_ERROR, add_verdict_args, usage_errors_exit_3, verdict_kwargs
+from batchperf.cli.bisect import environments
+from batchperf.results.io import atomic_write_text
+
+
+def add_cli_args(parser: argparse.ArgumentParser) -> None:
+    usage_errors_exit_3(parser)
+    parser.add_argument("--python", action="append", default=[], type=Path, metavar="PYTHON",
+                        help="an environment's interpreter or virtualenv folder, in release order (repeatable)")
+    parser.add_argument("--dir", action="append", default=[], type=Path, metavar="CHECKOUT",
+                        help="an environment's batchperf checkout, in the same order (repeatable; default: this one)")
+    parser.add_argument("--label", action="append", default=[], metavar="NAME",
+                        help="each environment's name in the tables and the plot, in the same order, e.g. 0.27.1 "
+                             "(repeatable; default: the virtualenv's folder name)")
+    parser.add_argument("--env", action="append", default=[], metavar="K=V",
+                        help="environment variable of every process (repeatable)")
+    parser.add_argument("--out", type=Path, default=None, metavar="DIR",
+                        help="folder for every step's ab run, chain.json and chain.md (default results/chain-<time>); "
+                             "give the same one again to resume")
+    add_verdict_args(parser)
+
+
+def default_labels(envs: list[Environment]) -> list[str]:
+    """Each virtualenv's folder name (``.venv-vllm0271``); the positions where those do not tell them apart."""
+    names = [(p.parent.parent.name if p.parent.name == "bin" else p.name) for p in (e.python for e in envs)]
+    return names if len(set(names)) == len(names) else [str(i) for i in range(len(envs))]
+
+
+def main(args: argparse.Namespace) -> int:
+    from batchperf.ab.chain import run_chain
+    from batchperf.ab.chain_report import Chain, render_markdown
+
+    out = args.out or Path("results") / f"chain-{time.strftime('%Y%m%d-%H%M%S')}"
+    try:
+        if max(len(args.python), len(args.dir)) < 2:
+            raise UsageProblem("a chain needs at least two environments, in release order: repeat --python (or --dir)")
+        envs = environments(args.python, args.dir, args.env)
+        labels = args.label or default_labels(envs)
+        base = Settings(envs[0], envs[-1], out=out, **verdict_kwargs(args))
+        result = run_chain(envs, labels, base, progress=lambda line: print(line, file=sys.stderr, flush=True))
+    except (UsageProblem, EnvironmentProblem) as exc:
+        print(f"batchperf chain: {exc}", file=sys.stderr)
+        return USAGE_ERROR
+    table = render_markdown(Chain.of(result))
+    print(table)
+    try:
+        atomic_write_text(out / "chain.md", table + "\n")
+    except OSError as exc:
+        print(f"batchperf chain: chain.md could not be written ({exc}); chain.json holds the steps", file=sys.stderr)
+    state = ("interrupted: run the same command again to resume" if result.status == "interrupted"
+             else f"exit {result.exit_code}")
+    print(f"batchperf chain: {state}; every step's ab run, chain.json and chain.md in {out}")
+    return result.exit_code

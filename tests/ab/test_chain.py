@@ -1,0 +1,200 @@
+"""`batchperf chain` with fake environments (no pytest children): each adjacent pair and first -> last judged in
+release order, a failed step survived, an interrupted chain resumed, bad input refused before anything runs."""
+
+from __future__ import annotations
+
+import json
+import signal
+from pathlib import Path
+
+import pytest
+from ab_fakes import CELLS, FakeEnvs
+from paths import REPO
+
+from batchperf.ab.chain import FIRST_LAST, STEP, run_chain
+from batchperf.ab.chain_report import Chain, levels, load, render_markdown
+from batchperf.ab.env import Environment
+from batchperf.ab.run import run_ab
+from batchperf.ab.settings import Settings, UsageProblem
+from batchperf.cli import main
+from batchperf.launch.child import Stopped
+
+LABELS = ["0.29.0", "0.30.0", "0.31.0", "0.32.0"]
+
+
+def envs(n: int) -> list[Environment]:
+    return [Environment(str(i), Path(f"/py/{i}"), dir=REPO) for i in range(n)]
+
+
+def fake_ab(speeds: list[float], calls: list[tuple[int, int]], crash: frozenset[int] = frozenset(),
+            interrupt: tuple[int, int] | None = None, refuse: tuple[int, int] | None = None):  # noqa: ANN201
+    """An ab whose environment #i runs at speeds[i]; #i in ``crash`` dies; the pair ``interrupt`` gets SIGINT at its
+    third process; the pair ``refuse`` is a usage error (e.g. no shared cell)."""
+
+    def ab(s: Settings):  # noqa: ANN202
+        a, b = int(s.a.python.name), int(s.b.python.name)
+        calls.append((a, b))
+        if (a, b) == refuse:
+            raise UsageProblem("the pytest arguments -m cpu select no cell that both environments have")
+        fakes = FakeEnvs(speed={"A": speeds[a], "B": speeds[b]}, noise=0.005, cells=CELLS[:1], seed=10 * a + b,
+                         crash={label for label, i in (("A", a), ("B", b)) if i in crash})
+        if (a, b) == interrupt:
+            fakes.on_run = lambda: (_ for _ in ()).throw(Stopped(signal.SIGINT)) if len(fakes.runs) == 3 else None
+        return run_ab(s, runner=fakes.run, prober=fakes.probe, collector=fakes.collect)
+
+    return ab
+
+
+def ok(env: Environment) -> None:
+    """Every fake environment's interpreter exists."""
+
+
+def base(out: Path, n: int = 4, **kwargs: object) -> Settings:
+    e = envs(n)
+    given = {"max_pairs": 20, "max_minutes": None, "design": "sequential", **kwargs}
+    return Settings(e[0], e[-1], ("-m", "cpu"), out, **given)  # type: ignore[arg-type]
+
+
+def test_each_step_in_release_order_then_first_to_last(tmp_path: Path) -> None:
+    calls: list[tuple[int, int]] = []
+    out = tmp_path / "chain"
+    result = run_chain(envs(4), LABELS, base(out), fake_ab([1.0, 1.0, 0.85, 0.85], calls), check=ok)
+    assert calls == [(0, 1), (1, 2), (2, 3), (0, 3)]
+    assert [(s.kind, s.a, s.b) for s in result.steps] == [(STEP, 0, 1), (STEP, 1, 2), (STEP, 2, 3), (FIRST_LAST, 0, 3)]
+    assert [s.outcome for s in result.steps] == ["no regression", "regression", "no regression", "regression"]
+    assert result.status == "done" and result.exit_code == 1
+    saved = json.loads((out / "chain.json").read_text())
+    assert saved["exit_code"] == 1 and [e["label"] for e in saved["environments"]] == LABELS
+    for step in result.steps:  # one ab.json per pair, in a folder of its own
+        assert json.loads((out / step.folder / "ab.json").read_text())["status"] == "done"
+    assert result.steps[1].folder == "step-02-0.30.0-to-0.31.0" and result.steps[3].folder.startswith("first-last-")
+    [level] = levels(Chain.of(result))
+    assert level.metric == "output_throughput" and level.cumulative[0] == 0.0
+    assert level.cumulative[-1] == pytest.approx(-0.15, abs=0.02)  # the product of the steps
+    assert level.first_last is not None and level.first_last[1] < -0.1 < level.first_last[2] + 0.05
+    table = render_markdown(Chain.of(result))
+    assert "0.30.0 -> 0.31.0" in table and "REGRESSION" in table and "(first -> last)" in table
+
+
+def test_two_environments_need_no_separate_first_to_last(tmp_path: Path) -> None:
+    calls: list[tuple[int, int]] = []
+    result = run_chain(envs(2), LABELS[:2], base(tmp_path / "c", 2), fake_ab([1.0, 1.0], calls), check=ok)
+    assert calls == [(0, 1)] and result.exit_code == 0
+    assert Chain.of(result).first_last is result.steps[0]
+
+
+def test_a_failed_step_is_reported_and_the_chain_goes_on(tmp_path: Path) -> None:
+    calls: list[tuple[int, int]] = []
+    result = run_chain(envs(4), LABELS, base(tmp_path / "c"), fake_ab([1.0] * 4, calls, refuse=(2, 3)), check=ok)
+    assert calls == [(0, 1), (1, 2), (2, 3), (0, 3)]
+    assert [s.outcome for s in result.steps] == ["no regression", "no regression", "failed", "no regression"]
+    assert "refused before its first pair: the pytest arguments" in result.steps[2].reason
+    assert result.exit_code == 4
+
+
+def test_an_environment_that_crashes_fails_its_two_steps_only(tmp_path: Path) -> None:
+    calls: list[tuple[int, int]] = []
+    result = run_chain(envs(4), LABELS, base(tmp_path / "c"), fake_ab([1.0] * 4, calls, crash=frozenset({2})),
+                       check=ok)
+    assert [s.outcome for s in result.steps] == ["no regression", "failed", "failed", "no regression"]
+    assert "failed to run in pair 1" in result.steps[1].reason and result.exit_code == 4
+
+
+def test_an_interrupted_chain_resumes_from_its_finished_steps(tmp_path: Path) -> None:
+    out = tmp_path / "chain"
+    first: list[tuple[int, int]] = []
+    stopped = run_chain(envs(4), LABELS, base(out), fake_ab([1.0, 1.0, 0.85, 0.85], first, interrupt=(1, 2)), check=ok)
+    assert first == [(0, 1), (1, 2)] and stopped.status == "interrupted" and stopped.exit_code == 130
+    assert json.loads((out / "chain.json").read_text())["status"] == "interrupted"
+    assert json.loads((out / "step-02-0.30.0-to-0.31.0" / "ab.json").read_text())["status"] == "interrupted"
+
+    again: list[tuple[int, int]] = []
+    resumed = run_chain(envs(4), LABELS, base(out), fake_ab([1.0, 1.0, 0.85, 0.85], again), check=ok)
+    assert again == [(1, 2), (2, 3), (0, 3)]  # the finished step kept, the interrupted one measured again
+    assert resumed.status == "done" and resumed.exit_code == 1
+    assert resumed.steps[0].pairs == stopped.steps[0].pairs and resumed.steps[1].outcome == "regression"
+    assert (out / "discarded" / "step-02-0.30.0-to-0.31.0-1" / "ab.json").is_file()
+
+    done: list[tuple[int, int]] = []
+    assert run_chain(envs(4), LABELS, base(out), fake_ab([1.0] * 4, done), check=ok).exit_code == 1 and done == []
+
+
+def test_sigterm_between_steps_is_143_and_resumable(tmp_path: Path) -> None:
+    calls: list[tuple[int, int]] = []
+    inner = fake_ab([1.0] * 4, calls)
+
+    def ab(s: Settings):  # noqa: ANN202
+        if len(calls) == 2:
+            raise Stopped(signal.SIGTERM)
+        return inner(s)
+
+    result = run_chain(envs(4), LABELS, base(tmp_path / "c"), ab, check=ok)
+    assert result.status == "interrupted" and result.exit_code == 143 and calls == [(0, 1), (1, 2)]
+
+
+def test_an_out_holding_another_chain_or_other_files_is_refused(tmp_path: Path) -> None:
+    out = tmp_path / "chain"
+    run_chain(envs(2), LABELS[:2], base(out, 2), fake_ab([1.0, 1.0], []), check=ok)
+    with pytest.raises(UsageProblem, match="holds another chain \\(its environments differ\\)"):
+        run_chain(envs(2), ["a", "b"], base(out, 2), fake_ab([1.0, 1.0], []), check=ok)
+    with pytest.raises(UsageProblem, match="holds another chain \\(its settings differ\\)"):
+        run_chain(envs(2), LABELS[:2], base(out, 2, margin=0.05), fake_ab([1.0, 1.0], []), check=ok)
+    (tmp_path / "other").mkdir()
+    (tmp_path / "other" / "thesis.tex").write_text("mine\n")
+    with pytest.raises(UsageProblem, match="holds thesis.tex but no chain.json"):
+        run_chain(envs(2), LABELS[:2], base(tmp_path / "other", 2), fake_ab([1.0, 1.0], []), check=ok)
+
+
+@pytest.mark.parametrize("labels, given, message", [
+    (["a"], 1, "at least two environments"),
+    (["a", "b", "c"], 2, "3 --label for 2 environments"),
+    (["a", "a"], 2, "--label a given to more than one environment"),
+])
+def test_bad_chains_are_refused_before_anything_runs(tmp_path: Path, labels: list[str], given: int,
+                                                     message: str) -> None:
+    calls: list[tuple[int, int]] = []
+    with pytest.raises(UsageProblem, match=message):
+        run_chain(envs(given), labels, base(tmp_path / "c", max(given, 2)), fake_ab([1.0] * 3, calls), check=ok)
+    assert calls == [] and not (tmp_path / "c").exists()
+
+
+def test_the_same_environment_twice_is_refused(tmp_path: Path) -> None:
+    twice = [*envs(2), envs(2)[0]]
+    with pytest.raises(UsageProblem, match=r"environment #2 \(/py/0\) is #0 again"):
+        run_chain(twice, ["a", "b", "c"], base(tmp_path / "c", 2), fake_ab([1.0] * 3, []), check=ok)
+
+
+def test_the_chain_reads_back_from_its_folder_and_from_its_ab_files(tmp_path: Path) -> None:
+    out = tmp_path / "chain"
+    result = run_chain(envs(3), LABELS[:3], base(out, 3), fake_ab([1.0, 0.85, 0.85], []), check=ok)
+    from_folder = load([out])
+    assert from_folder.labels == tuple(LABELS[:3]) and [s.outcome for s in from_folder.steps] == \
+        [s.outcome for s in result.steps]
+    files = [out / s.folder / "ab.json" for s in result.steps]
+    loose = load([files[0], files[2], files[1]])  # the steps in release order; first -> last may stand anywhere
+    assert [(s.kind, s.a, s.b) for s in loose.steps] == [(STEP, 0, 1), (STEP, 1, 2), (FIRST_LAST, 0, 2)]
+    assert levels(loose)[0].cumulative == levels(from_folder)[0].cumulative
+
+
+# --- the command line: usage errors are exit 3 in one line, and leave nothing ---
+
+def test_cli_fewer_than_two_environments_is_exit_3(tmp_path: Path, capsys) -> None:
+    code = main(["chain", "--python", str(tmp_path / "a"), "--out", str(tmp_path / "c"), "--", "-m", "cpu"])
+    err = capsys.readouterr().err
+    assert code == 3 and "at least two environments" in err and len(err.strip().splitlines()) == 1
+    assert not (tmp_path / "c").exists()
+
+
+def test_cli_a_duplicate_or_a_missing_interpreter_is_exit_3(tmp_path: Path, capsys) -> None:
+    py = tmp_path / "venv-a" / "bin" / "python"
+    py.parent.mkdir(parents=True)
+    py.write_text("#!/bin/sh\n")
+    py.chmod(0o755)
+    code = main(["chain", "--python", str(py), "--python", str(py), "--out", str(tmp_path / "c")])
+    err = capsys.readouterr().err
+    assert code == 3 and "is #0 again" in err and len(err.strip().splitlines()) == 1
+    code = main(["chain", "--python", str(py), "--python", str(tmp_path / "venv-b"), "--label", "0.31.0",
+                 "--label", "0.32.0", "--out", str(tmp_path / "c")])
+    err = capsys.readouterr().err
+    assert code == 3 and "environment #1 (0.32.0)" in err and "no such interpreter" in err
+    assert len(err.strip().splitlines()) == 1 and not (tmp_path / "c").exists()
