@@ -7,10 +7,10 @@ import os
 import threading
 
 import pytest
-from batchperf.backends.runner import run_cell
 from fake_openai_server import fake_server
 
 from batchperf.backends import create_backend, realtime, vllm_server
+from batchperf.backends.cell_run import run_cell
 from batchperf.measure.client_lag import SCHEDULING
 from batchperf.telemetry.sampler import Sampler
 from batchperf.workload.spec import LengthSpec, WorkloadSpec
