@@ -112,7 +112,7 @@ def _save(fig: Any, plt: Any, path: Path) -> Path:
     png = io.BytesIO()
     try:
         fig.tight_layout()
-        fig.savefig(png, format="png", dpi=90)
+        fig.savefig(png, format="png", dpi=90, bbox_inches="tight")  # long cell ids on an axis are never cut
     finally:
         plt.close(fig)
     atomic_write_bytes(path, png.getvalue())
