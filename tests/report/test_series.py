@@ -66,3 +66,29 @@ def test_a_tenant_named_like_math_text_is_drawn_as_plain_text(tmp_path: Path) ->
     assert ">$\\foo$<" in index.read_text()
     for name in ("tenant_latency_cdf.png", "run_timeline.png", "attainment_vs_load.png"):
         assert (tmp_path / "r" / name).stat().st_size > 10_000, name
+
+
+def test_a_tenant_named_with_a_leading_underscore_is_listed_in_the_legend(tmp_path: Path, monkeypatch) -> None:
+    """matplotlib leaves out of a legend every label starting with "_": a tenant called "_batch" vanished from it."""
+    import matplotlib.axes
+
+    shown: list[str] = []
+    legend = matplotlib.axes.Axes.legend
+
+    def spy(ax, *args, **kwargs):
+        made = legend(ax, *args, **kwargs)
+        shown.extend(t.get_text() for t in made.get_texts())
+        return made
+
+    monkeypatch.setattr(matplotlib.axes.Axes, "legend", spy)
+    requests = [RequestTrace(i, 10, 2, 0.1 * i, 0.1 * i + 0.05, (0.1 * i + 0.2, 0.1 * i + 0.3), sent=0.1 * i,
+                             tenant="_batch" if i % 2 else "chat") for i in range(8)]
+    trace = RunTrace("continuous", 4, 8, requests, end=max(r.finished for r in requests))
+    record = cell_info("cpu-tiny-qwen2-continuous-bs4-p64-c8-wtenants")
+    record.cell |= {"backend": "continuous", "workload": "tenants:two.toml"}
+    record.slo, record.tenants = slo_summary(trace, {"_batch": SLO(e2el_ms=400), "chat": SLO(ttft_ms=250)})
+    record.traces = [trace.to_dict()]
+    record.kv["kv_tokens_per_request_mean"] = 12.0
+    build_report([results_file(tmp_path / "r.json", [record])], tmp_path / "r")
+    assert any(text.lstrip("\u200b").startswith("_batch (n=") for text in shown), shown
+    assert any(text.startswith("chat (n=") for text in shown), shown

@@ -39,6 +39,12 @@ def _pyplot() -> Any:
     return plt
 
 
+def legend_label(text: str) -> str:
+    """``text`` as a legend shows it: matplotlib leaves out of a legend every label that starts with "_", so a
+    tenant called "_batch" gets a zero-width space in front (drawn as nothing) and is listed like any other."""
+    return "\u200b" + text if text.startswith("_") else text
+
+
 def _prompt_order(cells: Iterable[CellRecord]) -> list[str]:
     """Prompt-length labels, shortest first."""
     tokens = {c.prompt_label: c.prompt_tokens for c in cells}

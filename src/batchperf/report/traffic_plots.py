@@ -19,7 +19,7 @@ import numpy as np
 
 from batchperf.measure.slo import NO_TENANT, tenant_of, tenants
 from batchperf.measure.trace import RunTrace
-from batchperf.report.plots import LEGEND_LOC, PANEL_H, PANEL_W, Series, _pyplot, _save, batch_study
+from batchperf.report.plots import LEGEND_LOC, PANEL_H, PANEL_W, Series, _pyplot, _save, batch_study, legend_label
 from batchperf.report.recommend import load_of
 from batchperf.results.record import CellRecord
 
@@ -83,7 +83,7 @@ def tenant_cdfs(cells: list[CellRecord], path: Path, most: int = 4) -> Path | No
                                   if tenant_of(r) == tenant and r.error is None and r.token_times])
                 if len(values):
                     ax.step(values, np.arange(1, len(values) + 1) / len(values), where="post",
-                            label=f"{tenant or 'all'} (n={len(values)})")
+                            label=legend_label(f"{tenant or 'all'} (n={len(values)})"))
             ax.set(xlabel=f"{name} (ms)", ylabel="share of requests", title=f"{cell.id}", ylim=(0, 1.02))
             ax.title.set_fontsize(8)
             ax.grid(True, alpha=0.3)
