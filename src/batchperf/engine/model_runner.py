@@ -79,6 +79,15 @@ def _onednn_linear(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | N
     return torch.ops.mkldnn._linear_pointwise(x, weight, bias, "none", [], "")
 
 
+def _onednn_linear_add(residual: torch.Tensor, x: torch.Tensor, weight: torch.Tensor) -> torch.Tensor:
+    """``residual + x @ weight.T`` with the add fused into the matmul (the same sums: oneDNN adds after the dot)."""
+    return torch.ops.mkldnn._linear_pointwise.binary(x, residual, weight, None, "add")
+
+
+def _linear_add(residual: torch.Tensor, x: torch.Tensor, weight: torch.Tensor) -> torch.Tensor:
+    return residual + F.linear(x, weight)
+
+
 def prepack_supported(device: torch.device, dtype: torch.dtype) -> bool:
     """oneDNN's prepacked matmul: the CPU in float32 (bfloat16 keeps F.linear, whose sums the bf16 tests pin)."""
     return device.type == "cpu" and dtype == torch.float32 and torch.backends.mkldnn.is_available()
@@ -113,6 +122,7 @@ class ModelRunner:
                              f"{self.dtype}")
         self.prepack = prepack
         self.linear = _onednn_linear if prepack else F.linear
+        self.linear_add = _onednn_linear_add if prepack else _linear_add  # the residual stream's two matmuls
         inner = hf_model.model
         with torch.no_grad():
             self.embed = inner.embed_tokens.weight.detach()
@@ -124,7 +134,10 @@ class ModelRunner:
             positions = torch.arange(int(config.max_position_embeddings), device=self.device)[None]
             probe = torch.zeros(1, dtype=self.dtype, device=self.device)
             cos, sin = inner.rotary_emb(probe, positions)
-            self.cos, self.sin = cos[0].to(self.dtype), sin[0].to(self.dtype)  # [max_pos, head_dim]
+            self.cos, sin = cos[0].to(self.dtype), sin[0].to(self.dtype)  # [max_pos, head_dim]
+            # rotate_half(x) * sin == swap_halves(x) * (sin with its first half negated): one flip, no neg + cat
+            half = self.head_dim // 2
+            self.sin = torch.cat((-sin[:, :half], sin[:, half:]), -1)
         self.suppress = torch.tensor(sorted(set(suppress_ids)), dtype=torch.long, device=self.device)
         self.kv: torch.Tensor | None = None
 
@@ -194,8 +207,8 @@ class ModelRunner:
             if layer.q_norm is not None:  # Qwen3: each head normalised on its own
                 qk = torch.cat([F.rms_norm(qk[:, :H], (D,), layer.q_norm, self.eps),
                                 F.rms_norm(qk[:, H:], (D,), layer.k_norm, self.eps)], 1)
-            half = D // 2
-            qk = qk * cos + torch.cat((-qk[..., half:], qk[..., :half]), -1) * sin  # rotary, q and k at once
+            swapped = qk.view(T, H + KVH, 2, D // 2).flip(2).view(T, H + KVH, D)
+            qk = qk * cos + swapped * sin  # rotary, q and k at once (``self.sin`` carries rotate_half's sign)
             q, k = qk[:, :H], qk[:, H:]
             v = qkv[:, (H + KVH) * D:].view(T, KVH, D)
             k_cache, v_cache = cache[0], cache[1]  # [slots, KVH, D]
@@ -206,10 +219,10 @@ class ModelRunner:
             else:  # from here on only the sampled rows matter
                 attn = self._attention(p, q, k, v, k_cache, v_cache, sampled_only=True)  # [n, H, D]
                 x = x[p.keep_rows]
-            x = x + self.linear(attn.reshape(-1, H * D), layer.w_o)
+            x = self.linear_add(x, attn.reshape(-1, H * D), layer.w_o)
             h = F.rms_norm(x, x.shape[-1:], layer.ln_mlp, self.eps)
             gate, up = self.linear(h, layer.w_gate_up).chunk(2, -1)
-            x = x + self.linear(self.act(gate) * up, layer.w_down)
+            x = self.linear_add(x, self.act(gate) * up, layer.w_down)
         return x
 
     def _attention(self, p: _Packed, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor,
