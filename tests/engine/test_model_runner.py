@@ -137,7 +137,9 @@ def test_preemption_and_chunks_still_match_generate(model):
 
 
 # under inference_mode F.linear reaches the dispatcher whole; outside it, as (add)mm
-_MATMULS = (torch.ops.aten.linear.default, torch.ops.aten.mm.default, torch.ops.aten.addmm.default)
+_MATMULS = (torch.ops.aten.linear.default, torch.ops.aten.mm.default, torch.ops.aten.addmm.default,
+            # the CPU float32 runner: oneDNN on prepacked weights, the residual add fused into O and down
+            torch.ops.mkldnn._linear_pointwise.default, torch.ops.mkldnn._linear_pointwise.binary)
 
 
 class _CountMatmuls(torch.utils._python_dispatch.TorchDispatchMode):

@@ -51,6 +51,7 @@ def test_two_backends_on_one_cell_interleaved(tiny_model: object, tmp_path: Path
     static, cont = cell["throughput"]["hf-static"], cell["throughput"]["continuous"]
     assert len(static) == len(cont) == 2 and cell["errors"] == [] and cell["targets"] == {"continuous": 1.25}
     assert cell["ratios"]["continuous"] == pytest.approx([c / s for s, c in zip(static, cont)])
+    assert all(len(cell["p99_ttft_ms"][b]) == 2 and min(cell["p99_ttft_ms"][b]) > 0 for b in ("hf-static", "continuous"))
     # the table shows the best run of each and the ratio of the bests
     assert row.groups()[:3] == (f"{max(static):.1f}", f"{max(cont):.1f}", f"{max(cont) / max(static):.2f}")
     assert row.group(4) == ("yes" if max(cont) / max(static) >= 1.25 else "NO")

@@ -24,6 +24,11 @@ projection and MLP run just for the rows whose logits are sampled (one per
 request), which spares a prompt of ``n`` tokens ``n - 1`` rows of that work —
 about a fifth of a prefill on the four-layer tiny model. The rows kept are
 computed exactly as before, so outputs do not change.
+
+On the CPU in float32 every matmul runs through oneDNN on weights reordered
+once, at construction, into its blocked layout (``prepack``), as vLLM's CPU
+engine does (``onednn_mm``): ``F.linear`` goes to MKL, which on this project's
+AMD CPUs takes 1.2-3x longer on the prefill shapes (studies/continuous-step).
 """
 
 from __future__ import annotations
@@ -64,10 +69,36 @@ def _norm_weight(norm: Any) -> torch.Tensor | None:
     return None if norm is None else norm.weight.detach()
 
 
+def _prepacked(weight: torch.Tensor) -> torch.Tensor:
+    """``weight`` [out, in] reordered into oneDNN's blocked layout (an opaque tensor only ``_onednn_linear`` reads)."""
+    return torch.ops.mkldnn._reorder_linear_weight(weight, None)
+
+
+def _onednn_linear(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None = None) -> torch.Tensor:
+    """``F.linear`` on a ``_prepacked`` weight."""
+    return torch.ops.mkldnn._linear_pointwise(x, weight, bias, "none", [], "")
+
+
+def _onednn_linear_add(residual: torch.Tensor, x: torch.Tensor, weight: torch.Tensor) -> torch.Tensor:
+    """``residual + x @ weight.T`` with the add fused into the matmul (the same sums: oneDNN adds after the dot)."""
+    return torch.ops.mkldnn._linear_pointwise.binary(x, residual, weight, None, "add")
+
+
+def _linear_add(residual: torch.Tensor, x: torch.Tensor, weight: torch.Tensor) -> torch.Tensor:
+    return residual + F.linear(x, weight)
+
+
+def prepack_supported(device: torch.device, dtype: torch.dtype) -> bool:
+    """oneDNN's prepacked matmul: the CPU in float32 (bfloat16 keeps F.linear, whose sums the bf16 tests pin)."""
+    return device.type == "cpu" and dtype == torch.float32 and torch.backends.mkldnn.is_available()
+
+
 class ModelRunner:
     """Packs a step's tokens, runs the model once, returns each sampling request's greedy token."""
 
-    def __init__(self, hf_model: Any, block_size: int, suppress_ids: Sequence[int] = ()) -> None:
+    def __init__(self, hf_model: Any, block_size: int, suppress_ids: Sequence[int] = (),
+                 prepack: bool | None = None) -> None:
+        """``prepack``: run the matmuls through oneDNN on reordered weights (None: where ``prepack_supported``)."""
         config = hf_model.config
         model_type = getattr(config, "model_type", None)
         if model_type not in SUPPORTED_MODEL_TYPES:
@@ -84,30 +115,45 @@ class ModelRunner:
         self.eps = float(config.rms_norm_eps)
         self.dtype = hf_model.dtype
         self.device = hf_model.device
+        if prepack is None:
+            prepack = prepack_supported(self.device, self.dtype)
+        elif prepack and not prepack_supported(self.device, self.dtype):
+            raise ValueError(f"prepack: oneDNN's prepacked matmul runs on the CPU in float32, not {self.device} "
+                             f"{self.dtype}")
+        self.prepack = prepack
+        self.linear = _onednn_linear if prepack else F.linear
+        self.linear_add = _onednn_linear_add if prepack else _linear_add  # the residual stream's two matmuls
         inner = hf_model.model
         with torch.no_grad():
             self.embed = inner.embed_tokens.weight.detach()
             self.layers = [self._layer(layer) for layer in inner.layers]
             self.act = inner.layers[0].mlp.act_fn
             self.norm = inner.norm.weight.detach()
-            self.lm_head = hf_model.lm_head.weight.detach()
+            self.lm_head = self._matrix(hf_model.lm_head.weight.detach())
             # cos/sin of every position, from the model's own rotary module (so rope scaling is honoured)
             positions = torch.arange(int(config.max_position_embeddings), device=self.device)[None]
             probe = torch.zeros(1, dtype=self.dtype, device=self.device)
             cos, sin = inner.rotary_emb(probe, positions)
-            self.cos, self.sin = cos[0].to(self.dtype), sin[0].to(self.dtype)  # [max_pos, head_dim]
+            self.cos, sin = cos[0].to(self.dtype), sin[0].to(self.dtype)  # [max_pos, head_dim]
+            # rotate_half(x) * sin == swap_halves(x) * (sin with its first half negated): one flip, no neg + cat
+            half = self.head_dim // 2
+            self.sin = torch.cat((-sin[:, :half], sin[:, half:]), -1)
         self.suppress = torch.tensor(sorted(set(suppress_ids)), dtype=torch.long, device=self.device)
         self.kv: torch.Tensor | None = None
+
+    def _matrix(self, weight: torch.Tensor) -> torch.Tensor:
+        """A weight as ``self.linear`` reads it."""
+        return _prepacked(weight.contiguous()) if self.prepack else weight
 
     def _layer(self, layer: Any) -> _Layer:
         attn, mlp = layer.self_attn, layer.mlp
         return _Layer(
-            w_qkv=torch.cat([attn.q_proj.weight, attn.k_proj.weight, attn.v_proj.weight]).detach(),
+            w_qkv=self._matrix(torch.cat([attn.q_proj.weight, attn.k_proj.weight, attn.v_proj.weight]).detach()),
             b_qkv=None if attn.q_proj.bias is None else torch.cat(
                 [_linear_bias(attn.q_proj), _linear_bias(attn.k_proj), _linear_bias(attn.v_proj)]),
-            w_o=attn.o_proj.weight.detach(),
-            w_gate_up=torch.cat([mlp.gate_proj.weight, mlp.up_proj.weight]).detach(),
-            w_down=mlp.down_proj.weight.detach(),
+            w_o=self._matrix(attn.o_proj.weight.detach()),
+            w_gate_up=self._matrix(torch.cat([mlp.gate_proj.weight, mlp.up_proj.weight]).detach()),
+            w_down=self._matrix(mlp.down_proj.weight.detach()),
             ln_attn=layer.input_layernorm.weight.detach(),
             ln_mlp=layer.post_attention_layernorm.weight.detach(),
             q_norm=_norm_weight(getattr(attn, "q_norm", None)),
@@ -143,7 +189,7 @@ class ModelRunner:
         order = [i for i, it in enumerate(step) if it.num_new == 1] + [i for i, it in enumerate(step) if it.num_new != 1]
         packed = _Packed.build([step[i] for i in order], self.block_size, self.device)
         hidden = self._forward(packed)  # [sampling items, hidden], in packed order
-        logits = F.linear(F.rms_norm(hidden, self.norm.shape, self.norm, self.eps), self.lm_head)
+        logits = self.linear(F.rms_norm(hidden, self.norm.shape, self.norm, self.eps), self.lm_head)
         if self.suppress.numel():
             logits[:, self.suppress] = float("-inf")  # EOS cannot come before the target length
         return [i for i in order if step[i].samples], logits
@@ -156,13 +202,13 @@ class ModelRunner:
         last = len(self.layers) - 1
         for index, (layer, cache) in enumerate(zip(self.layers, self.kv)):
             h = F.rms_norm(x, x.shape[-1:], layer.ln_attn, self.eps)
-            qkv = F.linear(h, layer.w_qkv, layer.b_qkv)  # [T, (H + 2 KVH) D]
+            qkv = self.linear(h, layer.w_qkv, layer.b_qkv)  # [T, (H + 2 KVH) D]
             qk = qkv[:, : (H + KVH) * D].view(T, H + KVH, D)
             if layer.q_norm is not None:  # Qwen3: each head normalised on its own
                 qk = torch.cat([F.rms_norm(qk[:, :H], (D,), layer.q_norm, self.eps),
                                 F.rms_norm(qk[:, H:], (D,), layer.k_norm, self.eps)], 1)
-            half = D // 2
-            qk = qk * cos + torch.cat((-qk[..., half:], qk[..., :half]), -1) * sin  # rotary, q and k at once
+            swapped = qk.view(T, H + KVH, 2, D // 2).flip(2).view(T, H + KVH, D)
+            qk = qk * cos + swapped * sin  # rotary, q and k at once (``self.sin`` carries rotate_half's sign)
             q, k = qk[:, :H], qk[:, H:]
             v = qkv[:, (H + KVH) * D:].view(T, KVH, D)
             k_cache, v_cache = cache[0], cache[1]  # [slots, KVH, D]
@@ -173,10 +219,10 @@ class ModelRunner:
             else:  # from here on only the sampled rows matter
                 attn = self._attention(p, q, k, v, k_cache, v_cache, sampled_only=True)  # [n, H, D]
                 x = x[p.keep_rows]
-            x = x + F.linear(attn.reshape(-1, H * D), layer.w_o)
+            x = self.linear_add(x, attn.reshape(-1, H * D), layer.w_o)
             h = F.rms_norm(x, x.shape[-1:], layer.ln_mlp, self.eps)
-            gate, up = F.linear(h, layer.w_gate_up).chunk(2, -1)
-            x = x + F.linear(self.act(gate) * up, layer.w_down)
+            gate, up = self.linear(h, layer.w_gate_up).chunk(2, -1)
+            x = self.linear_add(x, self.act(gate) * up, layer.w_down)
         return x
 
     def _attention(self, p: _Packed, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor,

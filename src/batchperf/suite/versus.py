@@ -58,10 +58,13 @@ class VersusResult:
     throughput: dict[str, list[float]] = field(default_factory=dict)  # backend -> output tok/s of each repeat
     ratios: dict[str, list[float]] = field(default_factory=dict)  # backend -> over the reference, per repeat
     errors: list[str] = field(default_factory=list)
+    # backend -> P99 TTFT (ms) of each repeat: a throughput gain bought with a worse tail shows in the JSON
+    p99_ttft_ms: dict[str, list[float]] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         for name in self.backends:
             self.throughput.setdefault(name, [])
+            self.p99_ttft_ms.setdefault(name, [])
         for name in self.backends[1:]:
             self.ratios.setdefault(name, [])
 
@@ -87,7 +90,7 @@ class VersusResult:
         # the rounds are the tier's, not this run's: each backend ran ``repeats`` times
         cell = {k: v for k, v in asdict(self.params).items() if k not in ("backend", "rounds", "warmup_rounds")}
         return {"cell": cell, "reference": self.backends[0], "throughput": self.throughput, "ratios": self.ratios,
-                "targets": {b: self.target(b) for b in self.backends[1:]}, "errors": self.errors}
+                "p99_ttft_ms": self.p99_ttft_ms, "targets": {b: self.target(b) for b in self.backends[1:]}, "errors": self.errors}
 
 
 def available_backends(names: Sequence[str], models: ModelPool, backends: BackendPool,
@@ -132,8 +135,10 @@ def run_versus_cell(params: CellParams, names: Sequence[str], models: ModelPool,
                 result.errors.append(f"{name}: {type(exc).__name__}: {exc}")
                 continue
             result.errors.extend(f"{name}: {line}" for line in token_count_errors(trace))
-            got[name] = compute_metrics(trace)["output_throughput"]
+            metrics = compute_metrics(trace)
+            got[name] = metrics["output_throughput"]
             result.throughput[name].append(got[name])
+            result.p99_ttft_ms[name].append(metrics["p99_ttft_ms"])
         for name in names[1:]:
             if name in got and names[0] in got:
                 result.ratios[name].append(got[name] / got[names[0]])
