@@ -11,10 +11,12 @@ first's: the best blocks' ratio and the median of the paired ratios.
 
 from __future__ import annotations
 
+import argparse
 import importlib.util
 import statistics
 import sys
 import time
+from pathlib import Path
 from typing import Any
 
 
@@ -27,7 +29,14 @@ def _module(path: str, name: str) -> Any:
 
 
 def main(argv: list[str] | None = None) -> None:
-    old, new = (argv or sys.argv[1:])[:2]
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("old", help="the first version's model_runner.py (e.g. from git show main:...)")
+    parser.add_argument("new", help="the second version's model_runner.py")
+    args = parser.parse_args(argv)
+    for path in (args.old, args.new):
+        if not Path(path).is_file():
+            parser.error(f"{path}: no such file; give two model_runner.py files")
+    old, new = args.old, args.new
     import torch
 
     from batchperf.engine.block_manager import BlockManager
