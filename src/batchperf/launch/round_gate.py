@@ -127,6 +127,8 @@ class Gate:
                 if not alive():
                     raise GateClosed("the worker ended") from None
                 continue
+            except OSError as exc:  # ConnectionResetError: the worker died with the line unread
+                raise GateClosed(f"the worker's connection broke ({exc.strerror})") from None
             if not chunk:
                 raise GateClosed("the worker closed its gate")
             self._buffer += chunk
@@ -144,10 +146,14 @@ class Gate:
         return conn
 
     def go(self) -> None:
-        """Release the worker's next round (or its end)."""
+        """Release the worker's next round (or its end); GateClosed when the worker is gone (killed while it
+        waited: the send meets a broken pipe)."""
         if self._conn is None:
             raise GateClosed("no worker is connected")
-        self._conn.sendall(GO)
+        try:
+            self._conn.sendall(GO)
+        except OSError as exc:  # BrokenPipeError, ConnectionResetError
+            raise GateClosed(f"the worker's connection broke ({exc.strerror})") from None
 
     def close(self) -> None:
         """Close both sockets (a worker still waiting runs on ungated) and remove the socket file."""
