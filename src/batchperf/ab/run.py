@@ -1,7 +1,9 @@
 """``batchperf ab``: the same cells in two environments, interleaved in fresh processes, until the answer is clear.
 
 Pair *i* runs one pytest process of A and one of B, in the order A B, B A, A B, … (so a drift of the
-machine's speed within a pair cancels over pairs), each writing an ordinary results file. Per cell
+machine's speed within a pair cancels over pairs), each writing an ordinary results file. A warm-up pair runs
+first and is discarded, and the rounds per process are chosen from its costs when not given
+(:mod:`batchperf.ab.warmup`). Per cell
 and per metric, each pair gives a log-ratio ln(B/A) of the process medians; after every pair
 :mod:`batchperf.ab.stats` turns them into an estimate, an interval and a call:
 
