@@ -164,7 +164,7 @@ class AbResult:
             "command": s.command,
             "settings": {"margin": s.margin, "margins": dict(s.margins), "metrics": list(s.metrics), "alpha": s.alpha,
                          **self.judge.to_dict(), "level_method": self.level_method, "max_pairs": s.max_pairs,
-                         "max_minutes": s.max_minutes, "rounds": s.rounds, "design": self.design,
+                         "max_minutes": s.max_minutes, "rounds": s.rounds, "warmup": s.warmup, "design": self.design,
                          "design_asked": s.design,
                          "pytest_args": list(s.pytest_args)},
             "environments": envs,
