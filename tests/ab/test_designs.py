@@ -10,27 +10,33 @@ import textwrap
 from pathlib import Path
 
 import pytest
+from ab_fakes import CELLS, FakeEnvs
 
 from batchperf.ab.designs import run_resident
 from batchperf.ab.env import Environment
+from batchperf.ab.run import run_ab
+from batchperf.ab.settings import Settings
 
 FAKE_PYTEST = textwrap.dedent("""
-    import os, sys, time
+    import os, signal, sys, threading, time
     from batchperf.launch import round_gate
 
     def main():
         label, log = os.environ["FAKE_LABEL"], os.environ["FAKE_LOG"]
         rounds, die_after = int(os.environ["FAKE_ROUNDS"]), int(os.environ.get("FAKE_DIE_AFTER", "-1"))
+        kill_at, round_s = int(os.environ.get("FAKE_KILL_AT", "-1")), float(os.environ.get("FAKE_ROUND_S", "0.03"))
         if os.environ.get("FAKE_HANG"):
             time.sleep(60)
         done = 0
         for cell in os.environ["FAKE_CELLS"].split(","):
             for r in range(rounds + 1):  # the warm-up, then the measured rounds
+                if done == kill_at:  # SIGKILL while it waits at its gate for the other side's round to end
+                    threading.Timer(0.2, os.kill, (os.getpid(), signal.SIGKILL)).start()
                 round_gate.wait(f"round {cell}")
                 if done == die_after:
                     os._exit(3)
                 start = time.monotonic()
-                time.sleep(0.03)
+                time.sleep(round_s)
                 with open(log, "a") as fh:
                     fh.write(f"{label} {cell} {r} {start} {time.monotonic()} {min(os.sched_getaffinity(0))}\\n")
                 done += 1
@@ -101,6 +107,15 @@ def test_a_worker_that_dies_leaves_the_other_to_run_on(tmp_path: Path) -> None:
     assert sum(1 for t in turns(tmp_path) if t[0] == "B") == 8
 
 
+def test_a_worker_killed_at_its_gate_ends_the_pair_with_its_signal_and_cell(tmp_path: Path) -> None:
+    # B is killed while it waits for A's (long) round to end: the coordinator's go to B then meets a dead socket
+    made = envs(tmp_path, {"A": "c1,c2", "B": "c1,c2"}, A={"FAKE_ROUND_S": "0.8"}, B={"FAKE_KILL_AT": "1"})
+    runs = run(tmp_path, made, ("A", "B"))
+    assert runs["B"].crashed and runs["B"].returncode in (137, -9)
+    assert runs["B"].at == "c1"
+    assert runs["A"].returncode == 0 and not runs["A"].crashed
+
+
 def test_a_pair_past_its_time_is_stopped_and_marked(tmp_path: Path) -> None:
     runs = run(tmp_path, envs(tmp_path, {"A": "c1", "B": "c1"}, B={"FAKE_HANG": "1"}), ("A", "B"), timeout_s=3)
     assert all(r.timed_out and r.crashed for r in runs.values())
@@ -123,3 +138,14 @@ def test_a_duet_runs_both_sides_at_once_each_on_its_own_core(tmp_path: Path) -> 
         assert a[3] < b[4] and b[3] < a[4]
     first, second = sorted(os.sched_getaffinity(0))[:2]
     assert cores(tmp_path) == {"B": {first}, "A": {second}}  # order[0] on the first core
+
+
+def test_ab_resident_with_a_worker_killed_fails_by_name_never_a_broken_pipe(tmp_path: Path) -> None:
+    made = envs(tmp_path, {"A": "c1,c2", "B": "c1,c2"}, A={"FAKE_ROUND_S": "0.8"}, B={"FAKE_KILL_AT": "1"})
+    fakes = FakeEnvs(cells=CELLS[:2])
+    settings = Settings(made["A"], made["B"], (), tmp_path / "out", design="resident", warmup=False, rounds=3,
+                        max_minutes=None, process_minutes=1.0)
+    result = run_ab(settings, prober=fakes.probe, collector=fakes.collect)
+    assert result.status == "failed" and result.exit_code == 4
+    assert "environment B failed to run in pair 1 (killed by SIGKILL" in result.reason
+    assert "at cell c1" in result.reason and "unexpected error" not in result.reason

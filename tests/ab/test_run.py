@@ -27,7 +27,8 @@ HERE = REPO
 def settings(tmp_path: Path, **kwargs: object) -> Settings:
     base = {"a": Environment("A", Path("/py/a"), dir=HERE), "b": Environment("B", Path("/py/b"), dir=HERE),
             "pytest_args": ("-m", "cpu"), "out": tmp_path / "ab", "max_pairs": 20, "max_minutes": None,
-            "design": "sequential"}  # the fakes run one process at a time (auto would start resident workers)
+            "design": "sequential",  # the fakes run one process at a time (auto would start resident workers)
+            "warmup": False, "rounds": 5}  # the pairs alone, as given (test_warmup.py holds the warm-up and the choice)
     return Settings(**{**base, **kwargs})  # type: ignore[arg-type]
 
 

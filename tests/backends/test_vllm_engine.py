@@ -38,6 +38,22 @@ def backend(tiny):
     b.close()
 
 
+def test_the_engines_speed_settings_are_recorded_in_the_cell(backend, tiny, monkeypatch: pytest.MonkeyPatch) -> None:
+    from batchperf.backends._vllm import SPEED_ENV
+    from batchperf.regress.fingerprint import cell_identity
+    from batchperf.results.record import CellRecord
+
+    monkeypatch.setenv("VLLM_CPU_NUM_OF_RESERVED_CPU", "1")
+    settings = backend.engine_settings(4)
+    assert set(settings["env"]) == set(SPEED_ENV) and settings["env"]["VLLM_CPU_NUM_OF_RESERVED_CPU"] == "1"
+    assert settings["env"]["VLLM_ENABLE_V1_MULTIPROCESSING"] == "0"  # batchperf's default for the in-process engine
+    assert settings["args"] == {"enforce_eager": True, "num_gpu_blocks_override": None, "max_num_batched_tokens": None}
+    record = CellRecord(cell={"id": "c", "tier": "cpu", "model": "m", "backend": "vllm", "batch_size": 4,
+                              "prompt_len": "64", "concurrency": 4}, model={}, metrics={}, rounds=[], kv={},
+                        engine=settings)
+    assert cell_identity(record)["engine"] == settings
+
+
 def workload(tiny, n: int = 8, prompt: str = "64", arrival: Arrival = Arrival(), warmup: int = 0, seed: int = 0):
     spec = WorkloadSpec(num_prompts=n, prompt_len=LengthSpec.parse(prompt), arrival=arrival, num_warmup=warmup,
                         seed=seed)

@@ -40,6 +40,21 @@ def test_a_bad_server_entry_is_an_error_naming_it(monkeypatch: pytest.MonkeyPatc
         create_backend("vllm-server", model=None)  # type: ignore[arg-type]
 
 
+def test_the_servers_speed_settings_are_recorded(monkeypatch: pytest.MonkeyPatch, tiny_model) -> None:
+    monkeypatch.delenv("BATCHPERF_SERVER_URL", raising=False)
+    monkeypatch.delenv("VLLM_CPU_KVCACHE_SPACE", raising=False)
+    monkeypatch.setenv("VLLM_CPU_OMP_THREADS_BIND", "0")
+    monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: object())  # as if vLLM were installed
+    backend = create_backend("vllm-server", model=tiny_model, server_args=("--max-num-batched-tokens", "512"))
+    settings = backend.engine_settings(4)
+    assert settings["env"]["VLLM_CPU_OMP_THREADS_BIND"] == "0"
+    assert settings["env"]["VLLM_CPU_KVCACHE_SPACE"] == "1"  # the server's default, as it starts it
+    assert settings["args"] == {"max_num_batched_tokens": None, "server_args": ["--max-num-batched-tokens", "512"]}
+    monkeypatch.setenv("BATCHPERF_SERVER_URL", "http://127.0.0.1:9/")
+    given = create_backend("vllm-server", model=tiny_model)
+    assert given.engine_settings(4) == {"server": "given: its settings are its own, not known to batchperf"}
+
+
 @pytest.mark.slow
 def test_real_server_counts_targets_sends_chunks_and_stops_cleanly(stream4_server_run) -> None:
     trace = stream4_server_run.trace

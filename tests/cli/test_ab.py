@@ -172,3 +172,26 @@ def test_the_test_and_the_deciding_metrics_are_chosen_on_the_command_line(tmp_pa
     assert exc.value.code == 3 and "--test" in capsys.readouterr().err
     code = main(ab(tmp_path / "both", "--latency-decides", "--metrics", "output_throughput"))
     assert code == 3 and "give one" in one_line(capsys.readouterr().err)
+
+
+def test_the_warm_up_and_the_rounds_on_the_command_line(tmp_path: Path, capsys, monkeypatch) -> None:
+    """Default: a warm-up pair and rounds chosen from it; --no-warmup and --rounds R as given."""
+    fakes = FakeEnvs(cells=CELLS[:1], speed={"A": 1.0, "B": 0.9}, seconds=10.0, round_s=1.0)
+    faked(monkeypatch, fakes)
+    assert main(ab(tmp_path / "default")) == 1
+    saved = json.loads((tmp_path / "default" / "out" / "ab.json").read_text())
+    assert saved["warmup"]["ran"] and saved["rounds"]["given"] is None and saved["rounds"]["chosen"] == 10
+    assert "chosen from the warm-up" in (tmp_path / "default" / "out" / "ab.md").read_text()
+    assert main(ab(tmp_path / "given", "--no-warmup", "--rounds", "6")) == 1
+    saved = json.loads((tmp_path / "given" / "out" / "ab.json").read_text())
+    assert saved["warmup"] == {"ran": False, "why": "--no-warmup", "discarded": True, "rounds": None, "seconds": {}}
+    assert saved["rounds"] == {"chosen": 6, "given": 6, "why": "given", "round_s": None, "startup_s": None}
+
+
+def test_a_worker_killed_mid_run_exits_4_naming_it(tmp_path: Path, capsys, monkeypatch) -> None:
+    fakes = FakeEnvs(cells=CELLS[:1], speed={"A": 1.0, "B": 0.5}, killed={4: -9})  # pair 1's B
+    faked(monkeypatch, fakes)
+    code = main(ab(tmp_path))
+    line = one_line(capsys.readouterr().err)
+    assert code == 4 and "environment B failed to run in pair 1 (killed by SIGKILL" in line
+    assert CELLS[0] in line and "unexpected error" not in line

@@ -85,3 +85,38 @@ def test_thread_count_must_match_but_does_not_name_the_folder(monkeypatch: pytes
     if default.identity.cpu_cores > 1:
         assert fp.identity_diff(one.identity.to_dict(), default.identity.to_dict()) == [
             f"cpu_threads: 1 → {default.identity.cpu_cores}"]
+
+
+VLLM_ENGINE = {"env": {"VLLM_CPU_OMP_THREADS_BIND": None, "VLLM_CPU_NUM_OF_RESERVED_CPU": None,
+                       "VLLM_CPU_KVCACHE_SPACE": "1", "VLLM_ENABLE_V1_MULTIPROCESSING": "0"},
+               "args": {"enforce_eager": False, "num_gpu_blocks_override": None, "max_num_batched_tokens": None}}
+
+
+def test_vllms_settings_must_match_and_a_baseline_without_them_is_not_compared() -> None:
+    from batchperf.regress.gate import compare_cell
+    from batchperf.regress.verdict import Verdict
+
+    baseline, same, other, older = cell_info(), cell_info(), cell_info(), cell_info()
+    for record in (baseline, same, other):
+        record.engine = {"env": dict(VLLM_ENGINE["env"]), "args": dict(VLLM_ENGINE["args"])}
+    other.engine["env"]["VLLM_CPU_OMP_THREADS_BIND"] = "0-1"
+    assert fp.identity_diff(fp.cell_identity(baseline), fp.cell_identity(same)) == []
+    assert fp.identity_diff(fp.cell_identity(baseline), fp.cell_identity(other)) == [
+        "engine.env.VLLM_CPU_OMP_THREADS_BIND: None → 0-1"]
+    assert "engine.env.VLLM_CPU_KVCACHE_SPACE: (absent) → 1" in fp.identity_diff(
+        fp.cell_identity(older), fp.cell_identity(baseline))
+    # ab compares two environments whose settings may differ on purpose
+    assert fp.identity_diff(fp.cell_identity(baseline, engine=False), fp.cell_identity(other, engine=False)) == []
+    verdict = compare_cell("c", baseline, other)
+    assert verdict.verdict is Verdict.NO_BASELINE
+    assert verdict.notes == ("engine.env.VLLM_CPU_OMP_THREADS_BIND: None → 0-1",)
+    assert compare_cell("c", older, baseline).verdict is Verdict.NO_BASELINE
+
+
+def test_the_engine_section_round_trips_and_is_absent_when_empty() -> None:
+    from batchperf.results.record import CellRecord
+
+    record = cell_info()
+    assert "engine" not in record.to_dict()
+    record.engine = VLLM_ENGINE
+    assert CellRecord.from_dict(record.to_dict()).engine == VLLM_ENGINE

@@ -27,6 +27,20 @@ def test_token_counts_are_checked_in_every_round(tiny_model) -> None:
     assert record.token_count_errors == ["round 1: request 0: generated 1 tokens, target 2"]
 
 
+def test_a_backends_engine_settings_are_the_records_engine_section(tiny_model) -> None:
+    class Backend:  # a backend that says what moves its speed, as vllm and vllm-server do
+        name = "fake"
+
+        def engine_settings(self, batch_size: int) -> dict[str, object]:
+            return {"env": {"VLLM_CPU_KVCACHE_SPACE": "1"}, "args": {"max_num_seqs_seen": batch_size}}
+
+    cell = CellParams("cpu", "cpu", "tiny-qwen2", "fake", batch_size="2", prompt_len="16", concurrency="2",
+                      num_prompts="2", rounds=1, warmup_rounds=0, arrival="closed", output_lens="2").resolve()
+    record = cell_record(cell, tiny_model, [one_round(2)], backend=Backend())  # type: ignore[arg-type]
+    assert record.engine == {"env": {"VLLM_CPU_KVCACHE_SPACE": "1"}, "args": {"max_num_seqs_seen": 2}}
+    assert cell_record(cell, tiny_model, [one_round(2)]).engine == {}
+
+
 # The suite's backend with request 0 of every run one token short
 SHORT_BACKEND = '''
 import dataclasses

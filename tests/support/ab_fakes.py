@@ -41,12 +41,18 @@ def scaled(info: dict[str, Any], speed: float) -> dict[str, Any]:
     return info
 
 
-def write_results(path: Path, speeds: dict[str, float], identity: dict[str, Any] | None = None) -> None:
+def write_results(path: Path, speeds: dict[str, float], identity: dict[str, Any] | None = None,
+                  round_s: float | None = None) -> None:
+    """``round_s``: every round's ``duration`` (else the real file's, scaled)."""
     data = copy.deepcopy({k: v for k, v in DATA.items() if k != "benchmarks"})
     if identity is not None:
         data["machine_info"]["batchperf"]["identity"] = identity
     data["benchmarks"] = [{**b, "extra_info": scaled(b["extra_info"], speeds[b["extra_info"]["cell"]["id"]])}
                           for b in DATA["benchmarks"] if b["extra_info"]["cell"]["id"] in speeds]
+    if round_s is not None:
+        for bench in data["benchmarks"]:
+            for one in bench["extra_info"]["rounds"]:
+                one["duration"] = round_s
     path.write_text(json.dumps(data))
 
 
@@ -68,6 +74,7 @@ class FakeEnvs:
     cells: Sequence[str] = tuple(CELLS[:2])
     fails: dict[str, dict[str, str]] = field(default_factory=dict)  # label -> cell -> message (fails there)
     crash: set[str] = field(default_factory=set)  # labels whose pytest dies
+    killed: dict[int, int] = field(default_factory=dict)  # run number (1-based) -> exit status of a process killed
     interrupt_at: int | None = None  # run number (1-based) that raises KeyboardInterrupt
     identity: dict[str, dict[str, Any]] = field(default_factory=dict)  # label -> identity in its results
     versions: dict[str, dict[str, str]] = field(default_factory=dict)
@@ -75,6 +82,7 @@ class FakeEnvs:
     runs: list[tuple[str, list[str]]] = field(default_factory=list)
     timeouts: list[float | None] = field(default_factory=list)  # each run's timeout_s
     seconds: float = 20.0  # what each fake process says it took
+    round_s: float | None = None  # each round's duration in its results; seconds is then the start-up + the rounds
     on_run: Callable[[], None] | None = None
 
     def __post_init__(self) -> None:
@@ -97,12 +105,20 @@ class FakeEnvs:
         log.write_text("fake pytest\n" + ("INTERNALERROR> boom\n" if env.label in self.crash else ""))
         if env.label in self.crash:
             return SideRun(env.label, 3, self.seconds, None, log)
+        if (status := self.killed.get(len(self.runs))) is not None:
+            return SideRun(env.label, status, self.seconds, None, log)
         gone = {cell_key(a.split("=", 1)[1]) for a in args if a.startswith("--deselect=")}
         chosen = [c for c in self.cells if c not in gone]
         failing = self.fails.get(env.label, {})
         speed = self.speed[env.label] * math.exp(self.rng.normal(0, self.noise))
-        write_results(stem.with_suffix(".json"), {c: speed for c in chosen if c not in failing},
-                      self.identity.get(env.label))
+        written = [c for c in chosen if c not in failing]
+        write_results(stem.with_suffix(".json"), {c: speed for c in written}, self.identity.get(env.label),
+                      self.round_s)
         outcomes = {c: Outcome("failed", failing[c]) if c in failing else Outcome("passed") for c in chosen}
         write_junit(stem.with_suffix(".xml"), outcomes)
-        return SideRun(env.label, 1 if failing else 0, self.seconds, stem.with_suffix(".json"), log, outcomes)
+        seconds = self.seconds
+        if self.round_s is not None:  # the start-up, then every round the results hold, warm-up rounds too
+            per_cell = {b["extra_info"]["cell"]["id"]: len(b["extra_info"]["rounds"])
+                        + b["extra_info"]["cell"]["warmup_rounds"] for b in DATA["benchmarks"]}
+            seconds += self.round_s * sum(per_cell[c] for c in written)
+        return SideRun(env.label, 1 if failing else 0, seconds, stem.with_suffix(".json"), log, outcomes)

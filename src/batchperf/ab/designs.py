@@ -86,7 +86,8 @@ def run_resident(envs: Mapping[str, Environment], args: Sequence[str], stems: Ma
             sockets.rmdir()
     return {label: SideRun(label, codes[label][0], sides.ended[label] - sides.clocks[label],
                            files[label][".json"] if files[label][".json"].exists() else None, files[label][".log"],
-                           outcomes(files[label][".xml"]), sides.started[label], codes[label][1]) for label in order}
+                           outcomes(files[label][".xml"]), sides.started[label], codes[label][1],
+                           sides.at.get(label, "")) for label in order}
 
 
 @dataclass(slots=True)
@@ -102,15 +103,26 @@ class _Sides:
     started: dict[str, float] = field(default_factory=dict)  # time.time() at start
     clocks: dict[str, float] = field(default_factory=dict)  # time.monotonic() at start
     ended: dict[str, float] = field(default_factory=dict)  # time.monotonic() when its gate closed or it exited
+    at: dict[str, str] = field(default_factory=dict)  # label -> the cell its worker last named at its gate
 
     def hear(self, label: str) -> str | None:
         """What ``label``'s worker says at its gate next; None once it has closed (the process ended)."""
         left = 1e9 if self.deadline is None else self.deadline - time.monotonic()
         try:
-            return self.gates[label].next(lambda: self.procs[label].poll() is None, max(left, 0.0))
+            said = self.gates[label].next(lambda: self.procs[label].poll() is None, max(left, 0.0))
         except WorkerGone:
             self.ended.setdefault(label, time.monotonic())
             return None
+        self.at[label] = said.partition(" ")[2]
+        return said
+
+    def release(self, label: str) -> None:
+        """Let ``label``'s worker go; a worker that died while it waited is heard as ended at its next
+        :meth:`hear` (WorkerGone), never a broken pipe here."""
+        try:
+            self.gates[label].go()
+        except WorkerGone:
+            self.ended.setdefault(label, time.monotonic())
 
 
 def _side_files(stems: Mapping[str, Path], order: tuple[str, str]) -> dict[str, dict[str, Path]]:
@@ -141,7 +153,7 @@ def _start(sides: _Sides, envs: Mapping[str, Environment], args: Sequence[str], 
 
 def _take_turns(sides: _Sides, cells: Sequence[str], duet: bool) -> bool:
     """Release the workers' rounds until both have ended (run_resident's turns); True when the pair's time ran out."""
-    order, gates, deadline, hear = sides.order, sides.gates, sides.deadline, sides.hear
+    order, deadline, hear = sides.order, sides.deadline, sides.hear
     said = {label: hear(label) for label in order}
     turns = 0  # paired releases since both last passed an end
     while any(said.values()):
@@ -152,7 +164,7 @@ def _take_turns(sides: _Sides, cells: Sequence[str], duet: bool) -> bool:
             ending = str(said[live[0]]).startswith("end ")
             together = duet or ending
             for label in (order if turns % 2 == 0 or together else order[::-1]):
-                gates[label].go()
+                sides.release(label)
                 if not together:
                     said[label] = hear(label)
             if together:  # both at once: a duet's round, or what follows an end (the next cell, the exit)
@@ -160,7 +172,7 @@ def _take_turns(sides: _Sides, cells: Sequence[str], duet: bool) -> bool:
             turns = 0 if ending else turns + 1
             continue
         label = min(live, key=lambda lb: _position(str(said[lb]), cells))
-        gates[label].go()
+        sides.release(label)
         said[label] = hear(label)
     return False
 

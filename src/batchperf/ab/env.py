@@ -201,6 +201,7 @@ class SideRun:
     outcomes: dict[str, Outcome] = field(default_factory=dict)  # cell id -> outcome (junit)
     started: float = 0.0  # time.time() at start
     timed_out: bool = False  # stopped because it ran past its time limit
+    at: str = ""  # the cell a resident worker last named at its round gate ("" when unknown)
 
     @property
     def crashed(self) -> bool:

@@ -21,8 +21,9 @@ def headline(result: AbResult) -> list[str]:
     loads = result.loads
     lines = [f"A = {s.a.describe()}", f"B = {s.b.describe()}",
              f"{len(result.pairs)} pair(s) of fresh processes (A B, B A, …) in {result.elapsed_s / 60:.1f} min; "
-             f"{s.rounds or 'the tier’s'} round(s) per process; status: {result.status}"
-             + (f" ({result.reason})" if result.reason else "")]
+             f"{rounds_text(result)}; status: {result.status}" + (f" ({result.reason})" if result.reason else "")]
+    if result.warmup is not None:
+        lines.append(result.warmup.describe())
     if loads:
         lines.append(f"machine load (1-min average, at each pair): min {min(loads):.2f}, median "
                      f"{statistics.median(loads):.2f}, max {max(loads):.2f}")
@@ -37,6 +38,15 @@ def headline(result: AbResult) -> list[str]:
     for label, ids in result.only_in.items():
         lines.append(f"only in {label} (not compared): {', '.join(ids)}")
     return lines
+
+
+def rounds_text(result: AbResult) -> str:
+    choice = result.rounds
+    if choice is None:
+        return "rounds per process not yet known"
+    if choice.given is not None:
+        return f"{choice.chosen} round(s) per process (given)"
+    return f"{choice.chosen} round(s) per process, chosen from {choice.why}"
 
 
 def summary(result: AbResult) -> str:

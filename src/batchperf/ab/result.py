@@ -17,6 +17,7 @@ from batchperf.ab import stats as ab_stats
 from batchperf.ab.env import Probe, SideRun
 from batchperf.ab.settings import Settings
 from batchperf.ab.stats import Interval
+from batchperf.ab.warmup import RoundsChoice, Warmup
 from batchperf.measure.catalogue import Direction
 from batchperf.regress.fingerprint import version_diff
 from batchperf.regress.verdict import CellVerdict, MetricVerdict, Verdict
@@ -130,6 +131,8 @@ class AbResult:
     only_in: dict[str, list[str]] = field(default_factory=dict)  # environment label -> cells the other lacks
     stop_signal: int = signal.SIGINT  # what interrupted it (status "interrupted")
     design: str = "sequential"  # how each pair's processes run: settings.design, "auto" resolved by prepare()
+    warmup: Warmup | None = None  # the discarded warm-up pair (None: the run stopped before it)
+    rounds: RoundsChoice | None = None  # the rounds per process, given or chosen (None: not yet known)
 
     @property
     def versions_differ(self) -> dict[str, tuple[str, str]]:
@@ -161,7 +164,7 @@ class AbResult:
             "command": s.command,
             "settings": {"margin": s.margin, "margins": dict(s.margins), "metrics": list(s.metrics), "alpha": s.alpha,
                          **self.judge.to_dict(), "level_method": self.level_method, "max_pairs": s.max_pairs,
-                         "max_minutes": s.max_minutes, "rounds": s.rounds, "design": self.design,
+                         "max_minutes": s.max_minutes, "rounds": s.rounds, "warmup": s.warmup, "design": self.design,
                          "design_asked": s.design,
                          "pytest_args": list(s.pytest_args)},
             "environments": envs,
@@ -169,6 +172,8 @@ class AbResult:
             "vars_differ": {k: list(v) for k, v in self.vars_differ.items()},
             "load_avg_1m": {"min": min(loads), "median": statistics.median(loads), "max": max(loads)} if loads else None,
             "only_in": self.only_in,
+            "warmup": self.warmup.to_dict() if self.warmup else None,
+            "rounds": self.rounds.to_dict() if self.rounds else None,
             "pairs": [p.to_dict() for p in self.pairs],
             "cells": [c.to_dict() for c in self.cells.values()],
         }

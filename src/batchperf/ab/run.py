@@ -1,7 +1,9 @@
 """``batchperf ab``: the same cells in two environments, interleaved in fresh processes, until the answer is clear.
 
 Pair *i* runs one pytest process of A and one of B, in the order A B, B A, A B, … (so a drift of the
-machine's speed within a pair cancels over pairs), each writing an ordinary results file. Per cell
+machine's speed within a pair cancels over pairs), each writing an ordinary results file. A warm-up pair runs
+first and is discarded, and the rounds per process are chosen from its costs when not given
+(:mod:`batchperf.ab.warmup`). Per cell
 and per metric, each pair gives a log-ratio ln(B/A) of the process medians; after every pair
 :mod:`batchperf.ab.stats` turns them into an estimate, an interval and a call:
 
@@ -37,7 +39,8 @@ from batchperf.ab.designs import duet_cores, run_cells, run_resident
 from batchperf.ab.env import Environment, EnvironmentProblem, Probe, SideRun, collect, probe
 from batchperf.ab.pairs import absorb, check_identity, measuring, order_of
 from batchperf.ab.result import AbResult, CellState, Pair
-from batchperf.ab.settings import BudgetTooSmall, Settings, UsageProblem
+from batchperf.ab.settings import DEFAULT_ROUNDS, BudgetTooSmall, Settings, UsageProblem
+from batchperf.ab.warmup import WARMUP_ROUNDS, RoundsChoice, Warmup, choose_rounds
 from batchperf.launch.child import exit_code_of, stop_signals
 from batchperf.regress.fingerprint import identity_diff
 from batchperf.results.io import atomic_write_text
@@ -124,7 +127,9 @@ def run_ab(settings: Settings, runner: SideRunner = run_cells, prober: Prober = 
         except KeyboardInterrupt as exc:
             result.status, result.stop_signal = "interrupted", exit_code_of(exc) - 128
             name = signal.Signals(result.stop_signal).name
-            result.reason = (f"interrupted ({name}) during pair {len(result.pairs) + 1}; "
+            during = ("the warm-up" if settings.warmup and result.warmup is None
+                      else f"pair {len(result.pairs) + 1}")
+            result.reason = (f"interrupted ({name}) during {during}; "
                              f"that pair is discarded, the {len(result.pairs)} finished pair(s) are reported")
         except ResultsError as exc:
             result.status, result.reason = "failed", f"a results file could not be read: {exc}"
@@ -139,50 +144,107 @@ def run_ab(settings: Settings, runner: SideRunner = run_cells, prober: Prober = 
 
 def measure_pairs(result: AbResult, runner: SideRunner, progress: Progress, clock: Callable[[], float],
                   start: float) -> None:
-    """Pairs until every cell is settled or failed, a budget is spent, or an environment fails."""
+    """The warm-up, then pairs until every cell is settled or failed, a budget is spent, or an environment fails."""
     settings = result.settings
-    envs = {"A": settings.a, "B": settings.b}
-    skip = [n for ids in result.only_in.values() for n in ids]
+    if given := settings.given_rounds:
+        result.rounds = RoundsChoice(given, given, "given")
+    if not warm_up(result, runner, progress):
+        return
     while measuring(result):
         index = len(result.pairs) + 1
         if stop := budget_spent(result, index, clock() - start):
             result.status, result.reason = "budget", stop
             return
-        deselect = [f"--deselect={c.nodeid}" for c in result.cells.values() if c not in measuring(result)]
-        deselect += [f"--deselect={nodeid}" for nodeid in skip]
-        args = [*settings.run_args(), *deselect]
-        stems = {label: settings.out.resolve() / f"pair-{index:03d}-{label}" for label in envs}
-        if result.design in ("resident", "duet"):  # both processes at once (docs/ab.md, "Designs")
-            runs = run_resident(envs, args, stems, order_of(index), list(result.cells), settings.process_timeout_s,
-                                duet=result.design == "duet")
-        else:
-            runs = {}
-            for label in order_of(index):
-                runs[label] = runner(envs[label], args, stems[label], timeout_s=settings.process_timeout_s)
-                if runs[label].crashed:  # the pair is lost anyway: don't spend the other side's process
-                    break
+        rounds = result.rounds.chosen if result.rounds else DEFAULT_ROUNDS
+        stems = {label: settings.out.resolve() / f"pair-{index:03d}-{label}" for label in ("A", "B")}
+        runs = run_pair(result, runner, rounds, stems, order_of(index))
         pair = Pair(index, order_of(index), runs, _load())
         result.pairs.append(pair)
         if crashed := [r for r in runs.values() if r.crashed]:
             result.status = "failed"
-            result.reason = "; ".join(crash_reason(r, index, settings) for r in crashed)
+            result.reason = "; ".join(crash_reason(r, f"pair {index}", result, index - 1) for r in crashed)
             return
         if problem := check_identity(result, pair):
             result.status, result.reason = "failed", problem
             return
         absorb(result, pair)
+        if result.rounds is None:  # no warm-up measured the costs: the first pair does, for the pairs after it
+            result.rounds = choose_rounds(runs, result.design, f"first pair (itself {rounds} rounds)") or RoundsChoice(
+                DEFAULT_ROUNDS, None, "the first pair's results hold no round durations: the default")
+            progress(f"rounds per process from pair 2 on: {result.rounds.chosen} ({result.rounds.why})")
         progress(progress_line(result, pair, clock() - start))
         write_json(result, clock() - start)
     result.status = "done"
 
 
-def crash_reason(run: SideRun, index: int, settings: Settings) -> str:
+def warm_up(result: AbResult, runner: SideRunner, progress: Progress) -> bool:
+    """The warm-up pair before pair 1 (discarded), and the rounds chosen from it when none were given; False when
+    an environment failed in it (the run has failed)."""
+    settings = result.settings
+    if not settings.warmup:
+        result.warmup = Warmup(False, "--no-warmup")
+        return True
+    rounds = result.rounds.chosen if result.rounds else WARMUP_ROUNDS
+    stems = {label: settings.out.resolve() / f"warmup-{label}" for label in ("A", "B")}
+    progress(f"warm-up: one process of A and of B, {rounds} round(s), discarded")
+    runs = run_pair(result, runner, rounds, stems, order_of(1))
+    result.warmup = Warmup(True, f"one process of A and of B ({result.design}), {rounds} round(s) each", rounds,
+                           {label: run.seconds for label, run in runs.items()})
+    if crashed := [r for r in runs.values() if r.crashed]:
+        result.status = "failed"
+        result.reason = "; ".join(crash_reason(r, "the warm-up", result, 0) for r in crashed)
+        return False
+    if result.rounds is None:
+        result.rounds = choose_rounds(runs, result.design, "warm-up") or RoundsChoice(
+            DEFAULT_ROUNDS, None, "the warm-up's results hold no round durations: the default")
+    progress(f"{result.warmup.describe()}; rounds per process: {result.rounds.chosen} ({result.rounds.why})")
+    return True
+
+
+def run_pair(result: AbResult, runner: SideRunner, rounds: int, stems: Mapping[str, Path],
+             order: tuple[str, str]) -> dict[str, SideRun]:
+    """One process of each environment on the cells still measured, in the run's design."""
+    settings = result.settings
+    envs = {"A": settings.a, "B": settings.b}
+    deselect = [f"--deselect={c.nodeid}" for c in result.cells.values() if c not in measuring(result)]
+    deselect += [f"--deselect={nodeid}" for ids in result.only_in.values() for nodeid in ids]
+    args = [*settings.run_args(rounds), *deselect]
+    if result.design in ("resident", "duet"):  # both processes at once (docs/ab.md, "Designs")
+        return run_resident(envs, args, stems, order, list(result.cells), settings.process_timeout_s,
+                            duet=result.design == "duet")
+    runs = {}
+    for label in order:
+        runs[label] = runner(envs[label], args, stems[label], timeout_s=settings.process_timeout_s)
+        if runs[label].crashed:  # the pair is lost anyway: don't spend the other side's process
+            break
+    return runs
+
+
+def crash_reason(run: SideRun, when: str, result: AbResult, kept: int) -> str:
+    """Which side, when (which pair), which cell, and how its process ended; ``kept``: the finished pairs."""
+    settings = result.settings
+    cell = (f"at cell {run.at}" if run.at else
+            "running " + (", ".join(c.id for c in measuring(result)) or "its cells"))
     if run.timed_out:
-        return (f"environment {run.label}'s process in pair {index} ran past {settings.process_timeout_s / 60:g} min "
-                f"(--process-minutes, default --max-minutes) and was stopped with its process group: "
+        return (f"environment {run.label}'s process in {when} ({cell}) ran past {settings.process_timeout_s / 60:g} "
+                f"min (--process-minutes, default --max-minutes) and was stopped with its process group: "
                 f"{run.log_tail()[-1500:]}")
-    return (f"environment {run.label} failed to run in pair {index} (pytest exit {run.returncode}): "
-            f"{run.log_tail()[-1500:]}")
+    return (f"environment {run.label} failed to run in {when} ({how_it_ended(run.returncode)}), {cell}; the "
+            f"{kept} finished pair(s) are kept: {run.log_tail()[-1500:]}")
+
+
+def how_it_ended(returncode: int) -> str:
+    """A child's exit status in words: the signal that killed it (a negative code, or 128 + N from the group guard),
+    or pytest's exit code."""
+    signum = -returncode if returncode < 0 else returncode - 128 if returncode > 128 else 0
+    try:
+        name = signal.Signals(signum).name if signum else ""
+    except ValueError:
+        name = ""
+    if name:
+        oom = ": the kernel's out-of-memory killer sends this too" if name == "SIGKILL" else ""
+        return f"killed by {name}, exit {returncode}{oom}"
+    return f"pytest exit {returncode}" + (", no results file" if returncode in (0, 1, 5) else "")
 
 
 def budget_spent(result: AbResult, index: int, elapsed_s: float) -> str:

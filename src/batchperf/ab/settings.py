@@ -12,7 +12,9 @@ from batchperf.ab.env import Environment
 from batchperf.measure.catalogue import AB_DEFAULT, GATED, Direction
 
 DESIGNS = ("auto", "sequential", "resident", "duet")  # docs/ab.md, "Designs"
-DEFAULT_ROUNDS = 5  # measured rounds per process: cheap next to a process start, and steadier process medians
+# measured rounds per process of a first pair when --rounds is not given and no warm-up measured the costs
+# (batchperf.ab.warmup chooses from pair 2 on)
+DEFAULT_ROUNDS = 5
 
 
 class UsageProblem(ValueError):
@@ -36,7 +38,8 @@ class Settings:
     max_pairs: int = 30
     max_minutes: float | None = 60.0
     process_minutes: float | None = None  # a process longer than this hangs: stopped, the run fails (None: max_minutes)
-    rounds: int | None = DEFAULT_ROUNDS  # None: the tier's (or what the pytest arguments say)
+    rounds: int | None = None  # None: chosen from the warm-up's costs (batchperf.ab.warmup), unless the pytest args say
+    warmup: bool = True  # a warm-up pair before pair 1, discarded (--no-warmup: none)
     test: str = ab_judge.DEFAULT_TEST  # the interval of each look: "t" (sequential t) or "signed-rank"
     design: str = "auto"  # how a pair's two processes run (DESIGNS); auto: resident, sequential where a GPU is seen
     command: str = ""  # the command line, recorded so the run can be repeated
@@ -80,7 +83,19 @@ class Settings:
     def margin_of(self, metric: str) -> float:
         return self.margins.get(metric, self.margin)
 
-    def run_args(self) -> list[str]:
+    @property
+    def given_rounds(self) -> int | None:
+        """The rounds the user gave: a --batchperf-rounds in the pytest arguments (it wins), else --rounds."""
+        args = list(self.pytest_args)
+        for i, arg in enumerate(args):
+            name, sep, value = arg.partition("=")
+            if name == "--batchperf-rounds":
+                text = value if sep else (args[i + 1] if i + 1 < len(args) else "")
+                return int(text) if text.isdigit() else self.rounds
+        return self.rounds
+
+    def run_args(self, rounds: int | None) -> list[str]:
+        """The pytest arguments of a process measuring ``rounds`` rounds (None: as the pytest arguments say)."""
         given = any(a.startswith("--batchperf-rounds") for a in self.pytest_args)
-        rounds = [] if self.rounds is None or given else [f"--batchperf-rounds={self.rounds}"]
-        return [*self.pytest_args, *rounds, "--batchperf-progress=off"]
+        extra = [] if rounds is None or given else [f"--batchperf-rounds={rounds}"]
+        return [*self.pytest_args, *extra, "--batchperf-progress=off"]

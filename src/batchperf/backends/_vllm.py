@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import os
 import warnings
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from types import ModuleType
 from typing import Any
@@ -29,6 +29,19 @@ ENV_DEFAULTS: dict[str, str] = {
     "VLLM_ENABLE_V1_MULTIPROCESSING": "0",
     "VLLM_CPU_KVCACHE_SPACE": "1",
 }
+
+
+# What moves a vLLM CPU process's speed and is set from outside the cell (issue 36): its OpenMP thread binding and
+# reserved cores, the KV pool, and whether the engine core runs in its own process. Recorded in the cell
+# (CellRecord.engine, matched like the workload): a baseline made with other values is never compared with this one.
+SPEED_ENV = ("VLLM_CPU_OMP_THREADS_BIND", "VLLM_CPU_NUM_OF_RESERVED_CPU", "VLLM_CPU_KVCACHE_SPACE",
+             "VLLM_ENABLE_V1_MULTIPROCESSING")
+
+
+def speed_settings(env: Mapping[str, str], args: Mapping[str, Any]) -> dict[str, Any]:
+    """A cell's ``engine`` section: the :data:`SPEED_ENV` variables vLLM ran with (None: unset, vLLM's default)
+    and the engine arguments batchperf chose that matter for speed."""
+    return {"env": {key: env.get(key) for key in SPEED_ENV}, "args": dict(args)}
 
 
 def import_vllm() -> ModuleType:

@@ -28,6 +28,7 @@ hands its stat loggers every step (:mod:`batchperf.backends.vllm_stats`).
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -37,6 +38,7 @@ from batchperf.backends._vllm import (
     cuda_memory_utilization,
     import_vllm,
     kv_block_figures,
+    speed_settings,
     step_budget_args,
     third_party_warnings_ignored,
     weights_args,
@@ -115,6 +117,13 @@ class VLLMEngineBackend:
         self._engines.clear()
         self._sinks.clear()
         _ON_GPU.discard(self)
+
+    def engine_settings(self, batch_size: int) -> dict[str, Any]:
+        """What the cell's engine ran with that moves its speed (:func:`speed_settings`), recorded in its record;
+        vLLM read the variables when first imported (:func:`import_vllm`, in ``__init__``)."""
+        return speed_settings(os.environ, {
+            "enforce_eager": self.enforce_eager, "num_gpu_blocks_override": self.kv_blocks,
+            "max_num_batched_tokens": step_budget_args(self.model, batch_size).get("max_num_batched_tokens")})
 
     def prefix_caching_for(self, workload: Workload) -> bool:
         """Prefix caching on for a workload that shares prefixes (and always for ``vllm-prefix-cache``)."""

@@ -50,6 +50,7 @@ from batchperf.backends._vllm import (
     ENV_DEFAULTS,
     INSTALL_HINT,
     cuda_memory_utilization,
+    speed_settings,
     step_budget_args,
     weights_flags,
 )
@@ -139,6 +140,14 @@ class VLLMServerBackend:
         """Prefix caching on for a workload that shares prefixes; None (not known) for a given server."""
         return None if self.given else workload.expected_prefix_hit_rate is not None
 
+    def engine_settings(self, batch_size: int) -> dict[str, Any]:
+        """What the cell's server ran with that moves its speed (:func:`speed_settings`), recorded in its record; a
+        given server's own settings are not known here."""
+        if self.given:
+            return {"server": "given: its settings are its own, not known to batchperf"}
+        budget = step_budget_args(self.model, batch_size).get("max_num_batched_tokens")
+        return speed_settings(server_env(), {"max_num_batched_tokens": budget, "server_args": list(self.server_args)})
+
     def _start_server(self, batch_size: int, prefix_caching: bool = False, priority: bool = False) -> ServerProcess:
         port = free_port()
         argv = [
@@ -155,9 +164,7 @@ class VLLMServerBackend:
             argv += ["--gpu-memory-utilization", str(cuda_memory_utilization(self.model))]
         if budget := step_budget_args(self.model, batch_size).get("max_num_batched_tokens"):
             argv += ["--max-num-batched-tokens", str(budget)]
-        # the server's engine core runs in its own process, as users run it; only the CPU KV pool is bounded
-        env = {**os.environ, "VLLM_CPU_KVCACHE_SPACE": os.environ.get(
-            "VLLM_CPU_KVCACHE_SPACE", ENV_DEFAULTS["VLLM_CPU_KVCACHE_SPACE"])}
+        env = server_env()
         if prefix_caching:  # its development routes include POST /reset_prefix_cache, emptied before each run
             env["VLLM_SERVER_DEV_MODE"] = "1"
         server = ServerProcess(argv, f"http://127.0.0.1:{port}/health", env=env, name=f"vllm-server-bs{batch_size}")
@@ -208,6 +215,13 @@ class VLLMServerBackend:
         if reason:
             raise CellUnsupported(reason)
         return served
+
+
+def server_env() -> dict[str, str]:
+    """The environment of a server the suite starts: the engine core runs in its own process, as users run it; only
+    the CPU KV pool is bounded."""
+    return {**os.environ, "VLLM_CPU_KVCACHE_SPACE": os.environ.get(
+        "VLLM_CPU_KVCACHE_SPACE", ENV_DEFAULTS["VLLM_CPU_KVCACHE_SPACE"])}
 
 
 def request_timeout(workload: Workload, batch_size: int, concurrency: int) -> float:

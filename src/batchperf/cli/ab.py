@@ -24,6 +24,7 @@ from batchperf.ab.env import Environment, EnvironmentProblem, default_checkout, 
 from batchperf.ab.judge import DEFAULT_TEST, TESTS
 from batchperf.ab.settings import DEFAULT_ROUNDS, DESIGNS, Settings, UsageProblem
 from batchperf.ab.stats import MAX_PAIRS
+from batchperf.ab.warmup import MAX_ROUNDS, MIN_ROUNDS
 from batchperf.launch.child import exit_code_of
 from batchperf.measure.catalogue import AB_DEFAULT, AB_WITH_LATENCY
 from batchperf.results.io import atomic_write_text
@@ -74,9 +75,15 @@ def add_verdict_args(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--process-minutes", type=float, default=None, metavar="M",
                         help="stop a process of A or B (with everything it started) that runs longer than M minutes, "
                              "and end the run as failed, exit 4 (default: --max-minutes)")
-    parser.add_argument("--rounds", type=int, default=DEFAULT_ROUNDS, metavar="R",
-                        help=f"measured rounds per process (default {DEFAULT_ROUNDS}; a --batchperf-rounds in the "
-                             "pytest arguments wins)")
+    parser.add_argument("--rounds", type=int, default=None, metavar="R",
+                        help="measured rounds per process (a --batchperf-rounds in the pytest arguments wins); "
+                             f"default: chosen from the warm-up's start-up and round seconds, rounds about as long as "
+                             f"the start-up, {MIN_ROUNDS} to {MAX_ROUNDS} (with --no-warmup, pair 1 runs "
+                             f"{DEFAULT_ROUNDS} and chooses for the rest); ab.md says what it chose and why")
+    parser.add_argument("--no-warmup", dest="warmup", action="store_false",
+                        help="no warm-up pair before pair 1 (default: one process of A and of B runs first and is "
+                             "discarded, so a fresh environment's first process, compiling and filling caches, is "
+                             "never judged)")
     parser.add_argument("--design", choices=DESIGNS, default="auto",
                         help="how a pair's two processes run (default auto: resident, or sequential where an "
                              "environment sees a GPU): 'sequential', A's process and then "
@@ -107,7 +114,8 @@ def verdict_kwargs(args: argparse.Namespace) -> dict[str, Any]:
         AB_WITH_LATENCY if args.latency_decides else AB_DEFAULT)
     metrics = tuple(m.strip() for m in chosen.split(",") if m.strip())
     return {"margin": margin, "margins": margins, "metrics": metrics, "alpha": args.alpha,
-            "max_pairs": args.max_pairs, "max_minutes": args.max_minutes, "rounds": args.rounds, "test": args.test,
+            "max_pairs": args.max_pairs, "max_minutes": args.max_minutes, "rounds": args.rounds, "warmup": args.warmup,
+            "test": args.test,
             "design": args.design,
             "process_minutes": args.process_minutes,
             "pytest_args": tuple(args.pytest_args), "command": shlex.join(["batchperf", *sys.argv[1:]])}

@@ -128,6 +128,8 @@ class RoundCoordinator:
                 if not alive():
                     raise WorkerGone("the worker ended") from None
                 continue
+            except OSError as exc:  # ConnectionResetError: the worker died with the line unread
+                raise WorkerGone(f"the worker's connection broke ({exc.strerror})") from None
             if not chunk:
                 raise WorkerGone("the worker closed its gate")
             self._buffer += chunk
@@ -145,10 +147,14 @@ class RoundCoordinator:
         return conn
 
     def go(self) -> None:
-        """Release the worker's next round (or its end)."""
+        """Release the worker's next round (or its end); WorkerGone when the worker is gone (killed while it
+        waited: the send meets a broken pipe)."""
         if self._conn is None:
             raise WorkerGone("no worker is connected")
-        self._conn.sendall(GO)
+        try:
+            self._conn.sendall(GO)
+        except OSError as exc:  # BrokenPipeError, ConnectionResetError
+            raise WorkerGone(f"the worker's connection broke ({exc.strerror})") from None
 
     def close(self) -> None:
         """Close both sockets (a worker still waiting runs on ungated) and remove the socket file."""

@@ -230,13 +230,18 @@ def current(cpu_only: bool = False) -> Fingerprint:
     return Fingerprint(identity, {**package_versions(), **gpu_upgrade}, soft)
 
 
-def cell_identity(record: CellRecord) -> dict[str, Any]:
+def cell_identity(record: CellRecord, engine: bool = True) -> dict[str, Any]:
     """What must match per cell: the workload and settings of ``cell``, plus the model's config hash and
-    whether its weights were a checkpoint's or dummy (a dummy run never stands in for a checkpoint's baseline)."""
+    whether its weights were a checkpoint's or dummy (a dummy run never stands in for a checkpoint's baseline),
+    and the engine's speed settings where the backend records them (``engine``: vLLM's CPU variables and engine
+    arguments; a record without them, an older one, does not match one with them). ``engine=False``: leave those
+    out (an A/B compares two environments whose settings may differ on purpose)."""
     ident = {k: v for k, v in record.cell.items() if k not in NON_IDENTITY_CELL_FIELDS}
     ident.setdefault("parallelism", 1)
     ident["config_hash"] = record.config_hash
     ident["weights"] = record.weights
+    if engine and record.engine:
+        ident["engine"] = record.engine
     return ident
 
 

@@ -31,7 +31,7 @@ REQUIRED = ("cell", "metrics", "rounds", "kv")
 # the sections a dotted path may start with (CellRecord.raw), each a mapping: the cell's own two and the catalogue's
 # measured ones; any other is looked up in ``other``
 SECTIONS = ("cell", "model", *METRIC_SECTIONS)
-OPTIONAL_SECTIONS = ("workload", "slo", "tenants", "capacity", "policy")  # written only when measured
+OPTIONAL_SECTIONS = ("workload", "slo", "tenants", "capacity", "policy", "engine")  # written only when measured
 CELL_FIELDS = ("id", "tier", "model", "backend", "batch_size", "prompt_len", "concurrency")
 
 
@@ -76,6 +76,10 @@ class CellRecord:
     workload: dict[str, Any] = field(default_factory=dict)
     # the batching policy (issue 27): name, parameters, label, the engine that ran it and what it did (its state)
     policy: dict[str, Any] = field(default_factory=dict)
+    # what the engine ran with that moves its speed and is set outside the cell (vLLM's CPU variables, engine
+    # arguments: backends._vllm.speed_settings); matched like the cell (regress.fingerprint.cell_identity); empty
+    # for backends that have none, and in older records
+    engine: dict[str, Any] = field(default_factory=dict)
     gate: dict[str, Any] | None = None  # the gate's verdict for this cell, when it was compared
     gate_remeasured: dict[str, Any] | None = None  # metrics/rounds of the gate's re-measurement
     pooled_runs: int | None = None  # in a baseline pooled from several runs: how many
@@ -208,7 +212,7 @@ class CellRecord:
         if missing:
             raise ResultsError(where, f"missing {', '.join(missing)} in extra_info; the file was cut or edited", RERUN)
         for key, kind in (*((section, Mapping) for section in SECTIONS), ("rounds", list),
-                          ("token_count_errors", list), ("traces", list)):
+                          ("token_count_errors", list), ("traces", list), ("engine", Mapping)):
             if key in data and not isinstance(data[key], kind):
                 raise ResultsError(where, f"{key} is a {type(data[key]).__name__}, not a "
                                    f"{'mapping' if kind is Mapping else 'list'}", RERUN)

@@ -166,4 +166,12 @@ def cell_record(cell: Cell, model: LoadedModel, traces: list[RunTrace], workload
         slo=slo,
         tenants=tenants,
         policy=policy_section(cell, backend, traces),
+        engine=engine_section(cell, backend),
     )
+
+
+def engine_section(cell: Cell, backend: Backend | None) -> dict[str, Any]:
+    """The record's ``engine`` section: the settings a backend says move its speed (vLLM's, ``engine_settings``);
+    empty for a backend that has none."""
+    settings = getattr(backend, "engine_settings", None)
+    return {} if settings is None else settings(cell.batch_size)
