@@ -97,7 +97,7 @@ def test_an_environment_that_crashes_fails_its_two_steps_only(tmp_path: Path) ->
     result = run_chain(envs(4), LABELS, base(tmp_path / "c"), fake_ab([1.0] * 4, calls, crash=frozenset({2})),
                        check=ok)
     assert [s.outcome for s in result.steps] == ["no regression", "failed", "failed", "no regression"]
-    assert "failed to run in pair 1" in result.steps[1].reason and result.exit_code == 4
+    assert "environment B failed to run in the warm-up" in result.steps[1].reason and result.exit_code == 4
 
 
 def test_an_interrupted_chain_resumes_from_its_finished_steps(tmp_path: Path) -> None:
