@@ -40,7 +40,7 @@ def traffic_cell() -> Any:
     record.policy = {"name": "fair", "text": "fair", "label": "fair", "engine": "batchperf", "params": {}}
     record.client = {"loop_lag_p99_ms": 1.0, "client_bound": False, "server_saturated": True, "reasons": []}
     record.capacity = {"max_load": 2.0, "bracket_high": 4.0, "target_attainment": 0.9, "converged": True,
-                       "probes": 3, "why": ""}
+                       "probes": 3, "why": "", "max_request_rate": 8.0, "attainment_at_max_load": 0.95}
     record.workload = {"kind": "tenants", "label": "tenants-x", "load": 1.0, "open_loop": True,
                        "slos": {"chat.v2": {"ttft_ms": 200.0, "tpot_ms": None}}, "tenants": ["chat.v2"]}
     record.traces = [{"requests": [{"request_id": 0, "tenant": "chat.v2"}]}]

@@ -62,6 +62,7 @@ def _tenant_named(name: str):  # noqa: ANN202
 
 @pytest.mark.parametrize(("edit", "match"), [
     (_set("capacity", "max_load", KeyError), "capacity lacks max_load"),
+    (_set("capacity", "max_request_rate", KeyError), "capacity lacks max_request_rate"),
     (_set("capacity", "max_load", None), "capacity.max_load is None, not a number"),
     (_set("capacity", "bracket_high", "4"), "capacity.bracket_high is '4', not a number"),
     (_set("capacity", "max_load", [2.0]), r"capacity.max_load is \[2.0\], not a number"),

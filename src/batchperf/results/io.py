@@ -215,7 +215,7 @@ def fingerprint_problem(raw: Any) -> str | None:
 
 # The shape of the traffic sections every reader relies on (issue 38): the fields a reader indexes, and the type
 # of each field it reads. Numbers are JSON numbers, never true/false (``max_load: true`` would read as 1.0).
-CAPACITY_REQUIRED = ("max_load", "bracket_high")
+CAPACITY_REQUIRED = ("max_load", "bracket_high", "max_request_rate", "attainment_at_max_load")  # what readers index
 CAPACITY_NUMBERS = ("max_load", "bracket_high", "target_attainment", "resolution", "attainment_at_max_load",
                     "max_request_rate", "probes", "search_s", "requests_at_max_load", "dispersion", "slope",
                     "expected_spread")
