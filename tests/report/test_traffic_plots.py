@@ -60,7 +60,8 @@ def test_the_report_draws_attainment_cdfs_and_a_timeline(tmp_path: Path) -> None
     capacity.cell |= {"backend": "continuous", "workload": "tenants:two.toml"}
     capacity.slo, capacity.traces = {"attainment": 0.92}, []
     capacity.kv["kv_tokens_per_request_mean"] = 12.0
-    capacity.capacity = {"max_load": 0.9, "bracket_high": 0.94, "target_attainment": 0.9}
+    capacity.capacity = {"max_load": 0.9, "bracket_high": 0.94, "target_attainment": 0.9, "max_request_rate": 3.0,
+                         "attainment_at_max_load": 0.92}  # as `batchperf capacity` writes it: whole
     index = build_report([results_file(tmp_path / "r.json", [*cells, capacity])], tmp_path / "report")
     page = index.read_text()
     for name in ("attainment_vs_load.png", "tenant_latency_cdf.png", "run_timeline.png"):

@@ -31,11 +31,27 @@ values = st.recursive(scalars, lambda inner: st.one_of(st.lists(inner, max_size=
 BASE = None
 
 
+def traffic_cell() -> Any:
+    """A cell with every traffic section (issue 38: the fuzz reaches slo, tenants, policy, client, capacity,
+    workload and a trace's tenant, which report, recommend and export read)."""
+    record = cell_info("c1")
+    record.slo = {"attainment": 0.9, "request_goodput": 2.0, "offered": 8, "met": 7, "jain_fairness": 0.9}
+    record.tenants = {"chat.v2": {"attainment": 0.9, "offered": 8, "p99_ttft_ms": 10.0}}
+    record.policy = {"name": "fair", "text": "fair", "label": "fair", "engine": "batchperf", "params": {}}
+    record.client = {"loop_lag_p99_ms": 1.0, "client_bound": False, "server_saturated": True, "reasons": []}
+    record.capacity = {"max_load": 2.0, "bracket_high": 4.0, "target_attainment": 0.9, "converged": True,
+                       "probes": 3, "why": "", "max_request_rate": 8.0, "attainment_at_max_load": 0.95}
+    record.workload = {"kind": "tenants", "label": "tenants-x", "load": 1.0, "open_loop": True,
+                       "slos": {"chat.v2": {"ttft_ms": 200.0, "tpot_ms": None}}, "tenants": ["chat.v2"]}
+    record.traces = [{"requests": [{"request_id": 0, "tenant": "chat.v2"}]}]
+    return record
+
+
 def base_document() -> dict[str, Any]:
     global BASE
     if BASE is None:
         with tempfile.TemporaryDirectory() as tmp:
-            path = results_file(Path(tmp) / "r.json", [cell_info("c1"), cell_info("c2", throughput=120.0)])
+            path = results_file(Path(tmp) / "r.json", [traffic_cell(), cell_info("c2", throughput=120.0)])
             BASE = json.loads(path.read_text())
             BASE["benchmarks"].append({**bench(cell_info("c3")), "extra_info": {"other_plugin": 1}})
     return json.loads(json.dumps(BASE))
@@ -95,6 +111,12 @@ def test_random_json_is_read_or_refused_by_the_reader_never_crashes(tmp_path: Pa
             value = record.value(metric.path)
             assert value is None or math.isfinite(value)
         assert record.id and record.batch_size >= 1 and record.concurrency >= 1
+        if record.capacity:  # what the report and recommend --by capacity read
+            assert math.isfinite(float(record.capacity["max_load"]) + float(record.capacity["bracket_high"]))
+        for tenant, block in record.tenants.items():  # what export and the per-tenant gate read
+            assert tenant.encode("utf-8") and all(isinstance(v, (int, float)) for v in block.values())
+        for trace in record.traces:
+            assert all(r.get("tenant") is None or isinstance(r["tenant"], str) for r in trace["requests"])
     again = read_results(write_results(tmp_path / "out.json", results.header, results.entries()))
     def written(run: Any) -> dict[str, str]:  # as text: a NaN kept in a non-measured field equals itself there
         return {name: json.dumps(rec.to_dict(), sort_keys=True) for name, rec in run.cells.items()}

@@ -107,6 +107,16 @@ class Metric:
         return self.path.partition(".")[0]
 
     @property
+    def keys(self) -> tuple[str, ...]:
+        """Where it lives in a cell record, as keys: ``("metrics", "output_throughput")``."""
+        return self.section, self.name
+
+    def tenant_keys(self, tenant: str) -> tuple[str, ...]:
+        """Where one tenant's value of a per-tenant entry lives: the tenant's name is a key of its own, so a name
+        with a dot in it (``chat.v2``) is read like any other."""
+        return self.section, tenant, self.name
+
+    @property
     def gated(self) -> bool:
         return self.tolerance is not None
 

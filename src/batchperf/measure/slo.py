@@ -241,12 +241,13 @@ def slo_summary(trace: RunTrace, slos: Mapping[str, SLO], offered: Mapping[str, 
                "max_service_gap_tokens": max_service_gap(trace),
                "starved_tenants": len(starved(unserved, trace.duration))}
     per_tenant: dict[str, dict[str, float]] = {}
+    starving = set(starved(unserved, trace.duration))  # once, not once per tenant (quadratic in tenants)
     for name in names:
         mine = attainment(trace, slos, offered, name)
         block = {"attainment": mine.ratio, "request_goodput": mine.goodput, "offered": mine.offered,
                  "met": mine.met, "service_tokens": delivered.get(name, 0.0),
                  "longest_unserved_s": unserved.get(name, 0.0),
-                 "starved": int(name in starved(unserved, trace.duration))}
+                 "starved": int(name in starving)}
         if name in delivered:
             block |= tenant_metrics(trace, name)
         per_tenant[name] = block

@@ -38,7 +38,7 @@ from batchperf.regress.cell_notes import disagreement, driver_note, power_cap_no
 from batchperf.regress.fingerprint import Fingerprint, cell_identity, identity_diff, soft_warnings, version_diff
 from batchperf.regress.judgeable import EXACT_REL, arrival_reason, client_bound_reason
 from batchperf.regress.verdict import CellVerdict, MetricVerdict, Verdict, combine, render_text
-from batchperf.results.record import CellRecord
+from batchperf.results.record import CellRecord, RecordPath
 
 _ABSENT = object()
 MISSING_NOTE = "missing: the baseline has it, this run does not (a check was lost)"
@@ -73,14 +73,15 @@ class GateConfig:
         return replace(self, rules=tuple(new if r is target else r for r in self.rules))
 
 
-def relative_spread(record: CellRecord, path: str) -> float:
+def relative_spread(record: CellRecord, path: RecordPath) -> float:
     """Population std / |median| of ``path`` over the record's rounds; 0 with fewer than two rounds.
 
     NaN when a round holds a value that is not a finite number >= 0 (the spread is unknown), and
     infinite when the values spread around a median of 0."""
-    section, _, name = path.partition(".")
-    if section != "metrics":
+    keys = tuple(path.split(".")) if isinstance(path, str) else path
+    if len(keys) != 2 or keys[0] != "metrics":  # only the metrics section has a value per round
         return 0.0
+    name = keys[1]
     raw = [r[name] for r in record.rounds if isinstance(r, Mapping) and name in r]
     if any(bad_number(v) for v in raw):
         return math.nan
@@ -135,9 +136,9 @@ def judge(rule: Metric, baseline: CellRecord, current: CellRecord, tier: str, k:
 
 def _judge(rule: Metric, baseline: CellRecord, current: CellRecord, tier: str, k: float,
            tenant: str | None) -> MetricVerdict | None:
-    path, shown = rule.path, rule.path
-    if tenant is not None:  # tenants.attainment of tenant "chat": tenants.chat.attainment, shown as attainment[chat]
-        path, shown = f"{rule.section}.{tenant}.{rule.name}", f"{rule.path}[{tenant or 'all'}]"
+    path, shown = rule.keys, rule.path
+    if tenant is not None:  # tenants.attainment of tenant "chat": keys (tenants, chat, attainment), shown attainment[chat]
+        path, shown = rule.tenant_keys(tenant), f"{rule.path}[{tenant or 'all'}]"
     raw = baseline.raw(path, _ABSENT)
     if raw is _ABSENT:
         return None

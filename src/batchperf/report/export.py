@@ -62,7 +62,7 @@ class Family:
         for entry in self.entries:
             if entry.per_tenant:  # one sample per tenant ("" when the workload has none), told apart by its label
                 for tenant in sorted(record.raw(entry.section) or {}):
-                    value = record.value(f"{entry.section}.{tenant}.{entry.name}")
+                    value = record.value(entry.tenant_keys(tenant))
                     if value is not None:
                         yield {**entry.labels, "tenant": tenant}, value * entry.scale
                 continue

@@ -169,6 +169,8 @@ def read_results(path: str | Path, what: str = "results") -> ResultsFile:
                                "with `batchperf merge`, which refuses duplicates)")
         check_json_values({k: v for k, v in bench.items() if k != "extra_info"}, f"{path}: {name}")
         cells[name] = record = CellRecord.from_dict(info, where=f"{path}: {name}", fullname=name, source=path.stem)
+        if (why := sections_problem(record)) is not None:
+            raise ResultsError(f"{path}: {name}", why, RERUN)
         if (other := by_id.setdefault(record.id, name)) != name:
             # readers keyed by cell id (report, compare, history) would silently keep one of the two
             raise ResultsError(path, f"cell {record.id} appears twice ({other} and {name})",
@@ -211,6 +213,83 @@ def fingerprint_problem(raw: Any) -> str | None:
     return None
 
 
+# The shape of the traffic sections every reader relies on (issue 38): the fields a reader indexes, and the type
+# of each field it reads. Numbers are JSON numbers, never true/false (``max_load: true`` would read as 1.0).
+CAPACITY_REQUIRED = ("max_load", "bracket_high", "max_request_rate", "attainment_at_max_load")  # what readers index
+CAPACITY_NUMBERS = ("max_load", "bracket_high", "target_attainment", "resolution", "attainment_at_max_load",
+                    "max_request_rate", "probes", "search_s", "requests_at_max_load", "dispersion", "slope",
+                    "expected_spread")
+TYPED_FIELDS: dict[str, dict[str, tuple[type, ...]]] = {
+    "capacity": {"converged": (bool,), "why": (str,)},
+    "policy": {"name": (str,), "text": (str,), "label": (str,), "engine": (str,)},
+    "workload": {"kind": (str,), "label": (str,), "spec": (str,), "file_hash": (str, type(None)),
+                 "open_loop": (bool,), "load": (int, float), "expected_prefix_hit_rate": (int, float),
+                 "slos": (dict,), "tenants": (list,), "priority": (str,), "priority_note": (str,),
+                 "prefix_caching": (bool, type(None))},
+}
+
+
+def _number(value: Any) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool)
+
+
+def name_problem(name: object) -> str | None:
+    """Why ``name`` (a tenant's) is no name every reader can print, plot and export, or None."""
+    if not isinstance(name, str):
+        return f"is {type(name).__name__} {name!r}, not a name"
+    try:
+        name.encode("utf-8")
+    except UnicodeEncodeError:
+        return f"{name!r} holds a lone surrogate (half of a UTF-16 pair), which is no character"
+    return None
+
+
+def sections_problem(record: CellRecord) -> str | None:
+    """What is wrong with the shape of a record's traffic sections (``slo``, ``tenants``, ``policy``, ``client``,
+    ``capacity``, ``workload``) and its traces' tenants, after the field's path; None when every reader can use
+    them. The one check of that shape: :func:`read_results` and :func:`write_results` apply it to every cell
+    (``client`` is checked by :func:`batchperf.measure.client_lag.problem`, in the record)."""
+    for key, value in record.slo.items():
+        if not _number(value):
+            return f"slo.{key} is {value!r}, not a number"
+    for tenant, block in record.tenants.items():
+        if (why := name_problem(tenant)) is not None:
+            return f"tenants: a tenant's name {why}"
+        for key, value in block.items():
+            if not _number(value):
+                return f"tenants[{tenant!r}].{key} is {value!r}, not a number"
+    if record.capacity:
+        if missing := [k for k in CAPACITY_REQUIRED if k not in record.capacity]:
+            return f"capacity lacks {', '.join(missing)}"
+        for key in CAPACITY_NUMBERS:
+            if key in record.capacity and not _number(record.capacity[key]):
+                return f"capacity.{key} is {record.capacity[key]!r}, not a number"
+    for section, typed in TYPED_FIELDS.items():
+        block = getattr(record, section)
+        for key, kinds in typed.items():
+            if key in block and (not isinstance(block[key], kinds) or (isinstance(block[key], bool)
+                                                                        and bool not in kinds)):
+                return f"{section}.{key} is {block[key]!r}, not {' or '.join(k.__name__ for k in kinds)}"
+    for tenant, slo in (record.workload.get("slos") or {}).items():
+        if (why := name_problem(tenant)) is not None:
+            return f"workload.slos: a tenant's name {why}"
+        if not isinstance(slo, dict) or not all(v is None or _number(v) for v in slo.values()):
+            return f"workload.slos[{tenant!r}] is {slo!r}, not an object of SLO numbers (ms) or null"
+    for tenant in record.workload.get("tenants") or []:
+        if (why := name_problem(tenant)) is not None:
+            return f"workload.tenants: a tenant's name {why}"
+    for i, trace in enumerate(record.traces):
+        requests = trace.get("requests") if isinstance(trace, dict) else None
+        if not isinstance(requests, list):
+            return f"traces[{i}] has no list of requests"
+        for j, request in enumerate(requests):
+            if not isinstance(request, dict):
+                return f"traces[{i}].requests[{j}] is not an object"
+            if (tenant := request.get("tenant")) is not None and (why := name_problem(tenant)) is not None:
+                return f"traces[{i}].requests[{j}].tenant {why}"
+    return None
+
+
 def results_document(header: dict[str, Any], entries: Iterable[dict[str, Any]]) -> dict[str, Any]:
     """A pytest-benchmark JSON document: ``header`` plus the benchmarks, sorted by name."""
     return {**header, "benchmarks": sorted(entries, key=lambda b: str(b.get("fullname") or b.get("name")))}
@@ -225,7 +304,9 @@ def write_results(path: Path, header: dict[str, Any], entries: Iterable[dict[str
     for i, bench in enumerate(entries):
         info = bench.get("extra_info") if isinstance(bench, dict) else None
         if isinstance(info, dict) and SCHEMA_KEY in info:
-            CellRecord.from_dict(info, where=f"{path}: {bench.get('fullname') or bench.get('name') or f'#{i}'}")
+            where = f"{path}: {bench.get('fullname') or bench.get('name') or f'#{i}'}"
+            if (why := sections_problem(CellRecord.from_dict(info, where=where))) is not None:
+                raise ResultsError(where, why, RERUN)
     text = json.dumps(results_document(header, entries), indent=1, sort_keys=True) + "\n"
     try:
         path.parent.mkdir(parents=True, exist_ok=True)

@@ -33,6 +33,9 @@ REQUIRED = ("cell", "metrics", "rounds", "kv")
 SECTIONS = ("cell", "model", *METRIC_SECTIONS)
 OPTIONAL_SECTIONS = ("workload", "slo", "tenants", "capacity", "policy", "engine")  # written only when measured
 CELL_FIELDS = ("id", "tier", "model", "backend", "batch_size", "prompt_len", "concurrency")
+# Where a number lives in a record: a tuple of keys, or a catalogue path of fixed identifiers joined by dots
+# (STYLE.md rule 15: a user's name, e.g. a tenant "chat.v2", is always its own key, never spliced into a string).
+RecordPath = tuple[str, ...] | str
 
 
 class ResultsError(ValueError):
@@ -145,18 +148,20 @@ class CellRecord:
 
     # --- values ---
 
-    def raw(self, path: str, default: Any = None) -> Any:
-        """Whatever is at dotted ``path`` (e.g. ``metrics.output_throughput``); ``default`` when it is absent."""
-        section, _, rest = path.partition(".")
+    def raw(self, path: RecordPath, default: Any = None) -> Any:
+        """Whatever is at ``path``: a tuple of keys (``("tenants", name, "attainment")``: a tenant's name is one key,
+        dots and all), or a catalogue path of fixed identifiers (``metrics.output_throughput``, split on its dots;
+        never one holding a user's name); ``default`` when it is absent."""
+        section, *rest = path.split(".") if isinstance(path, str) else path
         node: Any = getattr(self, section) if section in SECTIONS else self.other.get(section, default)
-        for part in rest.split(".") if rest else ():
+        for part in rest:
             if not isinstance(node, Mapping) or part not in node:
                 return default
             node = node[part]
         return node
 
-    def value(self, path: str) -> float | None:
-        """The number at dotted ``path``; None when absent or not a finite number."""
+    def value(self, path: RecordPath) -> float | None:
+        """The number at ``path`` (as :meth:`raw` reads it); None when absent or not a finite number."""
         node = self.raw(path)
         if isinstance(node, bool) or not isinstance(node, (int, float)) or not math.isfinite(node):
             return None

@@ -17,7 +17,7 @@ from typing import Any
 from batchperf.engine.policies import PolicySpec, parse_policy
 from batchperf.measure.devices import DEVICE_TYPES
 from batchperf.workload.spec import Arrival, LengthSpec, WorkloadSpec
-from batchperf.workload.traffic import parse_load, parse_workload, workload_label
+from batchperf.workload.traffic import number_text, parse_load, parse_workload, workload_label
 
 SYNTHETIC = "synthetic"
 FCFS = "fcfs"  # the default batching policy (--batchperf-policies): the engine's own scheduler, as before issue 27
@@ -356,6 +356,10 @@ def narrowed(tier: Tier, **overrides: str | None) -> Tier:
             raise ValueError(f"unknown matrix setting {key!r}")
         if key == "policies":
             changes[key] = checked_policies(value)
+        elif key == "load":
+            changes[key] = checked_loads(value)
+        elif key == "workloads":
+            changes[key] = checked_workloads(value)
         elif key in AXES:
             changes[key] = split_list(value)
         elif key in ("num_prompts", "rounds", "warmup_rounds"):
@@ -370,6 +374,40 @@ def narrowed(tier: Tier, **overrides: str | None) -> Tier:
     if any(a in changes for a in TRAFFIC_AXES):
         changes["traffic"] = ()
     return replace(tier, **changes, limits=limits)
+
+
+def checked_loads(text: str) -> tuple[str, ...]:
+    """The ``--batchperf-load`` factors, each parsed now (0, -1, inf, nan are a usage error before any cell) and
+    spelled one way (``1.0``, ``01`` and ``1`` are one load: one cell id); a load given twice is refused."""
+    entries = split_list(text)
+    if not entries:
+        raise ValueError(f"--batchperf-load {text!r}: no load factor given; e.g. 0.5,1,2")
+    seen: dict[str, str] = {}
+    for entry in entries:
+        try:
+            canonical = number_text(parse_load(entry))
+        except ValueError as exc:
+            raise ValueError(f"--batchperf-load: {exc}") from None
+        if canonical in seen:
+            raise ValueError(f"--batchperf-load {text!r}: {seen[canonical]!r} and {entry!r} are the same load "
+                             f"({canonical}); give each load once")
+        seen[canonical] = entry
+    return tuple(seen)
+
+
+def checked_workloads(text: str) -> tuple[str, ...]:
+    """The ``--batchperf-workloads`` entries; two that name one workload (one label: the same kind, file and
+    options, a link and its file) would be two tests with one cell id, so they are refused. A malformed entry is
+    kept: its cells fail with the reason."""
+    entries = split_list(text)
+    seen: dict[str, str] = {}
+    for entry in entries:
+        label = workload_label(entry)
+        if label in seen:
+            raise ValueError(f"--batchperf-workloads: {seen[label]!r} and {entry!r} are the same workload "
+                             f"({label}); give it once")
+        seen[label] = entry
+    return entries
 
 
 def checked_policies(text: str) -> tuple[str, ...]:

@@ -20,6 +20,9 @@ if TYPE_CHECKING:
 
 PROMPT_CLASSES: dict[str, int] = {"short": 128, "medium": 512, "long": 2048}
 DEFAULT_OUTPUT_LENS: tuple[int, ...] = (16, 32)  # alternating, as in the study
+# A cell's time limit for sending: a schedule whose last request is due later is refused before the cell starts
+# (a rate of 1e-9 req/s would otherwise wait ~21 years in silence, and 1e300 s overflows the sender's sleep).
+MAX_SCHEDULE_S = 24 * 3600.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -107,6 +110,9 @@ class Arrival:
             raise ValueError(f"arrival rate must be a finite number > 0 req/s, got {self.rate}")
         if not (self.burstiness > 0 and math.isfinite(self.burstiness)):  # NaN gaps would never be sent
             raise ValueError(f"burstiness must be a finite number > 0, got {self.burstiness}")
+        if self.kind == "rate" and not self.rate * self.burstiness > 0:  # the gaps' scale 1/(rate x shape) divides by 0
+            raise ValueError(f"arrival rate {self.rate:g} req/s with burstiness {self.burstiness:g} gives gaps too long "
+                             f"for a float; a schedule must fit a cell's time limit of {MAX_SCHEDULE_S:g} s")
 
     def offsets(self, rng: np.random.Generator, n: int) -> list[float]:
         """Scheduled send time of each request, seconds after t0."""
@@ -205,6 +211,13 @@ class Workload:
     unlimited: bool = False  # sent at the offsets whatever the concurrency (a trace, tenants): no in-flight limit
     priorities: bool | None = None  # some request has a priority other than 0 (None: look at the requests)
 
+    def __post_init__(self) -> None:
+        last = max((r.offset for r in self.requests), default=0.0)
+        if not last <= MAX_SCHEDULE_S:  # NaN too
+            raise ValueError(f"workload {self.label} (load {self.load:g}): its schedule is {schedule_length(last)} "
+                             f"long, beyond a cell's time limit of {MAX_SCHEDULE_S / 3600:g} h; raise the load, "
+                             f"speed or rate, or cut a trace with window=A-B")
+
     @property
     def uses_priority(self) -> bool:
         """Some measured request has a priority other than 0: the backend runs its priority policy (its warm-up
@@ -224,3 +237,13 @@ class Workload:
     def warmup_only(self) -> Workload:
         """The warm-up requests as a workload of their own (sent closed-loop)."""
         return replace(self, requests=self.warmup, warmup=(), priorities=self.uses_priority)
+
+
+def schedule_length(seconds: float) -> str:
+    """``seconds`` in words a reader can weigh: ``3.2 s``, ``7.5 h``, ``21 years``."""
+    if not math.isfinite(seconds):
+        return "unbounded (more seconds than a float holds)"
+    for unit, size in (("years", 365.25 * 86400), ("days", 86400), ("h", 3600)):
+        if seconds >= size:
+            return f"{seconds / size:.3g} {unit}"
+    return f"{seconds:.3g} s"

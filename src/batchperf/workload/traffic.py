@@ -10,7 +10,7 @@ A cell's ``--batchperf-workloads`` entry is parsed by :func:`parse_workload` int
   prefix-cache hit rate is ``(N - GROUPS) x PREFIX_LEN / (total prompt tokens)`` (token-granular: an
   engine caches whole blocks, so choose PREFIX_LEN a multiple of its block size, 128 for vLLM on CPU,
   16 on GPU and in batchperf's engine).
-- ``trace:PATH[:speed=X][:window=A-B][:block=N]``: replay a trace file (:mod:`.trace_file`) at its
+- ``trace:PATH[:speed=X][:window=A-B][:block=N]``: replay a trace file (:mod:`.replay`) at its
   timestamps, open loop; ``speed`` 2 sends twice as fast, ``window`` keeps the requests with a
   timestamp in [A, B) seconds (rebased to 0), ``block`` the tokens per ``hash_ids`` id (default 512).
   Equal ``hash_ids`` give equal token blocks (seeded), different ids different ones. Only the
@@ -31,9 +31,17 @@ from pathlib import Path
 
 import numpy as np
 
-from batchperf.workload.replay import MOONCAKE_BLOCK_SIZE, TraceRow, file_hash, read_trace
-from batchperf.workload.spec import Arrival, LengthSpec, RequestSpec, Workload, WorkloadSpec
-from batchperf.workload.synth import TokenSynth, check_fits, file_stem
+from batchperf.workload.replay import MAX_TIMESTAMP_S, MAX_TOKENS, MOONCAKE_BLOCK_SIZE, TraceRow, file_hash, read_trace
+from batchperf.workload.spec import (
+    MAX_SCHEDULE_S,
+    Arrival,
+    LengthSpec,
+    RequestSpec,
+    Workload,
+    WorkloadSpec,
+    schedule_length,
+)
+from batchperf.workload.synth import TokenSynth, check_fits, check_memory, file_stem
 from batchperf.workload.tenants import TenantsKind
 
 KINDS = ("synthetic", "prefix", "trace", "tenants")
@@ -48,6 +56,12 @@ def parse_load(text: str) -> float:
     if not (math.isfinite(value) and value > 0):
         raise ValueError(f"invalid load factor {text!r}: must be a finite number > 0 (1 = the workload as written)")
     return value
+
+
+def number_text(value: float) -> str:
+    """One spelling per number, for cell ids: ``1.0``, ``01`` and ``1_0``-free ``1`` all read 1 -> ``1``; 2.5 -> ``2.5``."""
+    text = repr(float(value))
+    return text[:-2] if text.endswith(".0") else text
 
 
 @dataclass(frozen=True, slots=True)
@@ -126,17 +140,26 @@ class TraceKind:
 
     @property
     def label(self) -> str:
-        return f"trace-{file_stem(self.path)}-{self.file_hash[:8]}"
+        """Kind, the file's own name (a link's target: one file, one label) and hash, and the options given: two
+        entries that replay the file differently are two cells."""
+        options = "".join((f"-speed{number_text(self.speed)}" if self.speed != 1.0 else "",
+                           f"-window{number_text(self.window[0])}to{number_text(self.window[1])}"
+                           if self.window != (0.0, math.inf) else "",
+                           f"-block{self.block_size}" if self.block_size != MOONCAKE_BLOCK_SIZE else ""))
+        return f"trace-{file_stem(self.path.resolve())}-{self.file_hash[:8]}{options}"
 
     def rows(self) -> list[TraceRow]:
-        """The window's rows (the file is streamed; only these are kept)."""
+        """The window's rows (the file is streamed; only these are kept, at most what memory holds)."""
         low, high = self.window
-        rows = []
+        rows: list[TraceRow] = []
+        tokens = 0
         for row in read_trace(self.path, self.block_size):
             if row.timestamp_s >= high:
                 break  # in order: nothing later can be inside
             if row.timestamp_s >= low:
                 rows.append(row)
+                tokens += row.input_length
+                check_memory(len(rows), tokens, f"{self.path} line {row.line}")
         if not rows:
             where = "" if self.window == (0.0, math.inf) else f" in window {low:g}-{high:g} s"
             raise ValueError(f"{self.text}: the trace has no requests{where}; nothing to replay")
@@ -148,6 +171,10 @@ class TraceKind:
         for row in rows:
             check_fits(row.input_length, row.output_length, max_model_len, f"{self.path} line {row.line}")
         start, pace = rows[0].timestamp_s if self.window[0] == 0.0 else self.window[0], self.speed * self.load
+        if not pace > 0:  # speed 1e-200 x load 1e-200 is 0 in a float: every gap would be a division by 0
+            raise ValueError(f"{self.text} at load {self.load:g}: speed x load = {self.speed:g} x {self.load:g} is "
+                             f"below what a float holds; the schedule would be {schedule_length(math.inf)} long, "
+                             f"beyond a cell's time limit of {MAX_SCHEDULE_S / 3600:g} h")
         requests = tuple(RequestSpec(i, synth.prompt(r), r.output_length, (r.timestamp_s - start) / pace,
                                      tenant=r.tenant, priority=r.priority) for i, r in enumerate(rows))
         warm = tuple(RequestSpec(-(i + 1), synth.tokens(5, i, rows[i % len(rows)].input_length),
@@ -187,13 +214,30 @@ def workload_label(text: str) -> str:
 
 
 def _options(parts: list[str], allowed: tuple[str, ...], text: str) -> dict[str, str]:
-    out = {}
+    out: dict[str, str] = {}
     for part in parts:
         key, sep, value = part.partition("=")
         if not sep or key not in allowed:
+            if not allowed:
+                raise ValueError(f"bad workload {text!r}: option {part!r}; this kind takes no options")
             raise ValueError(f"bad workload {text!r}: option {part!r}; use {', '.join(k + '=…' for k in allowed)}")
+        if key in out:  # the last would silently win
+            raise ValueError(f"bad workload {text!r}: option {key} given twice ({key}={out[key]} and {part}); "
+                             f"give it once")
         out[key] = value
     return out
+
+
+def _seconds(name: str, raw: str, text: str) -> float:
+    """A number of seconds from the trace start: >= 0 and within a century."""
+    try:
+        value = float(raw)
+    except ValueError:
+        value = math.nan
+    if not 0 <= value <= MAX_TIMESTAMP_S:  # NaN too
+        raise ValueError(f"bad workload {text!r}: {name} {raw!r} must be a number of seconds from 0 to "
+                         f"{MAX_TIMESTAMP_S:.4g} (a timestamp within a century of the trace start)")
+    return value
 
 
 def _positive(name: str, raw: str, text: str) -> float:
@@ -204,6 +248,24 @@ def _positive(name: str, raw: str, text: str) -> float:
     if not (math.isfinite(value) and value > 0):
         raise ValueError(f"bad workload {text!r}: {name} {raw!r} must be a finite number > 0")
     return value
+
+
+def _window(raw: str, text: str) -> tuple[float, float]:
+    start, sep, end = raw.partition("-")
+    if not sep:
+        raise ValueError(f"bad workload {text!r}: window={raw} must be A-B seconds from the trace start, e.g. "
+                         f"window=2-5, with A < B")
+    low, high = _seconds("window start", start, text), _seconds("window end", end, text)
+    if not low < high:
+        raise ValueError(f"bad workload {text!r}: window={raw} must be A-B seconds with A < B (it is empty)")
+    return low, high
+
+
+def _block(raw: str, text: str) -> int:
+    if not re.fullmatch(r"[0-9]+", raw) or not 1 <= int(raw) <= MAX_TOKENS:
+        raise ValueError(f"bad workload {text!r}: block={raw} must be a whole number of tokens from 1 to "
+                         f"{MAX_TOKENS:,} (the tokens per hash id, within any model's context)")
+    return int(raw)
 
 
 WorkloadKind = SyntheticKind | PrefixKind | TraceKind | TenantsKind  # each has kind, label, load, build(...)
@@ -231,16 +293,9 @@ def parse_workload(text: str, base: WorkloadSpec, load: float = 1.0, root: Path 
             _options(opts, (), raw)
             return TenantsKind(base, path, raw, load)
         o = _options(opts, ("speed", "window", "block"), raw)
-        window = (0.0, math.inf)
-        if "window" in o:
-            m = re.fullmatch(r"([\d.]+)-([\d.]+)", o["window"])
-            if not m or not float(m[1]) < float(m[2]):
-                raise ValueError(f"bad workload {raw!r}: window={o['window']} must be A-B seconds with A < B")
-            window = (float(m[1]), float(m[2]))
-        block = o.get("block", str(MOONCAKE_BLOCK_SIZE))
-        if not block.isdigit() or int(block) < 1:
-            raise ValueError(f"bad workload {raw!r}: block={block} must be a whole number of tokens >= 1")
-        return TraceKind(base, path, raw, _positive("speed", o.get("speed", "1"), raw), window, int(block), load)
+        window = _window(o["window"], raw) if "window" in o else (0.0, math.inf)
+        block = _block(o["block"], raw) if "block" in o else MOONCAKE_BLOCK_SIZE
+        return TraceKind(base, path, raw, _positive("speed", o.get("speed", "1"), raw), window, block, load)
     raise ValueError(f"unknown workload {raw!r}: use synthetic, prefix:GROUPS:PREFIX_LEN, "
                      f"trace:PATH[:speed=X][:window=A-B][:block=N] or tenants:PATH")
 

@@ -22,10 +22,12 @@ cap is passed over, which is where VTC's bound stops holding.
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
 from batchperf.engine.policies.base import Param, Policy, PolicyContext, StepReport
 from batchperf.engine.request import Request
+
+MAX_CHARGE = 1e6  # counter charge per token, at most
 
 
 class Fair(Policy):
@@ -35,6 +37,14 @@ class Fair(Policy):
         "w_in": Param(float, 1.0, "counter charge per prompt token", low_open=True),
         "w_out": Param(float, 2.0, "counter charge per output token", low_open=True),
     }
+
+    @classmethod
+    def check_together(cls, params: Mapping[str, int | float | None]) -> None:
+        for name in ("w_in", "w_out"):
+            value = params.get(name)
+            if value is not None and value > MAX_CHARGE:  # 1e308 a token made the counters Infinity in the results
+                raise ValueError(f"fair: {name} must be at most {MAX_CHARGE:g} (a charge per token that keeps every "
+                                 f"counter far within a float over any cell), got {value!r}")
 
     def __init__(self, ctx: PolicyContext, **params: int | float | None) -> None:
         super().__init__(ctx, **params)
