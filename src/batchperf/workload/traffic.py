@@ -228,12 +228,17 @@ def _options(parts: list[str], allowed: tuple[str, ...], text: str) -> dict[str,
     return out
 
 
+def _float(raw: str) -> float:
+    """``raw`` as a float; NaN (refused by every check below) when it is no number."""
+    try:
+        return float(raw)
+    except ValueError:
+        return math.nan
+
+
 def _seconds(name: str, raw: str, text: str) -> float:
     """A number of seconds from the trace start: >= 0 and within a century."""
-    try:
-        value = float(raw)
-    except ValueError:
-        value = math.nan
+    value = _float(raw)
     if not 0 <= value <= MAX_TIMESTAMP_S:  # NaN too
         raise ValueError(f"bad workload {text!r}: {name} {raw!r} must be a number of seconds from 0 to "
                          f"{MAX_TIMESTAMP_S:.4g} (a timestamp within a century of the trace start)")
@@ -241,10 +246,7 @@ def _seconds(name: str, raw: str, text: str) -> float:
 
 
 def _positive(name: str, raw: str, text: str) -> float:
-    try:
-        value = float(raw)
-    except ValueError:
-        value = math.nan
+    value = _float(raw)
     if not (math.isfinite(value) and value > 0):
         raise ValueError(f"bad workload {text!r}: {name} {raw!r} must be a finite number > 0")
     return value
