@@ -26,6 +26,7 @@ from batchperf.capacity.search import (
     bracket_slope,
     dispersion,
     drift,
+    ratio_error,
     search,
     search_spread,
     wilson,
@@ -309,15 +310,21 @@ def test_the_search_spread_adds_its_terms_in_quadrature() -> None:
     # sqrt(0.0001 + 0.000133 + 0.0025 + 0.0016) = sqrt(0.0043333) = 6.583%
     assert search_spread(0.01, 0.04, 0.05, 0.04) == pytest.approx(0.065828, abs=1e-6)
     assert search_spread(0.0, 0.0, 0.0, 0.04) == pytest.approx(0.04)  # the floor alone
-    for name in ("binomial", "width", "drift", "floor"):
+    for name in ("binomial", "width", "reference", "floor"):
         with pytest.raises(ValueError, match=name):
-            search_spread(**{"binomial": 0.0, "width": 0.0, "drift": 0.0, "floor": 0.0, name: -0.01})
+            search_spread(**{"binomial": 0.0, "width": 0.0, "reference": 0.0, "floor": 0.0, name: -0.01})
 
 
 def test_the_drift_is_the_references_coefficient_of_variation() -> None:
     assert drift([10.0, 9.0]) == pytest.approx(0.5 / 9.5)  # mean 9.5, population sd 0.5
     assert drift([10.0, 10.0, 10.0, 7.0]) == pytest.approx(math.sqrt(6.75 / 4) / 9.25)  # 14.04%
     assert drift([10.0]) == drift([]) == 0.0
+
+
+def test_the_ratio_error_is_the_standard_error_of_their_mean() -> None:
+    # 0.36, 0.40, 0.44: mean 0.40, sample sd 0.04, over sqrt(3): 0.02309 / 0.40 = 5.77%
+    assert ratio_error([0.36, 0.40, 0.44]) == pytest.approx(0.04 / math.sqrt(3) / 0.40)
+    assert ratio_error([0.4]) == 0.0
 
 
 class Machine:
@@ -352,7 +359,8 @@ def test_a_machine_slower_mid_search_gives_the_same_relative_capacity() -> None:
     assert slowing.reference_drift > 0.02
     width, binomial = slowing.width, slowing.binomial_spread or 0.0
     assert slowing.spread == pytest.approx(search_spread(binomial, width, slowing.reference_drift, ABSOLUTE_FLOOR))
-    assert slowing.relative_spread == pytest.approx(search_spread(binomial, width, 0.0, RELATIVE_FLOOR))
+    ratios = slowing.ratios  # each run at the capacity load over its own reference: equal here, no error
+    assert slowing.relative_spread == pytest.approx(search_spread(binomial, width, ratio_error(ratios), RELATIVE_FLOOR))
     section = slowing.section()
     assert section["relative_capacity"] == slowing.relative_capacity and section["spread"] == slowing.spread
     assert "relative capacity" in slowing.describe() and "reference drift" in slowing.describe()

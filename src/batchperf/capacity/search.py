@@ -41,11 +41,11 @@ from dataclasses import dataclass, field
 
 from scipy import stats
 
-# The between-search floors: the search-to-search standard deviation, as a share of the capacity, that repeated
-# searches on a quiet machine showed beyond what each search's own terms (binomial, bracket width, drift) explain.
-# Measured by studies/capacity-repeat (data/run-*.json, README's table): six searches in a row.
-ABSOLUTE_FLOOR = 0.04  # of capacity.max_load / max_request_rate
-RELATIVE_FLOOR = 0.04  # of capacity.relative_capacity
+# The between-search floors: the search-to-search standard deviation, as a share of the capacity, that six searches
+# in a row showed on a quiet 2-core AMD EPYC (studies/capacity-repeat/data/run-1..6.json, summary.json): max_load
+# 2.75, 2.75, 2.625, 2.75, 2.75, 3.125 (sd 6.1%); relative_capacity 0.378, 0.347, 0.283, 0.346, 0.358, 0.325 (9.6%).
+ABSOLUTE_FLOOR = 0.06  # of capacity.max_load / max_request_rate
+RELATIVE_FLOOR = 0.10  # of capacity.relative_capacity
 
 REFERENCE_LOAD = 64.0  # the reference round's load factor: every request of the workload offered at once (saturated)
 
@@ -169,16 +169,27 @@ def binomial_spread(attainment: float, requests: int, slope: float, phi: float =
     return math.sqrt(phi * attainment * (1 - attainment) / requests) / slope
 
 
-def search_spread(binomial: float, width: float, drift: float, floor: float) -> float:
+def search_spread(binomial: float, width: float, reference: float, floor: float) -> float:
     """The capacity's standard deviation from search to search, as a share of it: the independent terms added in
     quadrature: ``binomial`` (:func:`binomial_spread`), the bracket's quantisation (the edge lies anywhere in a
-    bracket of relative ``width``: a uniform's sd, ``width / sqrt(12)``), the machine's ``drift`` over the run
-    (the reference's coefficient of variation; 0 for the relative capacity, where it cancels) and the
-    between-search ``floor`` measured from repeated searches."""
-    for name, value in (("binomial", binomial), ("width", width), ("drift", drift), ("floor", floor)):
+    bracket of relative ``width``: a uniform's sd, ``width / sqrt(12)``), the ``reference`` term (for the absolute
+    capacity the machine's drift over the run, :func:`drift`; for the relative one, where the drift cancels, the
+    standard error of its run-by-run ratios, :func:`ratio_error`) and the between-search ``floor`` measured from
+    repeated searches."""
+    for name, value in (("binomial", binomial), ("width", width), ("reference", reference), ("floor", floor)):
         if not (isinstance(value, (int, float)) and math.isfinite(value) and value >= 0):
             raise ValueError(f"{name} must be a finite number >= 0, got {value!r}")
-    return math.sqrt(binomial ** 2 + width ** 2 / 12 + drift ** 2 + floor ** 2)
+    return math.sqrt(binomial ** 2 + width ** 2 / 12 + reference ** 2 + floor ** 2)
+
+
+def ratio_error(ratios: list[float]) -> float:
+    """The standard error of the mean of ``ratios`` as a share of it (sample sd / sqrt(n) / mean): how well the
+    runs at the capacity load pin the relative capacity (each ratio carries its reference round's own noise);
+    0 with fewer than two."""
+    if len(ratios) < 2:
+        return 0.0
+    mean = sum(ratios) / len(ratios)
+    return math.sqrt(sum((r - mean) ** 2 for r in ratios) / (len(ratios) - 1) / len(ratios)) / mean
 
 
 def drift(rates: list[float]) -> float:
@@ -256,18 +267,23 @@ class Capacity:
         return sum(refs) / len(refs) if refs else None
 
     @property
+    def ratios(self) -> list[float]:
+        """Each run at the capacity load: its offered rate ÷ its own process's reference rate."""
+        return [r.request_rate / r.reference_rate for r in self.runs.get(self.max_load, [])
+                if r.reference_rate is not None and r.request_rate > 0]
+
+    @property
     def relative_capacity(self) -> float | None:
         """The offered rate at the capacity as a share of the rate the machine served saturated, each run at the
         capacity load divided by its own process's reference (so a machine slower for that run counts as such),
         then averaged; None without references there."""
-        ratios = [r.request_rate / r.reference_rate for r in self.runs.get(self.max_load, [])
-                  if r.reference_rate is not None and r.request_rate > 0]
+        ratios = self.ratios
         return sum(ratios) / len(ratios) if ratios else None
 
-    def _spread(self, drift_term: float, floor: float) -> float | None:
+    def _spread(self, reference: float, floor: float) -> float | None:
         if self.max_load <= 0 or not math.isfinite(self.width):
             return None
-        return search_spread(self.binomial_spread or 0.0, self.width, drift_term, floor)
+        return search_spread(self.binomial_spread or 0.0, self.width, reference, floor)
 
     @property
     def spread(self) -> float | None:
@@ -278,9 +294,10 @@ class Capacity:
 
     @property
     def relative_spread(self) -> float | None:
-        """The relative capacity's: as :attr:`spread` without the drift, which the reference cancels
-        (``RELATIVE_FLOOR``); None without a bracket or a reference."""
-        return None if self.relative_capacity is None else self._spread(0.0, RELATIVE_FLOOR)
+        """The relative capacity's: as :attr:`spread` with the ratios' standard error (:func:`ratio_error`) in
+        place of the drift, which the reference cancels, and ``RELATIVE_FLOOR``; None without a bracket or a
+        reference."""
+        return None if self.relative_capacity is None else self._spread(ratio_error(self.ratios), RELATIVE_FLOOR)
 
     def section(self) -> dict[str, float | bool | str]:
         """The ``capacity`` section of the results record (its catalogue entries: measure/catalogue.py); the slope

@@ -517,7 +517,8 @@ CAPACITY_METRICS: tuple[Metric, ...] = (
     Metric("capacity.spread", "ratio", Direction.NONE, "max_load's expected standard deviation from search to "
            "search, as a share of it: sqrt(binomial_spread² + width²/12 + reference_drift² + the measured floor²)"),
     Metric("capacity.relative_spread", "ratio", Direction.NONE, "relative_capacity's expected standard deviation "
-           "from search to search, as a share of it: as spread without the drift, with its own measured floor"),
+           "from search to search, as a share of it: as spread with the standard error of the run-by-run ratios "
+           "in place of the drift (which the reference cancels), and its own measured floor"),
     Metric("capacity.probes", "runs", Direction.NONE, "short runs the search made"),
     Metric("capacity.search_s", "s", Direction.NONE, "wall time of the search"),
 )
