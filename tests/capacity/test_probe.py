@@ -21,7 +21,9 @@ def test_a_probe_s_load_replaces_the_user_s_and_comes_last(tmp_path: Path) -> No
     cmd = probes(tmp_path, batchperf_load="3").command(1.5, Path("p.json"))
     assert cmd[:6] == [sys.executable, "-m", "pytest", "perf_tests", "-m", "cpu"]
     assert "--batchperf-backends=continuous" in cmd and "--benchmark-json=p.json" in cmd
-    assert cmd[-3:] == ["-k", "cell", "--batchperf-load=1.5"] and "--batchperf-load=3" not in cmd
+    # the reference load follows the probe's: the same cell saturated, in the same process
+    assert cmd[-3:] == ["-k", "cell", "--batchperf-load=1.5,64"] and "--batchperf-load=3" not in cmd
+    assert probes(tmp_path).command(64, Path("p.json"))[-1] == "--batchperf-load=64"  # its own reference
 
 
 def test_a_probe_that_wrote_no_results_names_its_load_exit_and_command(tmp_path: Path, monkeypatch) -> None:

@@ -17,13 +17,18 @@ from hypothesis import strategies as st
 from scipy import stats
 
 from batchperf.capacity.search import (
+    ABSOLUTE_FLOOR,
+    RELATIVE_FLOOR,
     Pool,
     ProbeResult,
     SearchSettings,
+    binomial_spread,
     bracket_slope,
     dispersion,
-    expected_spread,
+    drift,
+    ratio_error,
     search,
+    search_spread,
     wilson,
 )
 
@@ -35,8 +40,9 @@ class Cell:
     drop in attainment per unit of relative load (3: 30 points per 10% more load)."""
 
     def __init__(self, capacity: float, slope: float = 3.0, n: int = 60, tau: float = 0.0, seed: int = 0,
-                 seconds: float = 10.0) -> None:
+                 seconds: float = 10.0, reference: float | None = None) -> None:
         self.capacity, self.slope, self.n, self.tau, self.seconds = capacity, slope, n, tau, seconds
+        self.reference = reference  # req/s served saturated in each probe's process (None: no reference round)
         self.rng = np.random.default_rng(seed)
         self.now = 0.0
         self.loads: list[float] = []
@@ -50,7 +56,8 @@ class Cell:
         p = self.true(load)
         if self.tau:
             p = float(np.clip(p + self.rng.normal(0.0, self.tau), 0.0, 1.0))
-        return ProbeResult(int(self.rng.binomial(self.n, p)), self.n, request_rate=4.0 * load)
+        return ProbeResult(int(self.rng.binomial(self.n, p)), self.n, request_rate=4.0 * load,
+                           reference_rate=self.reference)
 
     def clock(self) -> float:
         return self.now
@@ -106,13 +113,13 @@ def test_pooling_and_the_interval_agree_far_more_often_than_one_run_a_load() -> 
     assert pooled - single >= 0.15, (pooled, single)
 
 
-def test_the_expected_spread_of_the_sustained_fixture_is_within_the_resolution() -> None:
+def test_the_binomial_spread_of_the_sustained_fixture_is_within_the_resolution() -> None:
     # 4 pooled runs of 60 requests at p = 0.9 on a slope of 3: sqrt(0.09 / 240) / 3 = 0.65% of the load
-    assert expected_spread(0.9, 240, 3.0) == pytest.approx(math.sqrt(0.09 / 240) / 3)
-    assert expected_spread(0.9, 240, 3.0) < 0.05 / 2
-    assert expected_spread(0.9, 60, 3.0, phi=4.0) == pytest.approx(2 * math.sqrt(0.09 / 60) / 3)
+    assert binomial_spread(0.9, 240, 3.0) == pytest.approx(math.sqrt(0.09 / 240) / 3)
+    assert binomial_spread(0.9, 240, 3.0) < 0.05 / 2
+    assert binomial_spread(0.9, 60, 3.0, phi=4.0) == pytest.approx(2 * math.sqrt(0.09 / 60) / 3)
     with pytest.raises(ValueError, match="slope"):
-        expected_spread(0.9, 60, 0.0)
+        binomial_spread(0.9, 60, 0.0)
 
 
 @given(st.floats(0.6, 20), st.integers(0, 10_000), st.sampled_from([0.0, 0.05]))
@@ -251,7 +258,8 @@ def test_a_start_that_misses_searches_down() -> None:
 def test_the_section_has_the_catalogue_names() -> None:
     from batchperf.measure.catalogue import CATALOGUE
 
-    section = searched(Cell(capacity=3.0, slope=1.0)).section()  # a slope measured: every entry is written
+    # a slope measured and a reference run: every entry is written
+    section = searched(Cell(capacity=3.0, slope=1.0, reference=20.0)).section()
     numbers = {k for k, v in section.items() if isinstance(v, (int, float)) and not isinstance(v, bool)}
     assert numbers == {m.name for m in CATALOGUE if m.section == "capacity"}
 
@@ -273,21 +281,98 @@ def test_a_probe_with_impossible_counts_is_refused(met: int, offered: int, match
         ProbeResult(met, offered)
 
 
-def test_the_slope_near_the_bracket_and_the_expected_spread_are_measured_from_the_search() -> None:
+def test_the_slope_near_the_bracket_and_the_binomial_spread_are_measured_from_the_search() -> None:
     cell = Cell(capacity=13.0, slope=1.0, n=10**7)  # ten million requests a run: the curve itself
     got = searched(cell)
     assert got.slope == pytest.approx(1.0, rel=0.05)
     assert got.requests_at_max_load == 10**7 * len(got.pools[got.max_load].runs)
-    assert got.spread == pytest.approx(expected_spread(TARGET, got.requests_at_max_load, got.slope))
-    assert got.section()["slope"] == got.slope and got.section()["expected_spread"] == got.spread
-    assert "expected spread" in got.describe() and "within the resolution" in got.describe()
+    assert got.binomial_spread == pytest.approx(binomial_spread(TARGET, got.requests_at_max_load, got.slope))
+    assert got.section()["slope"] == got.slope and got.section()["binomial_spread"] == got.binomial_spread
+    assert 2 * math.sqrt(2) * got.binomial_spread <= 0.05
+    assert "binomial spread" in got.describe() and "expected spread" in got.describe()
 
 
 def test_a_cliff_is_steep_and_ends_within_noise_claim_no_slope() -> None:
     # a step: 100% up to 2, 0% above (a CPU engine that collapses once overloaded): the spread is far within 5%
     got = search(lambda load: ProbeResult(60 if load <= 2 else 0, 60), clock=lambda: 0.0)
-    assert got.slope == pytest.approx(1.0 / got.width) and got.spread < 0.05 / 10
+    assert got.slope == pytest.approx(1.0 / got.width) and got.binomial_spread < 0.05 / 10
     # ends out of order (the noise larger than the fall across the bracket): no slope, no spread claimed
     assert bracket_slope({1.0: Pool([(50, 60)]), 1.05: Pool([(55, 60)])}, 1.0, 1.05) is None
     assert bracket_slope({1.0: Pool([(50, 60)])}, 1.0, 1.05) is None
     assert bracket_slope({1.0: Pool([(57, 60)]), 1.05: Pool([(51, 60)])}, 1.0, 1.05) == pytest.approx(0.1 / 0.05)
+
+
+# --- issue 41: a reference in each probe's process, and a spread that covers what moves between searches ---------
+
+
+def test_the_search_spread_adds_its_terms_in_quadrature() -> None:
+    # binomial 1%, a bracket 4% wide (uniform: 0.04 / sqrt(12) = 1.155%), drift 5%, floor 4%:
+    # sqrt(0.0001 + 0.000133 + 0.0025 + 0.0016) = sqrt(0.0043333) = 6.583%
+    assert search_spread(0.01, 0.04, 0.05, 0.04) == pytest.approx(0.065828, abs=1e-6)
+    assert search_spread(0.0, 0.0, 0.0, 0.04) == pytest.approx(0.04)  # the floor alone
+    for name in ("binomial", "width", "reference", "floor"):
+        with pytest.raises(ValueError, match=name):
+            search_spread(**{"binomial": 0.0, "width": 0.0, "reference": 0.0, "floor": 0.0, name: -0.01})
+
+
+def test_the_drift_is_the_references_coefficient_of_variation() -> None:
+    assert drift([10.0, 9.0]) == pytest.approx(0.5 / 9.5)  # mean 9.5, population sd 0.5
+    assert drift([10.0, 10.0, 10.0, 7.0]) == pytest.approx(math.sqrt(6.75 / 4) / 9.25)  # 14.04%
+    assert drift([10.0]) == drift([]) == 0.0
+
+
+def test_the_ratio_error_is_the_standard_error_of_their_mean() -> None:
+    # 0.36, 0.40, 0.44: mean 0.40, sample sd 0.04, over sqrt(3): 0.02309 / 0.40 = 5.77%
+    assert ratio_error([0.36, 0.40, 0.44]) == pytest.approx(0.04 / math.sqrt(3) / 0.40)
+    assert ratio_error([0.4]) == 0.0
+
+
+class Machine:
+    """A cliff at ``capacity × speed`` (100% met below it, none above, 10⁴ requests a run), an offered rate of 4 req/s
+    per unit of load, and a reference that serves ``30 × speed`` req/s; ``speed`` drops to ``slower`` from probe
+    ``after`` on (the machine slowing mid-search)."""
+
+    def __init__(self, capacity: float = 5.0, slower: float = 1.0, after: int = 0) -> None:
+        self.capacity, self.slower, self.after, self.calls = capacity, slower, after, 0
+
+    def __call__(self, load: float) -> ProbeResult:
+        self.calls += 1
+        speed = self.slower if self.calls > self.after else 1.0
+        met = 10_000 if load <= self.capacity * speed else 0
+        return ProbeResult(met, 10_000, request_rate=4.0 * load, reference_rate=30.0 * speed)
+
+
+def test_a_machine_slower_mid_search_gives_the_same_relative_capacity() -> None:
+    steady = search(Machine(), SearchSettings(start=4.0), clock=lambda: 0.0)
+    slow = search(Machine(slower=0.9), SearchSettings(start=4.0), clock=lambda: 0.0)
+    slowing = search(Machine(slower=0.9, after=3), SearchSettings(start=4.0), clock=lambda: 0.0)
+    # the absolute capacity follows the machine: 10% slower, ~10% less
+    assert slow.max_load / steady.max_load == pytest.approx(0.9, abs=0.05)
+    # the relative one does not, slowing mid-search or not (each within the resolution of the truth: 4 × 5 / 30)
+    for got in (steady, slow, slowing):
+        assert got.relative_capacity == pytest.approx(4 * 5.0 / 30, rel=0.05)
+        assert got.reference_rate is not None and got.converged
+    assert steady.reference_drift == slow.reference_drift == 0.0
+    # the slowing run measured its drift, and its absolute spread says so; the relative one leaves it out
+    refs = slowing.references
+    assert 30.0 in refs and 27.0 in refs and slowing.reference_drift == pytest.approx(drift(refs))
+    assert slowing.reference_drift > 0.02
+    width, binomial = slowing.width, slowing.binomial_spread or 0.0
+    assert slowing.spread == pytest.approx(search_spread(binomial, width, slowing.reference_drift, ABSOLUTE_FLOOR))
+    ratios = slowing.ratios  # each run at the capacity load over its own reference: equal here, no error
+    assert slowing.relative_spread == pytest.approx(search_spread(binomial, width, ratio_error(ratios), RELATIVE_FLOOR))
+    section = slowing.section()
+    assert section["relative_capacity"] == slowing.relative_capacity and section["spread"] == slowing.spread
+    assert "relative capacity" in slowing.describe() and "reference drift" in slowing.describe()
+
+
+def test_without_a_reference_no_relative_figure_is_claimed() -> None:
+    got = search(lambda load: ProbeResult(60 if load <= 2 else 0, 60, 4.0 * load), clock=lambda: 0.0)
+    assert got.relative_capacity is None and got.relative_spread is None
+    assert "relative_capacity" not in got.section() and got.section()["spread"] == got.spread >= ABSOLUTE_FLOOR
+
+
+def test_a_bad_reference_rate_is_refused_naming_the_field() -> None:
+    for bad in (0.0, -1.0, math.inf, math.nan):
+        with pytest.raises(ValueError, match="reference_rate"):
+            ProbeResult(1, 2, 1.0, bad)

@@ -2,7 +2,12 @@
 
 from __future__ import annotations
 
+import os
 import random
+import signal
+import sys
+import threading
+import time
 from pathlib import Path
 
 import pytest
@@ -27,19 +32,26 @@ class FakeChild:
 
     def __call__(self, argv: list[str]) -> int:
         self.argvs.append(argv)
-        load = float(next(a for a in argv if a.startswith("--batchperf-load=")).split("=", 1)[1])
+        loads = [float(x) for x in argv[-1].removeprefix("--batchperf-load=").split(",")]  # the probe's, the reference's
         out = Path(next(a for a in argv if a.startswith("--benchmark-json=")).split("=", 1)[1])
-        attainment = min(1.0, max(0.0, 0.9 - 0.5 * (load - EDGE) + self.rng.gauss(0, self.noise)))
         records = []
-        for i in range(self.cells):
-            record = cell_info(f"cpu-tiny-qwen2-continuous-bs4-p64-c8-wtenants-two-load{load:g}" + "-x" * i)
-            record.cell["load"] = load
-            met = round(60 * attainment)
-            record.slo = {"attainment": met / 60, "offered": 60, "met": met, "request_goodput": met, "tenant_count": 2}
-            record.traces = []  # the counts come from the slo section (tests/results: pooled over rounds' traces)
-            records.append(record)
+        for load in loads:
+            attainment = min(1.0, max(0.0, 0.9 - 0.5 * (load - EDGE) + self.rng.gauss(0, self.noise)))
+            for i in range(self.cells):
+                record = cell_info(f"cpu-tiny-qwen2-continuous-bs4-p64-c8-wtenants-two-load{load:g}" + "-x" * i)
+                record.cell["load"] = load
+                met = round(60 * attainment)
+                record.slo = {"attainment": met / 60, "offered": 60, "met": met, "request_goodput": met,
+                              "tenant_count": 2}
+                record.traces = []  # the counts come from the slo section (tests/results: pooled over rounds' traces)
+                records.append(record)
         results_file(out, records)
         return 0
+
+    @staticmethod
+    def load_of(argv: list[str]) -> float:
+        """The probe's load (the reference's follows it)."""
+        return float(argv[-1].removeprefix("--batchperf-load=").split(",")[0])
 
 
 @pytest.fixture
@@ -95,7 +107,7 @@ def test_a_load_near_the_target_is_run_again_before_the_bracket_moves(tmp_path, 
     monkeypatch.setattr(capacity_probe, "run_child", child)
     main(["capacity", "--suite", str(suite), "--out", str(tmp_path / "c.json"), "--start", str(EDGE),
           "--repeats", "3", "--confidence", "0.9", "--resolution", "0.5"])
-    loads = [float(a[-1].split("=", 1)[1]) for a in child.argvs]
+    loads = [child.load_of(a) for a in child.argvs]
     assert loads[:3] == [EDGE] * 3  # 54/60 at the edge: its interval straddles 90% on every run
     assert len(list((tmp_path / "c-probes").glob(f"probe0[123]-load{EDGE:g}.json"))) == 3
 
@@ -104,10 +116,16 @@ def test_bad_settings_are_usage_errors(tmp_path, suite, capsys) -> None:
     with pytest.raises(SystemExit):
         main(["capacity", "--suite", str(suite), "--resolution", "nan"])
     assert "--resolution: must be a finite number > 0" in capsys.readouterr().err
-    with pytest.raises(SystemExit, match="confidence must be in"):
-        main(["capacity", "--suite", str(suite), "--confidence", "1"])
-    with pytest.raises(SystemExit, match="target attainment must be in"):
-        main(["capacity", "--suite", str(suite), "--target", "1.5"])
+    # issue 38 (7): refused by the search's settings, not argparse, and still a usage error: exit 2, as documented
+    for argv, match in ((["--confidence", "1"], "confidence must be in"),
+                        (["--target", "1.5"], "target attainment must be in"),
+                        (["--min-load", "10", "--max-load", "1"], "must lie in"),
+                        (["--repeats", "0"], "repeats must be")):
+        with pytest.raises(SystemExit) as stop:
+            main(["capacity", "--suite", str(suite), "--out", str(tmp_path / "c.json"), *argv])
+        assert stop.value.code == cli_capacity.USAGE == 2, argv
+        assert match in capsys.readouterr().err, argv
+    assert not (tmp_path / "c.json").exists() and not (tmp_path / "c-probes").exists()
 
 
 def test_each_probe_runs_the_policy_asked_for() -> None:
@@ -121,5 +139,59 @@ def test_each_probe_runs_the_policy_asked_for() -> None:
     args = parser.parse_args(["--batchperf-backends", "continuous", "--batchperf-policies", "aimd:decrease=0.7",
                               "--batchperf-load", "3"])
     argv = probes_of(args, Path("probes")).command(1.5, Path("p.json"))
-    assert "--batchperf-policies=aimd:decrease=0.7" in argv and argv[-1] == "--batchperf-load=1.5"
+    assert "--batchperf-policies=aimd:decrease=0.7" in argv and argv[-1] == "--batchperf-load=1.5,64"
     assert not [a for a in argv if a.startswith("--batchperf-load=3")]
+
+
+def test_an_out_under_a_file_is_a_usage_error(tmp_path, suite, monkeypatch, capsys) -> None:
+    """Issue 38 (7): `--out README.md/x.json` was a NotADirectoryError traceback."""
+    monkeypatch.setattr(capacity_probe, "run_child", FakeChild())
+    (tmp_path / "README.md").write_text("a file\n")
+    for option in ("--out", "--probes-dir"):
+        with pytest.raises(SystemExit) as stop:
+            main(["capacity", "--suite", str(suite), "--out", str(tmp_path / "c.json"),
+                  option, str(tmp_path / "README.md" / "x.json")])
+        assert stop.value.code == 2
+        assert f"{tmp_path / 'README.md'} is not a folder" in capsys.readouterr().err
+
+
+def test_a_second_search_into_one_out_is_refused_unless_forced(tmp_path, suite, monkeypatch, capsys) -> None:
+    """Issue 38 (7): the later result silently replaced the earlier one."""
+    child = FakeChild()
+    monkeypatch.setattr(capacity_probe, "run_child", child)
+    out = tmp_path / "cap.json"
+    argv = ["capacity", "--suite", str(suite), "--out", str(out), "--budget-min", "5"]
+    assert main(argv) == 0
+    first, ran = out.read_bytes(), len(child.argvs)
+    with pytest.raises(SystemExit) as stop:
+        main(argv)
+    assert stop.value.code == 2 and len(child.argvs) == ran and out.read_bytes() == first  # nothing ran
+    assert "give another --out" in capsys.readouterr().err
+    assert main([*argv, "--force"]) == 0 and len(child.argvs) > ran
+    assert len(list((tmp_path / "cap-probes").glob("*.json"))) == len(child.argvs) - ran  # the old probes went
+
+
+@pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGINT])
+def test_a_stop_signal_during_a_probe_exits_128_plus_it_keeping_the_finished_probes(
+        tmp_path, suite, monkeypatch, capsys, signum) -> None:
+    """Issue 38 (8): SIGTERM or Ctrl-C during a probe exited 1 ("the probe wrote no results ... run it alone").
+    The third probe is a real child (a sleeping Python) that the signal reaches through the launcher."""
+    fake = FakeChild()
+    real = capacity_probe.run_child
+    calls: list[int] = []
+
+    def child(argv: list[str]) -> int:
+        calls.append(1)
+        if len(calls) < 3:
+            return fake(argv)
+        threading.Timer(0.5, os.kill, (os.getpid(), signum)).start()
+        return real([sys.executable, "-c", "import time; time.sleep(30)"])
+
+    monkeypatch.setattr(capacity_probe, "run_child", child)
+    out = tmp_path / "cap.json"
+    began = time.monotonic()
+    code = main(["capacity", "--suite", str(suite), "--out", str(out), "--budget-min", "5"])
+    assert code == 128 + signum and time.monotonic() - began < 20  # the sleeping child was stopped
+    err = capsys.readouterr().err
+    assert "interrupted" in err and "2 finished probe(s) are kept" in err and str(tmp_path / "cap-probes") in err
+    assert len(list((tmp_path / "cap-probes").glob("probe0[12]-load*.json"))) == 2 and not out.exists()

@@ -341,3 +341,44 @@ def test_on_the_cpu_tier_p99s_still_decide_and_p50s_are_not_judged() -> None:
     verdict = compare_cell(base.id, base, slower)
     assert not any(m.name.startswith("p50_") for m in verdict.metrics)
     assert verdict.failed and all(m.deciding for m in verdict.metrics)
+
+
+def capacity_cell(max_load: float, spread: float | None = None, relative: float = 0.6,
+                  relative_spread: float | None = None) -> CellRecord:
+    record = cell_info("cpu-tiny-qwen2-continuous-bs4-p64-c64-wtenants-x-capacity")
+    record.capacity = {"max_load": max_load, "max_request_rate": 4.0 * max_load, "relative_capacity": relative}
+    if spread is not None:
+        record.capacity["spread"] = spread
+    if relative_spread is not None:
+        record.capacity["relative_spread"] = relative_spread
+    return record
+
+
+def test_capacity_is_judged_against_the_searchs_stated_spread() -> None:
+    """Issue 41: a capacity search is one number; its tolerance is k × the spread the baseline's search stated
+    (binomial, bracket, drift and the floor measured from repeated searches), never below the catalogue's floor."""
+    rule = next(m for m in GATED if m.path == "capacity.max_load")
+    assert rule.spread == "capacity.spread"
+    base = capacity_cell(10.0, spread=0.08)  # 3 × 8% = 24%, above the CPU floor (10%), below the cap (45%)
+    within = judge(rule, base, capacity_cell(8.0), "cpu", k=3.0)  # -20%
+    assert within.tolerance == pytest.approx(0.24) and within.verdict is Verdict.NO_CHANGE
+    assert judge(rule, base, capacity_cell(7.0), "cpu", k=3.0).verdict is Verdict.REGRESSION  # -30%
+    # a record that states no spread (before issue 41) is judged on the floor alone: -20% regresses
+    bare = judge(rule, capacity_cell(10.0), capacity_cell(8.0), "cpu", k=3.0)
+    assert bare.tolerance == pytest.approx(rule.floor("cpu")) == pytest.approx(0.10)
+    assert bare.verdict is Verdict.REGRESSION
+    # a stated spread so wide that 3 × it passes the cap cannot gate: inconclusive, not a pass
+    assert judge(rule, capacity_cell(10.0, spread=0.2), capacity_cell(9.0), "cpu", k=3.0).verdict is Verdict.INCONCLUSIVE
+    # a spread that is no number is no baseline to judge against
+    broken = capacity_cell(10.0)
+    broken.capacity["spread"] = "wide"
+    assert judge(rule, broken, capacity_cell(10.0), "cpu", k=3.0).verdict is Verdict.NOT_JUDGED
+
+
+def test_relative_capacity_is_judged_against_its_own_spread() -> None:
+    rule = next(m for m in GATED if m.path == "capacity.relative_capacity")
+    assert rule.spread == "capacity.relative_spread" and rule.direction is Direction.HIGHER
+    base = capacity_cell(10.0, spread=0.2, relative=0.6, relative_spread=0.05)  # 3 × 5% = 15%
+    got = judge(rule, base, capacity_cell(10.0, relative=0.54), "cpu", k=3.0)  # -10%
+    assert got.tolerance == pytest.approx(0.15) and got.verdict is Verdict.NO_CHANGE
+    assert judge(rule, base, capacity_cell(10.0, relative=0.48), "cpu", k=3.0).verdict is Verdict.REGRESSION

@@ -2,7 +2,9 @@
 matrix options select, at ``--batchperf-load X``, into its own results file, whose attainment the search reads.
 
 The command is ``batchperf run``'s (:func:`batchperf.launch.suite.tier_command`), its load replacing any the user
-gave; the child runs in the foreground as ``batchperf run``'s does (:func:`batchperf.launch.child.run_guarded`).
+gave, the reference load after it (:data:`batchperf.capacity.search.REFERENCE_LOAD`). The child runs under the
+launcher's guard (:func:`batchperf.launch.child.run_guarded`): inside ``stop_signals()`` a Ctrl-C or SIGTERM stops
+it and raises ``Stopped`` here, so the search ends as interrupted (130, 143) instead of reading a cut probe.
 """
 
 from __future__ import annotations
@@ -11,8 +13,8 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from batchperf.capacity.record import probe_record, probe_result, write_capacity
-from batchperf.capacity.search import Capacity, ProbeResult, SearchSettings, search
+from batchperf.capacity.record import probe_records, probe_result, reference_rate, write_capacity
+from batchperf.capacity.search import REFERENCE_LOAD, Capacity, ProbeResult, SearchSettings, search
 from batchperf.launch.child import run_guarded
 from batchperf.launch.suite import tier_command
 from batchperf.results.io import read_results
@@ -24,8 +26,8 @@ class ProbeFailed(RuntimeError):
 
 
 def run_child(cmd: list[str]) -> int:
-    """The probe's pytest to its end (a Ctrl-C or SIGTERM still lets it write its results); its exit code."""
-    return run_guarded(cmd, foreground=True).returncode
+    """The probe's pytest to its end, its exit code; ``Stopped`` once it has ended when a stop signal came."""
+    return run_guarded(cmd).returncode
 
 
 @dataclass(frozen=True, slots=True)
@@ -40,21 +42,29 @@ class Probes:
     files: list[tuple[float, Path]] = field(default_factory=list)  # (load, results file) of each probe run so far
 
     def command(self, load: float, out: Path) -> list[str]:
-        """The child pytest of one probe: the run's arguments, its load replacing any the user gave."""
+        """The child pytest of one probe: the run's arguments, its load replacing any the user gave, followed by
+        the reference load (the same cell saturated, in the same process: the machine's speed now)."""
         options = {k: v for k, v in self.options.items() if k != "batchperf_load"}
+        loads = f"{load:g}" if load == REFERENCE_LOAD else f"{load:g},{REFERENCE_LOAD:g}"
         return tier_command(self.tier, options, out, suite=self.suite,
-                            passthrough=[*self.passthrough, f"--batchperf-load={load:g}"])
+                            passthrough=[*self.passthrough, f"--batchperf-load={loads}"])
 
     def run(self, load: float) -> ProbeResult:
         """One probe at ``load``; ProbeFailed when its pytest wrote no results."""
         path = self.folder / f"probe{len(self.files) + 1:02d}-load{load:g}.json"
         cmd = self.command(load, path)
-        code = run_child(cmd)
+        try:
+            code = run_child(cmd)
+        except KeyboardInterrupt:  # stopped mid-probe: what it wrote is a cut run, never one of the search's probes
+            if path.exists():
+                path.replace(path.with_name(f"{path.stem}-interrupted.json"))
+            raise
         if not path.exists():
             raise ProbeFailed(f"the probe at load {load:g} wrote no results (pytest exit {code}); "
                               f"run it alone to see why: {' '.join(cmd)}")
         self.files.append((load, path))
-        return probe_result(probe_record(read_results(path, "probe results")))
+        probe, reference = probe_records(read_results(path, "probe results"), load)
+        return probe_result(probe, reference_rate(reference))
 
 
 def find_capacity(probes: Probes, settings: SearchSettings, out: Path,
@@ -69,5 +79,5 @@ def find_capacity(probes: Probes, settings: SearchSettings, out: Path,
         return got
 
     capacity = search(probe, settings)
-    at = [p for load, p in probes.files if load == capacity.max_load] or [probes.files[-1][1]]
-    return capacity, write_capacity(out, at[-1], capacity)
+    at = [(load, p) for load, p in probes.files if load == capacity.max_load] or [probes.files[-1]]
+    return capacity, write_capacity(out, at[-1][1], capacity, at[-1][0])

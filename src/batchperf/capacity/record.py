@@ -1,6 +1,7 @@
 """``batchperf capacity``'s results: what a probe measured, and the capacity record made from it.
 
-A probe is one short run of one cell at a load factor (``--batchperf-load``), written as an ordinary results file.
+A probe is one short run of one cell at a load factor (``--batchperf-load``), written as an ordinary results file,
+beside its reference: the same cell at ``REFERENCE_LOAD`` (saturated) in the same process.
 The capacity is stored as an ordinary results file too: the cell as measured at its capacity load, with the id
 ``<cell id>-capacity`` (its load removed from the id and the cell, so the next search compares with this one
 whatever load it finds) and a ``capacity`` section (:meth:`batchperf.capacity.search.Capacity.section`). The gate,
@@ -9,11 +10,12 @@ whatever load it finds) and a ``capacity`` section (:meth:`batchperf.capacity.se
 
 from __future__ import annotations
 
+import math
 import re
 from pathlib import Path
 from typing import Any
 
-from batchperf.capacity.search import Capacity, ProbeResult
+from batchperf.capacity.search import REFERENCE_LOAD, Capacity, ProbeResult
 from batchperf.measure.metrics import SLO, SLO_FIELDS
 from batchperf.measure.slo import NO_TENANT, attainment
 from batchperf.results.io import ResultsFile, read_results, write_results
@@ -23,23 +25,40 @@ SUFFIX = "-capacity"
 _LOAD_IN_ID = re.compile(r"-load[0-9.]+(?=$|-)")  # the load axis in a cell id (suite.matrix): dropped here
 
 
-def probe_record(results: ResultsFile) -> CellRecord:
-    """The one cell of a probe's results file; ResultsError when it holds another number of cells."""
+def load_of(record: CellRecord) -> float:
+    """The cell's offered-load factor (the matrix stores none at load 1)."""
+    load = record.cell.get("load", 1.0)
+    return float(load) if isinstance(load, (int, float)) and not isinstance(load, bool) else math.nan
+
+
+def probe_records(results: ResultsFile, load: float) -> tuple[CellRecord, CellRecord | None]:
+    """The probe's cell (at ``load``) and its reference (the same cell at ``REFERENCE_LOAD``, run in the same
+    process; None when the file has none); ResultsError when the matrix ran another number of cells."""
     records = results.records
-    if len(records) != 1:
-        ids = ", ".join(r.id for r in records)
-        raise ResultsError(results.path, f"a capacity probe must run exactly one cell, it ran {len(records)} ({ids})",
-                           "Narrow the matrix options (--batchperf-backends, --batchperf-batch-sizes, ...) or "
-                           "pass -- -k CELL_ID")
-    return records[0]
+    at_load = [r for r in records if load_of(r) == load]
+    references = [r for r in records if load_of(r) == REFERENCE_LOAD]
+    expected = 1 if load == REFERENCE_LOAD else 2
+    if len(at_load) != 1 or len(records) not in (1, expected) or len(references) > 1:
+        ids = ", ".join(r.id for r in at_load or records)
+        raise ResultsError(results.path, f"a capacity probe must run exactly one cell, it ran {len(at_load or records)}"
+                           f" ({ids})", "Narrow the matrix options (--batchperf-backends, --batchperf-batch-sizes, "
+                           "...) or pass -- -k CELL_ID")
+    return at_load[0], references[0] if references else None
 
 
-def probe_result(record: CellRecord) -> ProbeResult:
+def reference_rate(record: CellRecord | None) -> float | None:
+    """Requests/s the saturated reference round served (``metrics.request_throughput``); None without one."""
+    rate = None if record is None else record.value("metrics.request_throughput")
+    return rate if rate else None
+
+
+def probe_result(record: CellRecord, reference: float | None = None) -> ProbeResult:
     """A probe's requests met and offered, pooled over its measured rounds, and its offered rate.
 
     With raw traces each round's requests are judged again against the workload's SLOs (``workload.slos``;
     measure.slo.attainment, the definition the ``slo`` section uses) and the rounds are summed, so a probe of R
-    rounds counts R × its workload's requests; without traces it counts the ``slo`` section's one (median) round."""
+    rounds counts R × its workload's requests; without traces it counts the ``slo`` section's one (median) round.
+    ``reference``: the reference round's rate (:func:`reference_rate`), carried along."""
     offered, met = record.value("slo.offered"), record.value("slo.met")
     duration = record.value("metrics.duration")
     if offered is None or met is None or not duration:
@@ -47,12 +66,12 @@ def probe_result(record: CellRecord) -> ProbeResult:
                            "Run the probe with a batchperf that measures SLO attainment (issue 24)")
     rate = offered / duration
     if not record.traces:
-        return ProbeResult(round(met), round(offered), rate)
+        return ProbeResult(round(met), round(offered), rate, reference)
     slos = {name: SLO(**{k: v for k, v in slo.items() if k in SLO_FIELDS})
             for name, slo in (record.raw("workload.slos", {}) or {}).items()}
     per_tenant = {name: int(block["offered"]) for name, block in record.tenants.items() if "offered" in block}
     rounds = [attainment(trace, slos, per_tenant or {NO_TENANT: round(offered)}) for trace in record.run_traces()]
-    return ProbeResult(sum(r.met for r in rounds), sum(r.offered for r in rounds), rate)
+    return ProbeResult(sum(r.met for r in rounds), sum(r.offered for r in rounds), rate, reference)
 
 
 def base_id(cell_id: str) -> str:
@@ -68,10 +87,11 @@ def capacity_record(probe: CellRecord, capacity: Capacity) -> CellRecord:
     return CellRecord.from_dict(data, where=f"capacity of {probe.id}")
 
 
-def write_capacity(path: Path, probe_file: Path, capacity: Capacity) -> CellRecord:
-    """Write the capacity results file at ``path`` from the probe file of the capacity load."""
+def write_capacity(path: Path, probe_file: Path, capacity: Capacity, load: float) -> CellRecord:
+    """Write the capacity results file at ``path`` from the probe file of the capacity load (its cell at ``load``,
+    not its reference)."""
     results = read_results(probe_file, "probe results")
-    fullname, probe = next(iter(results.cells.items()))
+    fullname, probe = next((name, r) for name, r in results.cells.items() if load_of(r) == load)
     record = capacity_record(probe, capacity)
     name = fullname.split("[", 1)[0] + f"[{record.id}]"
     bench: dict[str, Any] = {**results.benches[fullname], "fullname": name, "name": name.split("::")[-1],

@@ -23,8 +23,13 @@ requests it offered met their SLOs) and moves a bracket ``[low, high]``: ``low``
 
 How close two searches land (docs/traffic.md, "How repeatable"): a load decided on ``N`` pooled requests has an
 attainment error ``sigma = sqrt(phi p (1 - p) / N)``; where the attainment curve falls with slope ``s`` (per unit
-of relative load) the crossing is known to ``sigma / s`` of the load. When that is below the resolution, two
-searches agree within the resolution (:func:`expected_spread`).
+of relative load) the crossing is known to ``sigma / s`` of the load within the run (:func:`binomial_spread`).
+That is not all that moves between runs: the machine's speed drifts over minutes, and capacity is an absolute
+rate. So each probe also runs a saturated **reference** round in the same process (the same cell at
+``REFERENCE_LOAD``: what the machine serves now), the capacity is also given relative to it (the offered rate at
+the capacity ÷ the reference's service rate, run by run: the drift cancels), and the spread the search states
+(:func:`search_spread`) adds to the binomial the bracket's own width, the reference's drift across the run (for
+the absolute figure) and a floor measured from repeated searches (``ABSOLUTE_FLOOR``, ``RELATIVE_FLOOR``).
 """
 
 from __future__ import annotations
@@ -36,12 +41,21 @@ from dataclasses import dataclass, field
 
 from scipy import stats
 
+# The between-search floors: the search-to-search standard deviation, as a share of the capacity, that six searches
+# in a row showed on a quiet 2-core AMD EPYC (studies/capacity-repeat/data/run-1..6.json, summary.json): max_load
+# 2.75, 2.75, 2.625, 2.75, 2.75, 3.125 (sd 6.1%); relative_capacity 0.378, 0.347, 0.283, 0.346, 0.358, 0.325 (9.6%).
+ABSOLUTE_FLOOR = 0.06  # of capacity.max_load / max_request_rate
+RELATIVE_FLOOR = 0.10  # of capacity.relative_capacity
+
+REFERENCE_LOAD = 64.0  # the reference round's load factor: every request of the workload offered at once (saturated)
+
 
 @dataclass(frozen=True, slots=True)
 class ProbeResult:
     met: int  # requests that met their SLOs
     offered: int  # requests offered (a failed or never-returned one is offered, not met)
     request_rate: float = 0.0  # requests offered per second in the probe (offered / its duration)
+    reference_rate: float | None = None  # requests/s the saturated reference round served in the same process
 
     def __post_init__(self) -> None:
         if not (isinstance(self.offered, int) and self.offered >= 1):
@@ -49,6 +63,9 @@ class ProbeResult:
         if not (isinstance(self.met, int) and 0 <= self.met <= self.offered):
             raise ValueError(f"a probe's met requests must be a whole number in [0, offered {self.offered}], "
                              f"got {self.met!r}")
+        if self.reference_rate is not None and not (math.isfinite(self.reference_rate) and self.reference_rate > 0):
+            raise ValueError(f"a probe's reference_rate must be a finite number > 0 or None, "
+                             f"got {self.reference_rate!r}")
 
     @property
     def attainment(self) -> float:
@@ -144,12 +161,44 @@ def dispersion(pools: dict[float, Pool]) -> float:
     return max(1.0, chi / df) if df else 1.0
 
 
-def expected_spread(attainment: float, requests: int, slope: float, phi: float = 1.0) -> float:
-    """The standard deviation, as a share of the load, of where a search puts the crossing: the pooled
-    attainment's error ``sqrt(phi p (1 - p) / requests)`` divided by the curve's slope per unit of relative load
-    (``slope``: how much attainment drops when the load grows by 100%)."""
+def binomial_spread(attainment: float, requests: int, slope: float, phi: float = 1.0) -> float:
+    """The within-run term: the standard deviation, as a share of the load, of where a search puts the crossing
+    from the counts alone: the pooled attainment's error ``sqrt(phi p (1 - p) / requests)`` divided by the curve's
+    slope per unit of relative load (``slope``: how much attainment drops when the load grows by 100%)."""
     _positive("slope", slope)
     return math.sqrt(phi * attainment * (1 - attainment) / requests) / slope
+
+
+def search_spread(binomial: float, width: float, reference: float, floor: float) -> float:
+    """The capacity's standard deviation from search to search, as a share of it: the independent terms added in
+    quadrature: ``binomial`` (:func:`binomial_spread`), the bracket's quantisation (the edge lies anywhere in a
+    bracket of relative ``width``: a uniform's sd, ``width / sqrt(12)``), the ``reference`` term (for the absolute
+    capacity the machine's drift over the run, :func:`drift`; for the relative one, where the drift cancels, the
+    standard error of its run-by-run ratios, :func:`ratio_error`) and the between-search ``floor`` measured from
+    repeated searches."""
+    for name, value in (("binomial", binomial), ("width", width), ("reference", reference), ("floor", floor)):
+        if not (isinstance(value, (int, float)) and math.isfinite(value) and value >= 0):
+            raise ValueError(f"{name} must be a finite number >= 0, got {value!r}")
+    return math.sqrt(binomial ** 2 + width ** 2 / 12 + reference ** 2 + floor ** 2)
+
+
+def ratio_error(ratios: list[float]) -> float:
+    """The standard error of the mean of ``ratios`` as a share of it (sample sd / sqrt(n) / mean): how well the
+    runs at the capacity load pin the relative capacity (each ratio carries its reference round's own noise);
+    0 with fewer than two."""
+    if len(ratios) < 2:
+        return 0.0
+    mean = sum(ratios) / len(ratios)
+    return math.sqrt(sum((r - mean) ** 2 for r in ratios) / (len(ratios) - 1) / len(ratios)) / mean
+
+
+def drift(rates: list[float]) -> float:
+    """How much the machine's speed moved over a run: the coefficient of variation (population sd / mean) of the
+    reference rates its probes measured; 0 with fewer than two."""
+    if len(rates) < 2:
+        return 0.0
+    mean = sum(rates) / len(rates)
+    return math.sqrt(sum((r - mean) ** 2 for r in rates) / len(rates)) / mean
 
 
 def bracket_slope(pools: dict[float, Pool], low: float, high: float) -> float | None:
@@ -177,6 +226,7 @@ class Capacity:
     why: str = ""  # why it did not converge
     probes: list[tuple[float, float]] = field(default_factory=list)  # (load, attainment) of every run, in order
     pools: dict[float, Pool] = field(default_factory=dict)  # load -> its runs' counts
+    runs: dict[float, list[ProbeResult]] = field(default_factory=dict)  # load -> every run there, in order
     undecided: list[float] = field(default_factory=list)  # loads decided on the point estimate after all repeats
     dispersion: float = 1.0  # the quasi-binomial factor at the end of the search
     search_s: float = 0.0
@@ -195,16 +245,64 @@ class Capacity:
         return bracket_slope(self.pools, self.max_load, self.bracket_high)
 
     @property
-    def spread(self) -> float | None:
-        """The expected standard deviation of the capacity from search to search, as a share of it
-        (:func:`expected_spread` at the target, the requests pooled at the capacity, the slope and dispersion
-        measured); None when the slope is not known."""
+    def binomial_spread(self) -> float | None:
+        """The within-run term (:func:`binomial_spread` at the target, the requests pooled at the capacity, the
+        slope and dispersion measured); None when the slope is not known."""
         slope, n = self.slope, self.requests_at_max_load
-        return None if slope is None or not n else expected_spread(self.settings.target, n, slope, self.dispersion)
+        return None if slope is None or not n else binomial_spread(self.settings.target, n, slope, self.dispersion)
+
+    @property
+    def references(self) -> list[float]:
+        """Every probe's reference rate (requests/s served saturated, in the probe's process), in run order."""
+        return [r.reference_rate for runs in self.runs.values() for r in runs if r.reference_rate is not None]
+
+    @property
+    def reference_drift(self) -> float:
+        return drift(self.references)
+
+    @property
+    def reference_rate(self) -> float | None:
+        """The mean reference rate of the runs at the capacity load; None when they measured none."""
+        refs = [r.reference_rate for r in self.runs.get(self.max_load, []) if r.reference_rate is not None]
+        return sum(refs) / len(refs) if refs else None
+
+    @property
+    def ratios(self) -> list[float]:
+        """Each run at the capacity load: its offered rate ÷ its own process's reference rate."""
+        return [r.request_rate / r.reference_rate for r in self.runs.get(self.max_load, [])
+                if r.reference_rate is not None and r.request_rate > 0]
+
+    @property
+    def relative_capacity(self) -> float | None:
+        """The offered rate at the capacity as a share of the rate the machine served saturated, each run at the
+        capacity load divided by its own process's reference (so a machine slower for that run counts as such),
+        then averaged; None without references there."""
+        ratios = self.ratios
+        return sum(ratios) / len(ratios) if ratios else None
+
+    def _spread(self, reference: float, floor: float) -> float | None:
+        if self.max_load <= 0 or not math.isfinite(self.width):
+            return None
+        return search_spread(self.binomial_spread or 0.0, self.width, reference, floor)
+
+    @property
+    def spread(self) -> float | None:
+        """The absolute capacity's expected standard deviation from search to search, as a share of it
+        (:func:`search_spread`: binomial, bracket width, the reference's drift over the run, ``ABSOLUTE_FLOOR``);
+        None without a bracket."""
+        return self._spread(self.reference_drift, ABSOLUTE_FLOOR)
+
+    @property
+    def relative_spread(self) -> float | None:
+        """The relative capacity's: as :attr:`spread` with the ratios' standard error (:func:`ratio_error`) in
+        place of the drift, which the reference cancels, and ``RELATIVE_FLOOR``; None without a bracket or a
+        reference."""
+        return None if self.relative_capacity is None else self._spread(ratio_error(self.ratios), RELATIVE_FLOOR)
 
     def section(self) -> dict[str, float | bool | str]:
         """The ``capacity`` section of the results record (its catalogue entries: measure/catalogue.py); the slope
-        and expected spread only when the bracket's ends measured a fall."""
+        and binomial spread only when the bracket's ends measured a fall, the reference's figures only when the
+        probes ran one."""
         out: dict[str, float | bool | str] = {
             "max_load": self.max_load,
             "bracket_high": self.bracket_high if math.isfinite(self.bracket_high) else self.settings.max_load,
@@ -218,8 +316,15 @@ class Capacity:
             "requests_at_max_load": self.requests_at_max_load,
             "dispersion": self.dispersion,
         }
-        if (slope := self.slope) is not None and (spread := self.spread) is not None:
-            out |= {"slope": slope, "expected_spread": spread}
+        if (slope := self.slope) is not None and (binomial := self.binomial_spread) is not None:
+            out |= {"slope": slope, "binomial_spread": binomial}
+        if (spread := self.spread) is not None:
+            out["spread"] = spread
+        if (reference := self.reference_rate) is not None and (relative := self.relative_capacity) is not None:
+            out |= {"reference_rate": reference, "reference_drift": self.reference_drift,
+                    "relative_capacity": relative}
+            if (relative_spread := self.relative_spread) is not None:
+                out["relative_spread"] = relative_spread
         if self.why:
             out["why"] = self.why
         return out
@@ -232,9 +337,17 @@ class Capacity:
                 f"attainment >= {s.target:.0%}, resolution {s.resolution:.0%}): {self.max_request_rate:.4g} req/s "
                 f"offered, attainment {self.attainment_at_max_load:.1%}{pooled}; {len(self.probes)} probes in "
                 f"{self.search_s:.0f} s, dispersion {self.dispersion:.2g}")
+        if (binomial := self.binomial_spread) is not None:
+            head += f"; slope {self.slope:.2g}/100% load, binomial spread ±{binomial:.1%}"
+        if (relative := self.relative_capacity) is not None:
+            head += (f"; relative capacity {relative:.3g} of the {self.reference_rate:.3g} req/s served saturated "
+                     f"(reference drift ±{self.reference_drift:.1%} over the run)")
         if (spread := self.spread) is not None:
-            head += (f"; slope {self.slope:.2g}/100% load, expected spread ±{spread:.1%} of the load (1 sd) "
-                     f"{'within' if 2 * math.sqrt(2) * spread <= s.resolution else 'WIDER than'} the resolution "
+            head += f"; expected spread ±{spread:.1%} of the load (1 sd)"
+            if (relative_spread := self.relative_spread) is not None:
+                head += f", ±{relative_spread:.1%} relative"
+            # two searches differ by sqrt(2) sd; within the resolution about 95% of the time at 2 sd of that
+            head += (f": {'within' if 2 * math.sqrt(2) * spread <= s.resolution else 'WIDER than'} the resolution "
                      f"for two searches")
         if self.undecided:
             head += (f"; within noise of the target after {s.repeats} runs at load "
@@ -264,6 +377,7 @@ def search(probe: Probe, settings: SearchSettings = SearchSettings(),
         longest = max(longest, clock() - t0)
         result.probes.append((load, got.attainment))
         result.pools.setdefault(load, Pool()).runs.append((got.met, got.offered))
+        result.runs.setdefault(load, []).append(got)
         rates.setdefault(load, got.request_rate)
 
     def meets(load: float, least: int = 1) -> tuple[bool, float]:

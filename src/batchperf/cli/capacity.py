@@ -10,9 +10,10 @@ is a results file like any other (:mod:`batchperf.capacity.record`): gate it wit
 from __future__ import annotations
 
 import argparse
+import sys
 import time
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, NoReturn
 
 from batchperf.capacity.search import ProbeResult, SearchSettings
 from batchperf.cli.options import real
@@ -22,6 +23,7 @@ if TYPE_CHECKING:
     from batchperf.capacity.probe import Probes
 
 NOT_CONVERGED = 3  # exit status when the budget or the load range ran out first
+USAGE = 2  # exit status of a usage error (argparse's): nothing ran
 
 
 def add_cli_args(parser: argparse.ArgumentParser) -> None:
@@ -51,6 +53,8 @@ def add_cli_args(parser: argparse.ArgumentParser) -> None:
                              "are seen and widen the interval (default 2; 1: only while the interval straddles)")
     parser.add_argument("--probes-dir", type=Path, default=None,
                         help="where each probe's results file goes (default: next to --out, OUT-probes/)")
+    parser.add_argument("--force", action="store_true",
+                        help="replace an earlier search's --out and its probes' files (default: refuse them)")
 
 
 def settings_of(args: argparse.Namespace) -> SearchSettings:
@@ -67,8 +71,46 @@ def probes_of(args: argparse.Namespace, folder: Path) -> Probes:
     return Probes(args.suite, args.tier, dict(vars(args)), tuple(args.pytest_args), folder)
 
 
+def usage_error(message: str) -> NoReturn:
+    """Exit 2, as argparse does for an option it refuses, with the message on stderr: nothing has run."""
+    print(f"batchperf capacity: error: {message}", file=sys.stderr)
+    raise SystemExit(USAGE)
+
+
+def _folder_problem(option: str, path: Path) -> str | None:
+    """Why ``path`` cannot be a file or folder made under: an existing ancestor that is not a folder; or None."""
+    for parent in [path, *path.parents] if option == "--probes-dir" else list(path.parents):
+        if parent.exists():
+            return None if parent.is_dir() else f"{option} {path}: {parent} is not a folder"
+    return None
+
+
+def earlier_search(out: Path, folder: Path) -> list[Path]:
+    """What an earlier search left at ``out`` and in the probes ``folder`` that this one would replace."""
+    left = [out] if out.exists() else []
+    return left + (sorted(folder.glob("probe[0-9][0-9]*-load*.json")) if folder.is_dir() else [])
+
+
+def check_out(args: argparse.Namespace, out: Path, folder: Path) -> None:
+    """Refuse, before anything runs, an --out or --probes-dir under a file, or one an earlier search wrote (the
+    later result would silently replace the earlier one) unless --force, which removes them."""
+    for option, path in (("--out", out), ("--probes-dir", folder)):
+        if why := _folder_problem(option, path):
+            usage_error(f"{why}; give a path in a folder")
+    if out.is_dir():
+        usage_error(f"--out {out} is a folder; give a results file's path (e.g. {out / 'capacity.json'})")
+    if left := earlier_search(out, folder):
+        if not args.force:
+            usage_error(f"--out {out}: an earlier search's results are there ({', '.join(map(str, left[:3]))}"
+                        f"{', ...' if len(left) > 3 else ''}); give another --out (or --probes-dir), or --force to "
+                        f"replace them")
+        for path in left:
+            path.unlink()
+
+
 def main(args: argparse.Namespace) -> int:
     from batchperf.capacity.probe import ProbeFailed, find_capacity
+    from batchperf.launch.child import exit_code_of, stop_signals
     from batchperf.results.record import ResultsError
 
     if not args.suite.is_dir():
@@ -77,18 +119,26 @@ def main(args: argparse.Namespace) -> int:
     try:
         settings = settings_of(args)
     except ValueError as exc:
-        raise SystemExit(f"batchperf capacity: {exc}")
+        usage_error(str(exc))
     out = args.out or Path("results") / f"capacity-{args.tier}-{time.strftime('%Y%m%d-%H%M%S')}.json"
     probes = probes_of(args, args.probes_dir or out.parent / f"{out.stem}-probes")
+    check_out(args, out, probes.folder)
 
     def heard(load: float, got: ProbeResult) -> None:
         print(f"batchperf capacity: load {load:g}: attainment {got.attainment:.1%} ({got.met}/{got.offered} met, "
               f"{got.request_rate:.3g} req/s offered)", flush=True)
 
     try:
-        capacity, record = find_capacity(probes, settings, out, heard)
+        with stop_signals():  # Ctrl-C / SIGTERM: the running probe's pytest is stopped, then Stopped here
+            capacity, record = find_capacity(probes, settings, out, heard)
     except (ProbeFailed, ResultsError) as exc:
         raise SystemExit(f"batchperf capacity: {exc}")
+    except KeyboardInterrupt as exc:
+        done = len(probes.files)
+        print(f"batchperf capacity: interrupted ({exc}) during probe {done + 1}; the {done} finished probe(s) are "
+              f"kept in {probes.folder}/ (their loads and attainments above); no capacity result was written to "
+              f"{out}", file=sys.stderr, flush=True)
+        return exit_code_of(exc)
     print(f"batchperf capacity: {record.id}: {capacity.describe()}")
     print(f"batchperf capacity: results in {out} (probes in {probes.folder}/)")
     return 0 if capacity.converged else NOT_CONVERGED

@@ -8,7 +8,7 @@ Inside :func:`stop_signals`, SIGINT and SIGTERM to this process stop the running
 through the guard), wait for it, and then raise :class:`Stopped`, so the caller writes its final state
 and exits 128 + the signal (130, 143). Outside a child they raise :class:`Stopped` at once.
 
-``run_guarded(..., foreground=True)`` (``batchperf run`` and ``capacity``, whose pytest a user watches at a
+``run_guarded(..., foreground=True)`` (``batchperf run``, whose pytest a user watches at a
 terminal) starts the child without the guard, in this process's group, so that a Ctrl-C at the terminal reaches
 pytest as it would reach a pytest run by hand; it waits for it to its end, so pytest writes its results file.
 The command itself is built by :func:`batchperf.launch.suite.suite_command`.

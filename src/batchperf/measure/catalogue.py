@@ -82,6 +82,9 @@ class Metric:
     backends: tuple[str, ...] | None = None  # the backends whose cells write it; None: every backend
     workloads: tuple[str, ...] | None = None  # the workload kinds whose cells write it; None: every kind
     tracked: bool = False  # a history series (batchperf history)
+    # a single-valued metric's stored 1-sd relative spread (a capacity search's), which the gate reads in place of
+    # the round-to-round spread such a metric has none of ("" = the rounds')
+    spread: str = ""
     column: str = ""  # its column in the end-of-session summary ("" = none)
     fmt: str = ".4g"  # how the summary writes it
 
@@ -487,13 +490,21 @@ TENANT_METRICS = _tenant_metrics()
 
 # --- capacity (batchperf capacity: batchperf.capacity.search), in its own results file ---------------------------
 
+# A capacity search is one number per search: the gate's spread term is the search's own stated spread (binomial,
+# bracket, drift and the between-search floor measured in studies/capacity-repeat), k × it at most the cap.
+CAPACITY = Tolerance({"cpu": 0.10, "gpu": 0.05, "*": 0.10}, {"cpu": 0.45, "gpu": 0.20, "*": 0.30})
+
 CAPACITY_METRICS: tuple[Metric, ...] = (
     Metric("capacity.max_load", "load factor", Direction.HIGHER, "the highest offered-load factor at which SLO "
            "attainment stays >= the target (the bracket's lower end)", export="capacity_load_factor",
-           tolerance=THROUGHPUT, tracked=True),
+           tolerance=CAPACITY, tracked=True, spread="capacity.spread"),
     Metric("capacity.max_request_rate", "requests/s", Direction.HIGHER, "requests offered per second at the "
            "capacity load (offered / the probe's duration)", export="capacity_request_rate_requests_per_second",
-           tolerance=THROUGHPUT),
+           tolerance=CAPACITY, spread="capacity.spread"),
+    Metric("capacity.relative_capacity", "ratio", Direction.HIGHER, "the offered rate at the capacity as a share of "
+           "the rate the same cell served saturated in the same process (each run's max_request_rate / its "
+           "reference_rate, averaged): the machine's speed drift cancels", export="capacity_relative_ratio",
+           tolerance=CAPACITY, tracked=True, spread="capacity.relative_spread"),
     Metric("capacity.bracket_high", "load factor", Direction.NONE, "the lowest load factor that missed the target"),
     Metric("capacity.target_attainment", "ratio", Direction.NONE, "the attainment the search held the load to"),
     Metric("capacity.resolution", "ratio", Direction.NONE, "the search's stated resolution: bracket width / its "
@@ -506,8 +517,18 @@ CAPACITY_METRICS: tuple[Metric, ...] = (
            "than the binomial its repeated runs varied (>= 1)"),
     Metric("capacity.slope", "ratio", Direction.NONE, "attainment lost per unit of relative load across the "
            "bracket: (attainment at max_load - at bracket_high) / ((bracket_high - max_load) / max_load)"),
-    Metric("capacity.expected_spread", "ratio", Direction.NONE, "the capacity's expected standard deviation from "
-           "search to search, as a share of it: sqrt(dispersion p (1-p) / requests) / slope"),
+    Metric("capacity.binomial_spread", "ratio", Direction.NONE, "the within-run term of the capacity's spread, as a "
+           "share of it: sqrt(dispersion p (1-p) / requests) / slope"),
+    Metric("capacity.reference_rate", "requests/s", Direction.NONE, "requests per second the cell served saturated "
+           "(its reference round at batchperf.capacity.search.REFERENCE_LOAD, in each probe's process), mean over "
+           "the runs at the capacity load"),
+    Metric("capacity.reference_drift", "ratio", Direction.NONE, "the machine's speed drift over the search: the "
+           "coefficient of variation of every probe's reference rate"),
+    Metric("capacity.spread", "ratio", Direction.NONE, "max_load's expected standard deviation from search to "
+           "search, as a share of it: sqrt(binomial_spread² + width²/12 + reference_drift² + the measured floor²)"),
+    Metric("capacity.relative_spread", "ratio", Direction.NONE, "relative_capacity's expected standard deviation "
+           "from search to search, as a share of it: as spread with the standard error of the run-by-run ratios "
+           "in place of the drift (which the reference cancels), and its own measured floor"),
     Metric("capacity.probes", "runs", Direction.NONE, "short runs the search made"),
     Metric("capacity.search_s", "s", Direction.NONE, "wall time of the search"),
 )

@@ -7,7 +7,8 @@ regresses when it moved in its bad direction by more than its tolerance::
     tolerance = max(floor[metric, tier], k × spread)
 
 where ``spread`` is the baseline's own round-to-round relative spread (population
-std / |median| over ``extra_info.rounds``). Exact metrics (KV bytes) have no
+std / |median| over ``extra_info.rounds``), or, for a single-valued metric whose catalogue entry names its
+stored spread (a capacity search's ``capacity.spread``), that stored figure. Exact metrics (KV bytes) have no
 tolerance at all: any change is a regression, everywhere, except where a padded
 batch formed under open-loop arrivals sets the figure (reported, not deciding). That
 rule, the client-bound one and the exact tolerance are :mod:`batchperf.regress.judgeable`'s,
@@ -95,6 +96,15 @@ def relative_spread(record: CellRecord, path: RecordPath) -> float:
     return std / mid
 
 
+def stored_spread(record: CellRecord, path: str) -> float:
+    """The 1-sd relative spread the record states at ``path`` (a capacity search's); 0 when it states none (the
+    floor alone then judges), NaN when it is not a finite number >= 0."""
+    raw = record.raw(path)
+    if raw is None:
+        return 0.0
+    return math.nan if bad_number(raw) else float(raw)
+
+
 def bad_number(value: object) -> str | None:
     """Why ``value`` is no measurement to judge against (a measurement is a finite number >= 0), or None."""
     if isinstance(value, bool) or not isinstance(value, (int, float)):
@@ -143,7 +153,7 @@ def _judge(rule: Metric, baseline: CellRecord, current: CellRecord, tier: str, k
     if raw is _ABSENT:
         return None
     measured = current.value(path)
-    spread = relative_spread(baseline, path)
+    spread = stored_spread(baseline, rule.spread) if rule.spread else relative_spread(baseline, path)
     if why := _unusable_baseline(rule, raw, spread):
         base = float(raw) if isinstance(raw, (int, float)) else math.nan
         return MetricVerdict(shown, rule.direction, Verdict.NOT_JUDGED, base, measured, math.nan, math.nan,
