@@ -142,8 +142,11 @@ def jain(values: list[float]) -> float:
     1 for no values or all zero (nobody was treated differently)."""
     if any(v < 0 for v in values):
         raise ValueError(f"Jain's index needs values >= 0, got {values}")
-    squares = sum(v * v for v in values)
-    return 1.0 if not values or squares == 0 else sum(values) ** 2 / (len(values) * squares)
+    top = max(values, default=0.0)
+    if top == 0:
+        return 1.0
+    scaled = [v / top for v in values]  # in [0, 1]: tiny values squared would underflow into subnormals (index > 1)
+    return sum(scaled) ** 2 / (len(scaled) * sum(v * v for v in scaled))
 
 
 def jain_fairness(trace: RunTrace) -> float:
