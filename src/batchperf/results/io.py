@@ -21,6 +21,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from batchperf.measure.catalogue import CATALOGUE
 from batchperf.results.record import MAX_DEPTH, RERUN, SCHEMA_KEY, CellRecord, ResultsError, check_json_values
 
 MAKE_ONE = "Make one with `pytest perf_tests -m cpu --benchmark-json=PATH` or `batchperf run`"
@@ -216,9 +217,7 @@ def fingerprint_problem(raw: Any) -> str | None:
 # The shape of the traffic sections every reader relies on (issue 38): the fields a reader indexes, and the type
 # of each field it reads. Numbers are JSON numbers, never true/false (``max_load: true`` would read as 1.0).
 CAPACITY_REQUIRED = ("max_load", "bracket_high", "max_request_rate", "attainment_at_max_load")  # what readers index
-CAPACITY_NUMBERS = ("max_load", "bracket_high", "target_attainment", "resolution", "attainment_at_max_load",
-                    "max_request_rate", "probes", "search_s", "requests_at_max_load", "dispersion", "slope",
-                    "expected_spread")
+CAPACITY_NUMBERS = tuple(m.name for m in CATALOGUE if m.section == "capacity")  # every number the section stores
 TYPED_FIELDS: dict[str, dict[str, tuple[type, ...]]] = {
     "capacity": {"converged": (bool,), "why": (str,)},
     "policy": {"name": (str,), "text": (str,), "label": (str,), "engine": (str,)},
