@@ -22,14 +22,20 @@ from batchperf.ab.settings import Settings, UsageProblem
 from batchperf.cli.ab import USAGE_ERROR, add_verdict_args, environment, usage_errors_exit_3, verdict_kwargs
 
 
-def add_cli_args(parser: argparse.ArgumentParser) -> None:
-    usage_errors_exit_3(parser)
+def add_environment_args(parser: argparse.ArgumentParser, order: str) -> None:
+    """``--python``/``--dir``/``--env``: an ordered list of environments (bisect's and chain's); ``order`` says
+    which order, e.g. "good -> bad"."""
     parser.add_argument("--python", action="append", default=[], type=Path, metavar="PYTHON",
-                        help="an environment's interpreter or virtualenv folder, in order good -> bad (repeatable)")
+                        help=f"an environment's interpreter or virtualenv folder, in {order} (repeatable)")
     parser.add_argument("--dir", action="append", default=[], type=Path, metavar="CHECKOUT",
                         help="an environment's batchperf checkout, in the same order (repeatable; default: this one)")
     parser.add_argument("--env", action="append", default=[], metavar="K=V",
                         help="environment variable of every process (repeatable)")
+
+
+def add_cli_args(parser: argparse.ArgumentParser) -> None:
+    usage_errors_exit_3(parser)
+    add_environment_args(parser, "order good -> bad")
     parser.add_argument("--out", type=Path, default=None, metavar="DIR",
                         help="folder for every step's ab run and bisect.json (default results/bisect-<time>)")
     add_verdict_args(parser)

@@ -21,21 +21,16 @@ from pathlib import Path
 from batchperf.ab.env import Environment, EnvironmentProblem
 from batchperf.ab.settings import Settings, UsageProblem
 from batchperf.cli.ab import USAGE_ERROR, add_verdict_args, usage_errors_exit_3, verdict_kwargs
-from batchperf.cli.bisect import environments
+from batchperf.cli.bisect import add_environment_args, environments
 from batchperf.results.io import atomic_write_text
 
 
 def add_cli_args(parser: argparse.ArgumentParser) -> None:
     usage_errors_exit_3(parser)
-    parser.add_argument("--python", action="append", default=[], type=Path, metavar="PYTHON",
-                        help="an environment's interpreter or virtualenv folder, in release order (repeatable)")
-    parser.add_argument("--dir", action="append", default=[], type=Path, metavar="CHECKOUT",
-                        help="an environment's batchperf checkout, in the same order (repeatable; default: this one)")
+    add_environment_args(parser, "release order")
     parser.add_argument("--label", action="append", default=[], metavar="NAME",
                         help="each environment's name in the tables and the plot, in the same order, e.g. 0.27.1 "
                              "(repeatable; default: the virtualenv's folder name)")
-    parser.add_argument("--env", action="append", default=[], metavar="K=V",
-                        help="environment variable of every process (repeatable)")
     parser.add_argument("--out", type=Path, default=None, metavar="DIR",
                         help="folder for every step's ab run, chain.json and chain.md (default results/chain-<time>); "
                              "give the same one again to resume")
