@@ -35,3 +35,58 @@ def test_no_injection_installs_nothing() -> None:
     model = torch.nn.Linear(2, 2)
     assert inject.install(model, Injection()) is None
     assert not model._forward_hooks and not model._forward_pre_hooks
+
+
+def fake_runners(monkeypatch: pytest.MonkeyPatch) -> tuple[type, type]:
+    """A GPU-style runner and a CPU runner whose load_model calls its parent's, as vLLM's may, in a fake module."""
+    import sys
+    import types
+
+    class GPURunner:
+        def load_model(self) -> None:
+            self.model = torch.nn.Linear(2, 2)
+
+    class CPURunner(GPURunner):
+        def load_model(self) -> None:
+            super().load_model()
+
+    module = types.ModuleType("fake_vllm_runners")
+    module.GPURunner, module.CPURunner = GPURunner, CPURunner  # type: ignore[attr-defined]
+    monkeypatch.setitem(sys.modules, "fake_vllm_runners", module)
+    monkeypatch.setattr(inject, "VLLM_RUNNERS", (("fake_vllm_runners", "GPURunner"), ("fake_vllm_runners",
+                                                                                        "CPURunner"),
+                                                 ("no_such_vllm_module", "Runner")))
+    return GPURunner, CPURunner
+
+
+def test_vllm_plugin_hooks_the_model_vllm_loads_once(monkeypatch: pytest.MonkeyPatch) -> None:
+    _gpu, cpu = fake_runners(monkeypatch)
+    monkeypatch.setenv(inject.ENV_DELAY_MS, "3")
+    sleeps: list[float] = []
+    monkeypatch.setattr(inject.time, "sleep", sleeps.append)
+    inject.vllm_plugin()
+    inject.vllm_plugin()  # vLLM may load its plugins more than once: still one hook
+    runner = cpu()
+    runner.load_model()
+    assert len(runner.model._forward_hooks) == 1 and len(runner.model._forward_pre_hooks) == 1
+    runner.model(torch.zeros(1, 2))
+    assert sleeps == pytest.approx([0.003])
+
+
+def test_vllm_plugin_does_nothing_without_an_injection(monkeypatch: pytest.MonkeyPatch) -> None:
+    gpu, cpu = fake_runners(monkeypatch)
+    load_model = cpu.load_model
+    monkeypatch.delenv(inject.ENV_SLOWDOWN, raising=False)
+    monkeypatch.delenv(inject.ENV_DELAY_MS, raising=False)
+    inject.vllm_plugin()
+    assert cpu.load_model is load_model
+    runner = cpu()
+    runner.load_model()
+    assert not runner.model._forward_hooks
+
+
+def test_vllm_plugin_is_registered_with_vllm() -> None:
+    from importlib.metadata import entry_points
+
+    found = [e for e in entry_points(group="vllm.general_plugins") if e.value.startswith("batchperf.")]
+    assert [e.load() for e in found] == [inject.vllm_plugin]

@@ -55,6 +55,19 @@ def test_the_servers_speed_settings_are_recorded(monkeypatch: pytest.MonkeyPatch
     assert given.engine_settings(4) == {"server": "given: its settings are its own, not known to batchperf"}
 
 
+def test_a_server_does_not_inherit_the_in_process_engines_defaults(monkeypatch: pytest.MonkeyPatch) -> None:
+    """An in-process ``vllm`` cell earlier in the run set VLLM_ENABLE_V1_MULTIPROCESSING=0 here; the server the
+    suite starts later runs its engine core in its own process, as users run it, unless the user set it."""
+    from batchperf.backends import _vllm
+    from batchperf.backends.vllm_server import server_env
+
+    monkeypatch.setattr(_vllm, "SET_HERE", {"VLLM_ENABLE_V1_MULTIPROCESSING"})
+    monkeypatch.setenv("VLLM_ENABLE_V1_MULTIPROCESSING", "0")  # as import_vllm set it
+    assert "VLLM_ENABLE_V1_MULTIPROCESSING" not in server_env()
+    monkeypatch.setattr(_vllm, "SET_HERE", set())  # the user's own choice
+    assert server_env()["VLLM_ENABLE_V1_MULTIPROCESSING"] == "0"
+
+
 @pytest.mark.slow
 def test_real_server_counts_targets_sends_chunks_and_stops_cleanly(stream4_server_run) -> None:
     trace = stream4_server_run.trace

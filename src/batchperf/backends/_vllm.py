@@ -38,16 +38,29 @@ SPEED_ENV = ("VLLM_CPU_OMP_THREADS_BIND", "VLLM_CPU_NUM_OF_RESERVED_CPU", "VLLM_
              "VLLM_ENABLE_V1_MULTIPROCESSING")
 
 
+def user_env() -> dict[str, str]:
+    """This process's environment less the defaults :func:`import_vllm` set in it: what the user chose."""
+    return {key: value for key, value in os.environ.items() if key not in SET_HERE}
+
+
 def speed_settings(env: Mapping[str, str], args: Mapping[str, Any]) -> dict[str, Any]:
     """A cell's ``engine`` section: the :data:`SPEED_ENV` variables vLLM ran with (None: unset, vLLM's default)
     and the engine arguments batchperf chose that matter for speed."""
     return {"env": {key: env.get(key) for key in SPEED_ENV}, "args": dict(args)}
 
 
+# The ENV_DEFAULTS keys import_vllm set in this process (the user had not): a server the suite starts later must not
+# inherit them as if the user had chosen them (an in-process engine core is the in-process backend's choice, not a
+# server's).
+SET_HERE: set[str] = set()
+
+
 def import_vllm() -> ModuleType:
     """``import vllm`` with batchperf's environment defaults; BackendUnavailable with the fix if it fails."""
     for key, value in ENV_DEFAULTS.items():
-        os.environ.setdefault(key, value)
+        if key not in os.environ:
+            os.environ[key] = value
+            SET_HERE.add(key)
     try:
         with third_party_warnings_ignored():
             import vllm

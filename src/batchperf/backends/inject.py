@@ -8,10 +8,16 @@ comes from, so every forward pass of every backend goes through it):
   time that forward pass took (a proportional slowdown of the model's compute).
 - ``BATCHPERF_INJECT_DELAY_MS=2``: after each forward pass, sleep 2 ms.
 
-Both may be set; neither set means no hook at all. Out-of-process engines
-(a vLLM server) are not affected. The ``continuous`` backend's runner runs the model's
-weights through its own forward, not the module's: :func:`slowed` wraps that forward the
-same way.
+Both may be set; neither set means no hook at all. The ``continuous`` backend's runner runs
+the model's weights through its own forward, not the module's: :func:`slowed` wraps that
+forward the same way.
+
+vLLM builds its own model, in the process that runs its engine core (the suite's own process
+for the ``vllm`` backend, the engine-core process a ``vllm serve`` spawns for ``vllm-server``).
+:func:`vllm_plugin` reaches it there: batchperf registers it as a vLLM general plugin
+(entry point group ``vllm.general_plugins``, which vLLM loads in every process it starts), and
+when either variable is set it hooks the model vLLM's model runner loads, the same way. Unset,
+the plugin does nothing.
 """
 
 from __future__ import annotations
@@ -96,3 +102,43 @@ def slowed(forward: Callable[..., T], injection: Injection | None = None, device
         return out
 
     return run
+
+
+# vLLM's model runners, by module: each loads its model in ``load_model`` and keeps it as ``self.model``
+VLLM_RUNNERS = (("vllm.v1.worker.gpu_model_runner", "GPUModelRunner"),
+                ("vllm.v1.worker.cpu_model_runner", "CPUModelRunner"))
+
+
+def vllm_plugin() -> None:
+    """vLLM general plugin (``vllm.general_plugins``): with an injection set, every model vLLM's runners load is
+    hooked as :func:`install` hooks ours, in whichever process vLLM runs it. Without one, nothing is imported."""
+    injection = Injection.from_env()
+    if not injection.active:
+        return
+    import importlib
+
+    for module_name, class_name in VLLM_RUNNERS:
+        try:
+            runner = getattr(importlib.import_module(module_name), class_name)
+        except (ImportError, AttributeError):
+            continue  # another platform's runner, or another vLLM's layout
+        _hook_load_model(runner, injection)
+
+
+def _hook_load_model(runner: type, injection: Injection) -> None:
+    """Wrap ``runner.load_model`` (once: CPUModelRunner's may call GPUModelRunner's) so the model it leaves in
+    ``self.model`` is hooked."""
+    load_model = runner.__dict__.get("load_model")
+    if load_model is None or getattr(load_model, "_batchperf_injection", False):
+        return
+
+    def hooked(self: Any, *args: Any, **kwargs: Any) -> Any:
+        out = load_model(self, *args, **kwargs)
+        model = getattr(self, "model", None)
+        if model is not None and not getattr(model, "_batchperf_injected", False):
+            install(model, injection, getattr(self, "device", None))
+            model._batchperf_injected = True
+        return out
+
+    hooked._batchperf_injection = True  # type: ignore[attr-defined]
+    runner.load_model = hooked  # type: ignore[attr-defined]

@@ -52,6 +52,7 @@ from batchperf.backends._vllm import (
     cuda_memory_utilization,
     speed_settings,
     step_budget_args,
+    user_env,
     weights_flags,
 )
 from batchperf.backends.drive import Finished, Sent, drive
@@ -218,10 +219,11 @@ class VLLMServerBackend:
 
 
 def server_env() -> dict[str, str]:
-    """The environment of a server the suite starts: the engine core runs in its own process, as users run it; only
-    the CPU KV pool is bounded."""
-    return {**os.environ, "VLLM_CPU_KVCACHE_SPACE": os.environ.get(
-        "VLLM_CPU_KVCACHE_SPACE", ENV_DEFAULTS["VLLM_CPU_KVCACHE_SPACE"])}
+    """The environment of a server the suite starts: the engine core runs in its own process, as users run it (an
+    in-process ``vllm`` cell earlier in this run set ``VLLM_ENABLE_V1_MULTIPROCESSING=0`` here: not passed on unless
+    the user set it); only the CPU KV pool is bounded."""
+    env = user_env()
+    return {**env, "VLLM_CPU_KVCACHE_SPACE": env.get("VLLM_CPU_KVCACHE_SPACE", ENV_DEFAULTS["VLLM_CPU_KVCACHE_SPACE"])}
 
 
 def request_timeout(workload: Workload, batch_size: int, concurrency: int) -> float:
