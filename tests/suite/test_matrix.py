@@ -8,14 +8,19 @@ from batchperf.suite.matrix import TIERS, narrowed, parse_arrival, split_list
 def test_default_cpu_matrix_with_readable_ids() -> None:
     """27 cells each for hf-static and continuous; the peers on their few cells (the tier's limits); the traffic cells
     (issue 24) and the policy cells (issue 27) on top, each named by its workload (and policy): five traffic cells on
-    continuous and vllm, the three kinds on each of the transformers backends, and the policy cells."""
+    continuous and vllm, the three kinds on each of the transformers backends, the policy cells, and vLLM's long-prompt
+    cell (p2048, where chunked prefill shows: issue 37)."""
     ids = [c.id for c in TIERS["cpu"].cells()]
-    assert len(ids) == len(set(ids)) == 27 * 2 + 2 * 3 + 5 + 2 + 2 * 3
+    assert len(ids) == len(set(ids)) == 27 * 2 + 2 * 3 + 5 + 2 + 2 * 3 + 1
     assert len([i for i in ids if "-w" in i]) == 13
     assert len([i for i in ids if "-pol" in i]) == 3
     assert "cpu-tiny-qwen2-vllm-bs4-p32-c4-wprefix2x128" in ids
     assert "cpu-tiny-qwen2-hf-static-bs8-p512-c16" in ids and "cpu-tiny-qwen2-continuous-bs1-p64-c4" in ids
-    assert {i for i in ids if "vllm-bs" in i and "-w" not in i} == {"cpu-tiny-qwen2-vllm-bs4-p64-c4", "cpu-tiny-qwen2-vllm-bs4-p64-c16"}
+    assert {i for i in ids if "vllm-bs" in i and "-w" not in i} == {
+        "cpu-tiny-qwen2-vllm-bs4-p64-c4",
+        "cpu-tiny-qwen2-vllm-bs4-p64-c16",
+        "cpu-tiny-qwen2-vllm-bs4-p2048-c16",
+    }
 
 
 def test_an_axis_from_the_command_line_replaces_a_backends_limit() -> None:
