@@ -52,7 +52,7 @@ from batchperf.ab.judging import cell_verdict, judge_metric
 from batchperf.ab.result import PairSeries
 from batchperf.ab.run import run_ab
 from batchperf.ab.settings import DESIGNS, Settings
-from batchperf.ab.stats import relative
+from batchperf.ab.stats import process_noise, relative
 from batchperf.backends.inject import ENV_SLOWDOWN
 from batchperf.measure.catalogue import by_name
 from batchperf.regress.verdict import Verdict
@@ -282,31 +282,20 @@ def process_pairs(work: Path) -> dict[tuple[str, float], list[dict[str, CellReco
 
 
 def noise(work: Path, metric: str) -> str:
-    """Where the noise is: the spread of rounds within a process, and of processes beyond what their rounds explain.
-
-    From every measured process's per-round values (its results file), on the log scale: ``within`` is the pooled
-    sd of a round about its process's mean; ``process`` the sd of a process's mean beyond what its rounds
-    explain, from the two processes of each pair (minutes apart, so slow drift that alternation cancels is not
-    counted). More rounds shrink only the first; a pair's
-    ln(B/A) has sd sqrt(2 (process^2 + within^2 / rounds)) when a process is summarised by its mean round (ab
-    takes the median round, the record's metric, which is a little noisier).
+    """Where the noise is: the spread of rounds within a process, and of processes beyond what their rounds explain
+    (:class:`batchperf.ab.stats.ProcessNoise`, from every measured process's per-round values, its results file).
+    More rounds shrink only the first. The predicted pair sd summarises a process by its mean round (ab takes the
+    median round, the record's metric, which is a little noisier).
     """
     lines = [("| cell | B slowed by | processes x rounds | within a process (a round) | between processes "
               "| predicted pair sd at 3 / 10 / 30 rounds |"), "|---|---:|---:|---:|---:|---:|"]
     for (kind, slowdown), records in process_pairs(work).items():
-        pairs = [{label: [math.log(r[metric]) for r in record.rounds] for label, record in sides.items()}
-                 for sides in records]
-        groups = [g for p in pairs for g in p.values() if len(g) > 1]
-        diffs = [statistics.mean(p["B"]) - statistics.mean(p["A"]) for p in pairs if len(p) == 2]
-        if len(groups) < 3 or len(diffs) < 3:
+        pairs = [{label: [r[metric] for r in record.rounds] for label, record in sides.items()} for sides in records]
+        if (found := process_noise(pairs)) is None:
             continue
-        k = statistics.median(len(g) for g in groups)
-        within = statistics.mean(statistics.variance(g) for g in groups)
-        # within a pair (minutes apart), so drift over the study does not count: var(d) = 2 process^2 + 2 within^2/k
-        between = max(statistics.variance(diffs) / 2 - within / k, 0.0)
-        pair_sd = "/".join(f"{math.sqrt(2 * (between + within / r)):.3f}" for r in (3, 10, 30))
-        lines.append(f"{row_head(kind, slowdown)} "
-                     f"{len(groups)} x {k:g} | {math.sqrt(within):.3f} | {math.sqrt(between):.3f} | {pair_sd} |")
+        pair_sd = "/".join(f"{found.predicted_pair_sd(r):.3f}" for r in (3, 10, 30))
+        lines.append(f"{row_head(kind, slowdown)} {found.processes} x {found.rounds:g} | {found.within:.3f} "
+                     f"| {found.process:.3f} | {pair_sd} |")
     return "\n".join(lines)
 
 

@@ -31,7 +31,7 @@ def fake_ab(speeds: list[float], calls: list[tuple[int, int]], crash: frozenset[
     """An ab whose environment #i runs at speeds[i]; #i in ``crash`` dies; the pair ``interrupt`` gets SIGINT at its
     third process; the pair ``refuse`` is a usage error (e.g. no shared cell)."""
 
-    def ab(s: Settings):  # noqa: ANN202
+    def ab(s: Settings, progress=lambda line: None):  # noqa: ANN001, ANN202
         a, b = int(s.a.python.name), int(s.b.python.name)
         calls.append((a, b))
         if (a, b) == refuse:
@@ -40,7 +40,7 @@ def fake_ab(speeds: list[float], calls: list[tuple[int, int]], crash: frozenset[
                          crash={label for label, i in (("A", a), ("B", b)) if i in crash})
         if (a, b) == interrupt:
             fakes.on_run = lambda: (_ for _ in ()).throw(Stopped(signal.SIGINT)) if len(fakes.runs) == 3 else None
-        return run_ab(s, runner=fakes.run, prober=fakes.probe, collector=fakes.collect)
+        return run_ab(s, runner=fakes.run, prober=fakes.probe, collector=fakes.collect, progress=progress)
 
     return ab
 
@@ -74,6 +74,19 @@ def test_each_step_in_release_order_then_first_to_last(tmp_path: Path) -> None:
     assert level.first_last is not None and level.first_last[1] < -0.1 < level.first_last[2] + 0.05
     table = render_markdown(Chain.of(result))
     assert "0.30.0 -> 0.31.0" in table and "REGRESSION" in table and "(first -> last)" in table
+
+
+def test_each_steps_own_progress_lines_go_out_under_its_name(tmp_path: Path) -> None:
+    """A chain runs for an hour or more: ab's lines (warm-up, rounds chosen, each pair) reach the user, each under the
+    step that printed it."""
+    lines: list[str] = []
+    run_chain(envs(3), LABELS[:3], base(tmp_path / "c", 3), fake_ab([1.0] * 3, []), progress=lines.append, check=ok)
+    steps = ["0.29.0 -> 0.30.0: ", "0.30.0 -> 0.31.0: ", "0.29.0 -> 0.31.0 (first -> last): "]
+    for name in steps:
+        own = [line[len(name):] for line in lines if line.startswith(name)]
+        assert own[0] == "measuring" and any(line.startswith("warm-up: ") for line in own)
+        assert any(line.startswith("[pair 1/") for line in own) and own[-1].startswith("no regression (")
+    assert all(any(line.startswith(n) for n in steps) for line in lines)
 
 
 def test_two_environments_need_no_separate_first_to_last(tmp_path: Path) -> None:
@@ -123,10 +136,10 @@ def test_sigterm_between_steps_is_143_and_resumable(tmp_path: Path) -> None:
     calls: list[tuple[int, int]] = []
     inner = fake_ab([1.0] * 4, calls)
 
-    def ab(s: Settings):  # noqa: ANN202
+    def ab(s: Settings, progress=lambda line: None):  # noqa: ANN001, ANN202
         if len(calls) == 2:
             raise Stopped(signal.SIGTERM)
-        return inner(s)
+        return inner(s, progress)
 
     result = run_chain(envs(4), LABELS, base(tmp_path / "c"), ab, check=ok)
     assert result.status == "interrupted" and result.exit_code == 143 and calls == [(0, 1), (1, 2)]

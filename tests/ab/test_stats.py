@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 from scipy import stats
 
 from batchperf.ab import stats as ab_stats
-from batchperf.ab.stats import Interval, call, signed_rank_interval
+from batchperf.ab.stats import Interval, call, process_noise, signed_rank_interval
 from batchperf.regress.verdict import Verdict
 
 finite = st.floats(min_value=-0.5, max_value=0.5, allow_nan=False, width=32)
@@ -193,3 +193,23 @@ def test_the_level_cache_is_not_trusted_with_an_impossible_level(tmp_path, monke
     (tmp_path / ab_stats.LEVELS_FILE).write_text("{\"" + key + "\": " + planted + "}")
     ab_stats.per_look_level.cache_clear()
     assert ab_stats.per_look_level(12, 0.1)[0] == true_level
+
+
+@pytest.mark.parametrize("level", [0.0, 0.05])
+def test_process_noise_separates_a_processs_own_level_from_its_rounds(level: float) -> None:
+    """Simulated processes: rounds scatter by 10% about the process's level, which itself scatters by ``level``."""
+    rng = np.random.default_rng(7)
+
+    def process() -> list[float]:
+        return list(np.exp(rng.normal(0.0, level) + rng.normal(0.0, 0.10, size=40)) * 800.0)
+
+    found = process_noise([{"A": process(), "B": process()} for _ in range(300)])
+    assert found is not None and found.processes == 600 and found.rounds == 40 and found.pairs == 300
+    assert found.within == pytest.approx(0.10, rel=0.05)
+    assert found.process == pytest.approx(level, abs=0.01)
+    assert found.pair_sd == pytest.approx(found.predicted_pair_sd(40), rel=0.1)
+    assert found.predicted_pair_sd(10) > found.predicted_pair_sd(40)
+
+
+def test_process_noise_needs_three_pairs() -> None:
+    assert process_noise([{"A": [1.0, 1.1], "B": [1.0, 0.9]}] * 2) is None

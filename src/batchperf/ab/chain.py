@@ -42,7 +42,7 @@ FINISHED = ("done", "budget", "failed")  # an ab.json with one of these statuses
 OUTCOMES = {0: "no regression", 1: "regression", 2: "inconclusive", 3: "failed", 4: "failed",
             130: "interrupted", 143: "interrupted"}
 
-AbRun = Callable[[Settings], AbResult]
+AbRun = Callable[..., AbResult]  # run_ab(settings, progress=...): a step's own lines go out under its name
 Check = Callable[[Environment], object]
 
 
@@ -272,7 +272,7 @@ def measure_step(step: ChainStep, result: ChainResult, base: Settings, ab: AbRun
     settings = replace(base, a=replace(result.envs[step.a], label="A"), b=replace(result.envs[step.b], label="B"),
                        out=folder)
     try:
-        step.absorb(ab(settings).to_dict())
+        step.absorb(ab(settings, progress=lambda line: progress(f"{name}: {line}")).to_dict())
     except BudgetTooSmall:  # the same for every step: no step could give a verdict
         raise
     except UsageProblem as exc:  # e.g. no cell both releases have, different hardware identities

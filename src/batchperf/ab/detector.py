@@ -1,8 +1,12 @@
-"""The detector's cells: the two CPU cells whose ``ab`` verdicts calibrate it (studies/ab-detector/README.md).
+"""The detector's cells: the CPU cells whose ``ab`` verdicts calibrate it (studies/ab-detector/README.md).
 
 One definition of each cell's pytest selection, its injected slowdown and its target, read by the detector
 (``tools/ab_detector.py``) and the studies that measure ``ab`` on the same cells (``studies/ab-*/``), so a
 study's figures are always about the cells the detector judges.
+
+Beside the two ``hf-static`` cells, vLLM's own two (issue 36): the in-process engine cell and the server cell at
+bs 4, p 64, c 16. Their slowdown is injected inside vLLM's engine core by the ``batchperf_inject`` vLLM plugin
+(``batchperf.backends.inject``), so it slows the forward pass in the process vLLM spawns, not the driver.
 """
 
 from __future__ import annotations
@@ -31,7 +35,15 @@ def _cell(bs: str, prompt: str, conc: str) -> tuple[str, ...]:
             "--batchperf-prompt-lens", prompt, "--batchperf-concurrency", conc)
 
 
+def _vllm_cell(cell_id: str) -> tuple[str, ...]:
+    """A vLLM cell of the CPU tier by its id: ``-k`` matches a substring, so the id without the tier and model
+    prefix selects that cell and no other (tests/ab/test_detector.py collects each selection to hold it)."""
+    return ("-m", "cpu", "-k", cell_id)
+
+
 DETECTOR_CELLS = {
     "compute": DetectorCell("compute-bound hf-static bs8 p512 c16", _cell("8", "512", "16"), 0.05, 18),
     "dispatch": DetectorCell("dispatch-bound hf-static bs4 p64 c16", _cell("4", "64", "16"), 0.10, 18),
+    "vllm": DetectorCell("vLLM engine bs4 p64 c16", _vllm_cell("vllm-bs4-p64-c16"), 0.05, 18),
+    "server": DetectorCell("vLLM server bs4 p64 c16", _vllm_cell("vllm-server-bs4-p64-c16"), 0.05, 18),
 }

@@ -245,3 +245,39 @@ def call(interval: Interval, higher_is_better: bool, margin: float) -> Verdict:
     if better_side:
         return Verdict.IMPROVEMENT
     return Verdict.INCONCLUSIVE
+
+
+@dataclass(frozen=True, slots=True)
+class ProcessNoise:
+    """Where a metric's noise is, on the log scale: a round about its process's mean, and a process's own level.
+
+    ``within`` is the pooled sd of a round about its process's mean; ``process`` the sd of a process's mean beyond
+    what its rounds explain, from the two processes of each pair (minutes apart, so slow drift that alternation
+    cancels is not counted): var(d) = 2 process^2 + 2 within^2 / rounds for a pair's mean-round difference d.
+    """
+
+    processes: int
+    rounds: float  # the median count of rounds a process
+    within: float
+    process: float
+    pairs: int
+    pair_sd: float  # measured: sd over pairs of the difference of the two processes' mean rounds
+
+    def predicted_pair_sd(self, rounds: float) -> float:
+        """sd of a pair's ln(B/A) with ``rounds`` rounds a process (each summarised by its mean round)."""
+        return math.sqrt(2 * (self.process**2 + self.within**2 / rounds))
+
+
+def process_noise(pairs: Sequence[dict[str, Sequence[float]]]) -> ProcessNoise | None:
+    """The decomposition of :class:`ProcessNoise` from pairs of processes, each ``{"A": rounds, "B": rounds}`` of
+    one metric's per-round values (positive; taken on the log scale). None with fewer than three of either."""
+    logs = [{side: [math.log(v) for v in values] for side, values in p.items()} for p in pairs]
+    groups = [g for p in logs for g in p.values() if len(g) > 1]
+    diffs = [float(np.mean(p["B"]) - np.mean(p["A"])) for p in logs if len(p.get("A", ())) and len(p.get("B", ()))]
+    if len(groups) < 3 or len(diffs) < 3:
+        return None
+    k = float(np.median([len(g) for g in groups]))
+    within = float(np.mean([np.var(g, ddof=1) for g in groups]))
+    pair_var = float(np.var(diffs, ddof=1))
+    between = max(pair_var / 2 - within / k, 0.0)
+    return ProcessNoise(len(groups), k, math.sqrt(within), math.sqrt(between), len(diffs), math.sqrt(pair_var))
