@@ -95,6 +95,18 @@ def test_the_budget_of_minutes_stops_before_a_pair_that_would_overrun(tmp_path: 
     assert len(result.pairs) == 2 and now[0] <= 5 * 60  # a third pair would have ended at 6 min
 
 
+def test_the_budget_counts_a_pair_by_the_clock_not_its_processes_seconds_summed(tmp_path: Path) -> None:
+    """Resident pairs: the two processes run at once, each saying 60 s, the pair taking 60 s of the clock. The sum
+    (120 s) ended such a run a pair early (seen: 15.3 of 18 minutes spent, "a pair takes about 4.1 min", for
+    2-minute pairs)."""
+    now = [0.0]
+    fakes = FakeEnvs(noise=0.2, cells=CELLS[:1], seconds=60.0)
+    fakes.on_run = lambda: now.__setitem__(0, now[0] + 30.0)  # two processes at once: half a minute of the clock each
+    result = run(fakes, settings(tmp_path, max_minutes=5.0), clock=lambda: now[0])
+    assert result.status == "budget" and "a pair takes about 1.0 min" in result.reason
+    assert 4 * 60 < now[0] <= 5 * 60  # stopped only when one more minute would not fit
+
+
 @pytest.mark.parametrize("kwargs, message", [
     ({"max_pairs": 0}, "a budget of zero pairs measures nothing"),
     ({"max_pairs": 100_000}, "--max-pairs 100000: at most 100"),

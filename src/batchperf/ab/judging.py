@@ -53,6 +53,14 @@ def judge_metric(result: PairSeries, judge: ab_judge.Judge) -> None:
         if result.call is Verdict.NOT_JUDGED:
             result.deciding = False  # it cannot decide this cell; reported, with why
         return
+    if result.a and all(x == 0 and y == 0 for x, y in zip(result.a, result.b)):  # e.g. no preemption anywhere
+        result.call, result.note = Verdict.NO_CHANGE, "0 on both sides in every pair"
+        return
+    result.note = ""
+    if one_sided := sum((x > 0) != (y > 0) for x, y in zip(result.a, result.b)):
+        # a ratio with a 0 (preemptions that appear, or vanish) has no logarithm: say so rather than drop the pair
+        result.note = (f"0 on one side only in {one_sided} of {len(result.a)} pair(s): no ratio there, so it is "
+                       "judged on the pairs where both are positive; read the medians")
     ratios = result.log_ratios
     if not ratios:
         return

@@ -27,7 +27,6 @@ from __future__ import annotations
 
 import os
 import signal
-import statistics
 import time
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
@@ -150,9 +149,10 @@ def measure_pairs(result: AbResult, runner: SideRunner, progress: Progress, cloc
         result.rounds = RoundsChoice(given, given, "given")
     if not warm_up(result, runner, progress):
         return
+    pairs_from = clock() - start  # the pairs' own seconds (judging and writing included) are counted from here
     while measuring(result):
         index = len(result.pairs) + 1
-        if stop := budget_spent(result, index, clock() - start):
+        if stop := budget_spent(result, index, clock() - start, clock() - start - pairs_from):
             result.status, result.reason = "budget", stop
             return
         rounds = result.rounds.chosen if result.rounds else DEFAULT_ROUNDS
@@ -247,12 +247,15 @@ def how_it_ended(returncode: int) -> str:
     return f"pytest exit {returncode}" + (", no results file" if returncode in (0, 1, 5) else "")
 
 
-def budget_spent(result: AbResult, index: int, elapsed_s: float) -> str:
+def budget_spent(result: AbResult, index: int, elapsed_s: float, pairs_s: float) -> str:
+    """Why no further pair runs, or "". A pair's cost is the wall clock the pairs so far took (``pairs_s``, from
+    the first pair's start), not its processes' seconds summed: the resident and duet designs run the two at once,
+    and a sum there doubled the estimate and ended a run a pair early."""
     s = result.settings
     if index > s.max_pairs:
         return f"--max-pairs {s.max_pairs} spent"
     if s.max_minutes is not None and result.pairs:
-        per_pair = statistics.mean(sum(r.seconds for r in p.runs.values()) for p in result.pairs)
+        per_pair = pairs_s / len(result.pairs)
         if elapsed_s + per_pair > s.max_minutes * 60:
             return (f"--max-minutes {s.max_minutes:g}: {elapsed_s / 60:.1f} min spent, and a pair takes about "
                     f"{per_pair / 60:.1f} min")
