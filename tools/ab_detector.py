@@ -4,10 +4,10 @@
 For each cell kind, ``--aa`` verdicts of this interpreter against itself (a "regression" there is a false
 alarm) and ``--slowed`` verdicts with B's forward passes slowed by the documented injection
 (``BATCHPERF_INJECT_SLOWDOWN``, see ``batchperf.backends.inject``: in-process models, and through its vLLM
-plugin the model in vLLM's engine core, so the ``vllm`` and ``server`` kinds are slowed where vLLM computes). Every verdict is a full ``batchperf ab`` run (``run_ab``: real pytest processes,
-interleaved A B / B A, stopping as soon as the answer is clear, or at the budget). It prints one line per
-verdict and a table: regression rate, median pairs used, median minutes, median interval width, and the
-issue's targets (A/A "regression" <= 1/20 per cell; compute-bound 5% caught >= 18/20; dispatch-bound 10%
+plugin the model in vLLM's engine core, so the ``vllm`` and ``server`` kinds are slowed where vLLM computes).
+Every verdict is a full ``batchperf ab`` run (``run_ab``: real pytest processes, interleaved A B / B A,
+stopping as soon as the answer is clear, or at the budget). It prints one line per verdict and a table:
+regression rate, median pairs used, median minutes, median interval width, and the issue's targets (A/A "regression" <= 1/20 per cell; compute-bound 5% caught >= 18/20; dispatch-bound 10%
 caught >= 18/20; each verdict within 10 minutes). Then, from the pairs measured, three more tables:
 
 - an estimate: ab's own judging (``judge_metric`` with the test the verdicts ran, ``--test``: its per-look level
@@ -31,7 +31,7 @@ again: finished verdicts are kept), and ``--estimate-only`` prints the tables fr
 vLLM's two cells (issue 36), resident pairs of 40 rounds (a vLLM process starts in about a minute, a round is
 ~0.5 s), A/A and a 5% slowdown in the engine core, six real verdicts a row:
 
-    OMP_NUM_THREADS=1 PYTHONPATH=src python tools/ab_detector.py --cells vllm,server --design resident \
+    OMP_NUM_THREADS=1 PYTHONPATH=src python tools/ab_detector.py --cells vllm,server --design resident \\
         --rounds 40 --aa 6 --slowed 6 --keep results/ab-detector-vllm
 """
 

@@ -152,7 +152,8 @@ def measure_pairs(result: AbResult, runner: SideRunner, progress: Progress, cloc
     pairs_from = clock() - start  # the pairs' own seconds (judging and writing included) are counted from here
     while measuring(result):
         index = len(result.pairs) + 1
-        if stop := budget_spent(result, index, clock() - start, clock() - start - pairs_from):
+        elapsed = clock() - start
+        if stop := budget_spent(result, index, elapsed, elapsed - pairs_from):
             result.status, result.reason = "budget", stop
             return
         rounds = result.rounds.chosen if result.rounds else DEFAULT_ROUNDS

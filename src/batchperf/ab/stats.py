@@ -252,8 +252,8 @@ class ProcessNoise:
     """Where a metric's noise is, on the log scale: a round about its process's mean, and a process's own level.
 
     ``within`` is the pooled sd of a round about its process's mean; ``process`` the sd of a process's mean beyond
-    what its rounds explain, from the two processes of each pair (minutes apart, so slow drift that alternation
-    cancels is not counted): var(d) = 2 process^2 + 2 within^2 / rounds for a pair's mean-round difference d.
+    what its rounds explain, from the two processes of each pair (close in time, so slow drift common to both is
+    not counted): var(d) = 2 process^2 + 2 within^2 / rounds for a pair's mean-round difference d.
     """
 
     processes: int
