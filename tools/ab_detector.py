@@ -7,8 +7,9 @@ alarm) and ``--slowed`` verdicts with B's forward passes slowed by the documente
 plugin the model in vLLM's engine core, so the ``vllm`` and ``server`` kinds are slowed where vLLM computes).
 Every verdict is a full ``batchperf ab`` run (``run_ab``: real pytest processes, interleaved A B / B A,
 stopping as soon as the answer is clear, or at the budget). It prints one line per verdict and a table:
-regression rate, median pairs used, median minutes, median interval width, and the issue's targets (A/A "regression" <= 1/20 per cell; compute-bound 5% caught >= 18/20; dispatch-bound 10%
-caught >= 18/20; each verdict within 10 minutes). Then, from the pairs measured, three more tables:
+regression rate, median pairs used, median minutes, median interval width, and the issue's targets (A/A
+"regression" <= 1/20 per cell; compute-bound 5% caught >= 18/20; dispatch-bound 10% caught >= 18/20; each
+verdict within 10 minutes). Then, from the pairs measured, three more tables:
 
 - an estimate: ab's own judging (``judge_metric`` with the test the verdicts ran, ``--test``: its per-look level
   or t boundaries, the minutes rule) replayed on
