@@ -2,7 +2,8 @@
 
 Loads each given ``model_runner.py`` under its own module name (e.g. main's, from ``git show
 main:src/batchperf/engine/model_runner.py > /tmp/old.py``), builds a runner of each on the tiny model, and alternates
-16 blocks (40 decode steps of 8 requests with caches of ~64-85 tokens; or 10 prefills of a 64-token prompt),
+16 blocks (40 decode steps of 8 requests with caches of ~64-85 tokens; 10 prefills of a 64-token prompt; or 3
+prefills of four 256-token prompts in one step),
 so a neighbour's load hits both alike. Prints each version's best block median and the second's time over the
 first's: the best blocks' ratio and the median of the paired ratios.
 
@@ -62,7 +63,10 @@ def main(argv: list[str] | None = None) -> None:
             decode.append(Scheduled.of(request, 1))
         prompt = Request(99, tuple(range(1, 65)), 32)
         blocks.reserve(prompt, 64)
-        return runner, decode, [Scheduled.of(prompt, 64)]
+        long = [Request(100 + i, tuple(range(1 + i, 257 + i)), 32) for i in range(4)]
+        for request in long:
+            blocks.reserve(request, 256)
+        return runner, decode, [Scheduled.of(prompt, 64)], [Scheduled.of(r, 256) for r in long]
 
     versions = {"A": setup(_module(old, "runner_a")), "B": setup(_module(new, "runner_b"))}
 
@@ -74,7 +78,7 @@ def main(argv: list[str] | None = None) -> None:
             times.append(time.perf_counter() - t)
         return statistics.median(times)
 
-    for kind, index, n in (("decode bs8", 1, 40), ("prefill p64", 2, 10)):
+    for kind, index, n in (("decode bs8", 1, 40), ("prefill p64", 2, 10), ("prefill 4 x p256", 3, 3)):
         got: dict[str, list[float]] = {"A": [], "B": []}
         for r in range(16):
             for name in ("AB" if r % 2 == 0 else "BA"):

@@ -24,7 +24,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from batchperf.engine.block_manager import BlockManager, blocks_for
-from batchperf.engine.model_runner import ModelRunner
+from batchperf.engine.model_runner import ModelRunner, _onednn_gated, _prepacked, _RMSNorm, prepack_supported
 from batchperf.engine.request import Request
 from batchperf.engine.scheduler import Scheduled, Scheduler, SchedulerConfig
 
@@ -178,7 +178,10 @@ def test_one_forward_pass_per_step_however_ragged_and_kv_written_in_place(tiny_m
         request.num_cached = request.num_tokens
         request.tokens.append(11)
     mixed = [admit(ragged[0], 1), admit(ragged[1], 1), admit(ragged[2], 20)]  # two decodes and a prompt
-    assert counted(mixed) == single == 4 * len(runner.layers) + 1  # QKV, O, gate-up, down per layer; LM head
+    # QKV, O, gate-up (or gate and up, when oneDNN fuses silu and the product into them), down; the LM head
+    per_layer = 5 if runner.fuse_gate else 4
+    assert runner.fuse_gate == runner.prepack  # the tiny model's act is silu: fused wherever oneDNN runs
+    assert counted(mixed) == single == per_layer * len(runner.layers) + 1
     assert runner.kv.data_ptr() == pool
 
 
@@ -274,3 +277,28 @@ def test_qwen3_with_its_head_dim_and_qk_norms_matches_generate(tmp_path):
     logits, _ = run_engine(runner, requests, SchedulerConfig(2), num_blocks=32)
     for request in requests:
         assert_matches_generate(model, request, logits[request.request_id])
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+def test_the_runners_rms_norm_is_hugging_faces(dtype):
+    """float32's four-op form (``x / hypot(|x|, sqrt(n eps)) * weight sqrt(n)``) is Hugging Face's RMSNorm, a
+    zero row included; other dtypes are ``F.rms_norm`` itself."""
+    torch.manual_seed(0)
+    x = torch.randn(37, 64, dtype=dtype) * 3
+    x[5] = 0
+    weight = torch.randn(64, dtype=dtype)
+    variance = x.float().pow(2).mean(-1, keepdim=True)
+    expected = weight * (x.float() * torch.rsqrt(variance + 1e-6)).to(dtype)  # Qwen2RMSNorm.forward
+    got = _RMSNorm.of(weight, 1e-6)(x)
+    assert got.dtype == dtype and (_RMSNorm.of(weight, 1e-6).scaled is None) == (dtype != torch.float32)
+    torch.testing.assert_close(got, expected, rtol=1e-6 if dtype == torch.float32 else 1e-2, atol=1e-6)
+    assert not got[5].any()
+
+
+@pytest.mark.skipif(not prepack_supported(torch.device("cpu"), torch.float32), reason="oneDNN is not built in")
+@pytest.mark.parametrize("rows", [1, 8, 128, 259])
+def test_the_fused_gate_is_silu_of_gate_times_up(rows):
+    torch.manual_seed(rows)
+    x, gate, up = torch.randn(rows, 64), torch.randn(96, 64) * 0.2, torch.randn(96, 64) * 0.2
+    got = _onednn_gated(x, _prepacked(gate), _prepacked(up))
+    torch.testing.assert_close(got, torch.nn.functional.silu(x @ gate.T) * (x @ up.T), rtol=1e-5, atol=1e-5)

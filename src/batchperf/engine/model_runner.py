@@ -33,6 +33,7 @@ AMD CPUs takes 1.2-3x longer on the prefill shapes (studies/continuous-step).
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -47,26 +48,53 @@ SUPPORTED_MODEL_TYPES = frozenset({"qwen2", "qwen3", "llama", "mistral"})
 
 
 @dataclass(frozen=True, slots=True)
+class _RMSNorm:
+    """RMSNorm over the last axis, as Hugging Face's: ``x * rsqrt(mean(x**2) + eps) * weight``.
+
+    In float32 it is computed as ``x / hypot(|x|, sqrt(n * eps)) * (weight * sqrt(n))``, the same value in four
+    ops with no Python scalar in them: ``F.rms_norm`` is a composite on the CPU (``pow``, ``mean``, ``add``,
+    ``rsqrt``, two products, and a cast for each scalar) that took 1.6x as long on a decode step's 8 rows
+    (studies/continuous-step). Other dtypes keep ``F.rms_norm``, which computes in float32 as Hugging Face does.
+    """
+
+    weight: torch.Tensor
+    eps: float
+    scaled: torch.Tensor | None = None  # weight * sqrt(n), float32 only
+    floor: torch.Tensor | None = None  # sqrt(n * eps), a 0-d tensor
+
+    @classmethod
+    def of(cls, weight: torch.Tensor, eps: float) -> _RMSNorm:
+        weight = weight.detach()
+        if weight.dtype != torch.float32:
+            return cls(weight, eps)
+        n = weight.shape[-1]
+        return cls(weight, eps, weight * math.sqrt(n), torch.tensor(math.sqrt(n * eps), device=weight.device))
+
+    def __call__(self, x: torch.Tensor) -> torch.Tensor:
+        if self.scaled is None:
+            return F.rms_norm(x, self.weight.shape, self.weight, self.eps)
+        return x / torch.hypot(torch.linalg.vector_norm(x, 2, -1, keepdim=True), self.floor) * self.scaled
+
+
+@dataclass(frozen=True, slots=True)
 class _Layer:
     w_qkv: torch.Tensor  # [(heads + 2 * kv_heads) * head_dim, hidden]
     b_qkv: torch.Tensor | None
     w_o: torch.Tensor  # [hidden, heads * head_dim]
-    w_gate_up: torch.Tensor  # [2 * intermediate, hidden]
+    w_gate_up: torch.Tensor | None  # [2 * intermediate, hidden]; None when the gate and up matmuls are fused
     w_down: torch.Tensor  # [hidden, intermediate]
-    ln_attn: torch.Tensor
-    ln_mlp: torch.Tensor
-    q_norm: torch.Tensor | None = None  # [head_dim]: Qwen3's RMSNorm of each query / key head, before rotary
-    k_norm: torch.Tensor | None = None
+    ln_attn: _RMSNorm
+    ln_mlp: _RMSNorm
+    q_norm: _RMSNorm | None = None  # over head_dim: Qwen3's RMSNorm of each query / key head, before rotary
+    k_norm: _RMSNorm | None = None
+    w_gate: torch.Tensor | None = None  # [intermediate, hidden], prepacked: the fused path (``_onednn_gated``)
+    w_up: torch.Tensor | None = None
 
 
 def _linear_bias(linear: Any) -> torch.Tensor:
     if linear.bias is not None:
         return linear.bias.detach()
     return torch.zeros(linear.out_features, dtype=linear.weight.dtype, device=linear.weight.device)
-
-
-def _norm_weight(norm: Any) -> torch.Tensor | None:
-    return None if norm is None else norm.weight.detach()
 
 
 def _prepacked(weight: torch.Tensor) -> torch.Tensor:
@@ -82,6 +110,17 @@ def _onednn_linear(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | N
 def _onednn_linear_add(residual: torch.Tensor, x: torch.Tensor, weight: torch.Tensor) -> torch.Tensor:
     """``residual + x @ weight.T`` with the add fused into the matmul (the same sums: oneDNN adds after the dot)."""
     return torch.ops.mkldnn._linear_pointwise.binary(x, residual, weight, None, "add")
+
+
+def _onednn_gated(x: torch.Tensor, w_gate: torch.Tensor, w_up: torch.Tensor) -> torch.Tensor:
+    """``silu(x @ w_gate.T) * (x @ w_up.T)`` in two matmuls whose post-ops (oneDNN's swish, then mul) do the rest.
+
+    One matmul over the concatenated weights followed by ``silu`` and ``*`` on its two halves (strided views) took
+    1.4-1.7x as long on 128-256 rows, the size of a prompt's prefill step, and 0.98-1.07x on 4-16 decode rows
+    (studies/continuous-step).
+    """
+    gate = torch.ops.mkldnn._linear_pointwise(x, w_gate, None, "swish", [], "")
+    return torch.ops.mkldnn._linear_pointwise.binary(x, gate, w_up, None, "mul")
 
 
 def _linear_add(residual: torch.Tensor, x: torch.Tensor, weight: torch.Tensor) -> torch.Tensor:
@@ -123,12 +162,13 @@ class ModelRunner:
         self.prepack = prepack
         self.linear = _onednn_linear if prepack else F.linear
         self.linear_add = _onednn_linear_add if prepack else _linear_add  # the residual stream's two matmuls
+        self.fuse_gate = prepack and getattr(config, "hidden_act", None) == "silu"
         inner = hf_model.model
         with torch.no_grad():
             self.embed = inner.embed_tokens.weight.detach()
             self.layers = [self._layer(layer) for layer in inner.layers]
             self.act = inner.layers[0].mlp.act_fn
-            self.norm = inner.norm.weight.detach()
+            self.norm = _RMSNorm.of(inner.norm.weight, self.eps)
             self.lm_head = self._matrix(hf_model.lm_head.weight.detach())
             # cos/sin of every position, from the model's own rotary module (so rope scaling is honoured)
             positions = torch.arange(int(config.max_position_embeddings), device=self.device)[None]
@@ -145,6 +185,9 @@ class ModelRunner:
         """A weight as ``self.linear`` reads it."""
         return _prepacked(weight.contiguous()) if self.prepack else weight
 
+    def _norm(self, norm: Any) -> _RMSNorm | None:
+        return None if norm is None else _RMSNorm.of(norm.weight, self.eps)
+
     def _layer(self, layer: Any) -> _Layer:
         attn, mlp = layer.self_attn, layer.mlp
         return _Layer(
@@ -152,12 +195,15 @@ class ModelRunner:
             b_qkv=None if attn.q_proj.bias is None else torch.cat(
                 [_linear_bias(attn.q_proj), _linear_bias(attn.k_proj), _linear_bias(attn.v_proj)]),
             w_o=self._matrix(attn.o_proj.weight.detach()),
-            w_gate_up=self._matrix(torch.cat([mlp.gate_proj.weight, mlp.up_proj.weight]).detach()),
+            w_gate_up=None if self.fuse_gate else self._matrix(
+                torch.cat([mlp.gate_proj.weight, mlp.up_proj.weight]).detach()),
             w_down=self._matrix(mlp.down_proj.weight.detach()),
-            ln_attn=layer.input_layernorm.weight.detach(),
-            ln_mlp=layer.post_attention_layernorm.weight.detach(),
-            q_norm=_norm_weight(getattr(attn, "q_norm", None)),
-            k_norm=_norm_weight(getattr(attn, "k_norm", None)),
+            ln_attn=_RMSNorm.of(layer.input_layernorm.weight, self.eps),
+            ln_mlp=_RMSNorm.of(layer.post_attention_layernorm.weight, self.eps),
+            q_norm=self._norm(getattr(attn, "q_norm", None)),
+            k_norm=self._norm(getattr(attn, "k_norm", None)),
+            w_gate=self._matrix(mlp.gate_proj.weight.detach()) if self.fuse_gate else None,
+            w_up=self._matrix(mlp.up_proj.weight.detach()) if self.fuse_gate else None,
         )
 
     @property
@@ -187,9 +233,9 @@ class ModelRunner:
             raise RuntimeError("allocate() the KV pool before running a step")
         # decode rows first, so they are one contiguous slice of the packed tokens
         order = [i for i, it in enumerate(step) if it.num_new == 1] + [i for i, it in enumerate(step) if it.num_new != 1]
-        packed = _Packed.build([step[i] for i in order], self.block_size, self.device)
+        packed = _Packed.build([step[i] for i in order], self.block_size, self.device, self.dtype)
         hidden = self._forward(packed)  # [sampling items, hidden], in packed order
-        logits = self.linear(F.rms_norm(hidden, self.norm.shape, self.norm, self.eps), self.lm_head)
+        logits = self.linear(self.norm(hidden), self.lm_head)
         if self.suppress.numel():
             logits[:, self.suppress] = float("-inf")  # EOS cannot come before the target length
         return [i for i in order if step[i].samples], logits
@@ -201,14 +247,13 @@ class ModelRunner:
         x = F.embedding(p.input_ids, self.embed)  # [T, hidden]
         last = len(self.layers) - 1
         for index, (layer, cache) in enumerate(zip(self.layers, self.kv)):
-            h = F.rms_norm(x, x.shape[-1:], layer.ln_attn, self.eps)
+            h = layer.ln_attn(x)
             qkv = self.linear(h, layer.w_qkv, layer.b_qkv)  # [T, (H + 2 KVH) D]
             qk = qkv[:, : (H + KVH) * D].view(T, H + KVH, D)
             if layer.q_norm is not None:  # Qwen3: each head normalised on its own
-                qk = torch.cat([F.rms_norm(qk[:, :H], (D,), layer.q_norm, self.eps),
-                                F.rms_norm(qk[:, H:], (D,), layer.k_norm, self.eps)], 1)
+                qk = torch.cat([layer.q_norm(qk[:, :H]), layer.k_norm(qk[:, H:])], 1)
             swapped = qk.view(T, H + KVH, 2, D // 2).flip(2).view(T, H + KVH, D)
-            qk = qk * cos + swapped * sin  # rotary, q and k at once (``self.sin`` carries rotate_half's sign)
+            qk = torch.addcmul(qk * cos, swapped, sin)  # rotary, q and k at once (``self.sin``: rotate_half's sign)
             q, k = qk[:, :H], qk[:, H:]
             v = qkv[:, (H + KVH) * D:].view(T, KVH, D)
             k_cache, v_cache = cache[0], cache[1]  # [slots, KVH, D]
@@ -220,10 +265,16 @@ class ModelRunner:
                 attn = self._attention(p, q, k, v, k_cache, v_cache, sampled_only=True)  # [n, H, D]
                 x = x[p.keep_rows]
             x = self.linear_add(x, attn.reshape(-1, H * D), layer.w_o)
-            h = F.rms_norm(x, x.shape[-1:], layer.ln_mlp, self.eps)
-            gate, up = self.linear(h, layer.w_gate_up).chunk(2, -1)
-            x = self.linear_add(x, self.act(gate) * up, layer.w_down)
+            h = layer.ln_mlp(x)
+            x = self.linear_add(x, self._gated(h, layer), layer.w_down)
         return x
+
+    def _gated(self, h: torch.Tensor, layer: _Layer) -> torch.Tensor:
+        """The MLP's ``act(gate) * up``, before its down projection."""
+        if layer.w_gate_up is None:
+            return _onednn_gated(h, layer.w_gate, layer.w_up)
+        gate, up = self.linear(h, layer.w_gate_up).chunk(2, -1)
+        return self.act(gate) * up
 
     def _attention(self, p: _Packed, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor,
                    k_cache: torch.Tensor, v_cache: torch.Tensor, sampled_only: bool = False) -> torch.Tensor:
@@ -262,6 +313,11 @@ class ModelRunner:
         return parts[0] if len(parts) == 1 else torch.cat(parts)
 
 
+def _additive(keep: np.ndarray, device: Any, dtype: torch.dtype) -> torch.Tensor:
+    """A boolean attention mask (True: attend) as the additive mask SDPA adds to the scores."""
+    return torch.from_numpy(np.where(keep, 0.0, -np.inf).astype(np.float32)).to(device=device, dtype=dtype)
+
+
 @dataclass(frozen=True, slots=True)
 class _Packed:
     """One step's index tensors, built once and read by every layer."""
@@ -272,12 +328,15 @@ class _Packed:
     keep_rows: torch.Tensor  # [n]: the last row of each item that samples, in packed order
     num_decode: int
     decode_slots: torch.Tensor | None  # [B, L_max]: pool slots each decode row reads (padding: slot 0)
-    decode_mask: torch.Tensor | None  # [B, 1, 1, L_max]: True where a key is real
+    decode_mask: torch.Tensor | None  # [B, 1, 1, L_max]: 0 where a key is real, -inf where it is padding
     decode_sampling: torch.Tensor | None  # decode rows that sample, when not all of them do
     prompts: list[tuple[int, int, torch.Tensor | None, torch.Tensor | None, bool]]  # start, end, slots, mask, samples
+    # the masks are additive (0 / -inf), in the model's dtype, built once a step: SDPA turns a boolean mask into
+    # that form on every call, which took 40% of a decode row's attention call (studies/continuous-step)
 
     @classmethod
-    def build(cls, items: Sequence[Scheduled], block_size: int, device: Any) -> _Packed:
+    def build(cls, items: Sequence[Scheduled], block_size: int, device: Any,
+              dtype: torch.dtype = torch.float32) -> _Packed:
         """Pack ``items``, decode rows (one new token each) first. The decode rows are packed with array
         operations only: no Python call per request, so a decode step's host work does not grow with the batch
         beyond reading each request's fields (tests/engine/test_model_runner.py counts it)."""
@@ -309,7 +368,7 @@ class _Packed:
                 # query i (position first + i) sees keys 0..first + i
                 mask = np.arange(total)[None, :] <= pos[:, None]
                 prompts.append((start, len(ids), torch.from_numpy(slots).to(device),
-                                torch.from_numpy(mask).to(device), item.samples))
+                                _additive(mask, device, dtype), item.samples))
 
         def tensor(array: np.ndarray | None) -> torch.Tensor | None:
             return None if array is None else torch.from_numpy(array).to(device)
@@ -321,7 +380,7 @@ class _Packed:
             keep_rows=torch.tensor(keep_rows, dtype=torch.long, device=device),
             num_decode=num_decode,
             decode_slots=tensor(None if decode is None else decode.slots),
-            decode_mask=tensor(None if decode is None else decode.mask),
+            decode_mask=None if decode is None else _additive(decode.mask, device, dtype),
             decode_sampling=tensor(None if decode is None else decode.sampling),
             prompts=prompts,
         )
