@@ -74,6 +74,22 @@ def test_an_interpreter_that_does_not_exist_leaves_no_empty_out_folder(tmp_path:
     assert not (tmp_path / "out").exists()
 
 
+def test_a_relative_interpreter_is_taken_from_here_not_from_the_checkout(tmp_path: Path, monkeypatch) -> None:
+    """Each process runs in its checkout's folder; a relative --python named a path there (seen: a chain with
+    --dir elsewhere failed every step with "cannot start it")."""
+    from batchperf.ab.env import interpreter
+    from batchperf.cli.ab import environment
+
+    venv = tmp_path / "venvs" / ".venv-x"
+    (venv / "bin").mkdir(parents=True)
+    (venv / "bin" / "python").symlink_to(sys.executable)
+    monkeypatch.chdir(tmp_path / "venvs")
+    env = environment("A", Path(".venv-x"), [], tmp_path / "elsewhere")
+    assert env.python == venv / "bin" / "python" and env.python.is_absolute()
+    assert env.python.is_symlink()  # not resolved: the link is what makes it the virtualenv's python
+    assert interpreter(Path("python3")) == Path("python3")  # a name that is not here is left for PATH
+
+
 def test_an_unexpected_error_during_the_run_exits_4_and_ab_json_says_failed(tmp_path: Path, capsys,
                                                                              monkeypatch) -> None:
     """A malformed fingerprint in a pair's results (or anything else unforeseen) was a traceback and exit 1."""

@@ -101,8 +101,11 @@ def parse_vars(entries: Sequence[str], label: str) -> tuple[tuple[str, str], ...
 
 
 def interpreter(path: Path) -> Path:
-    """A virtualenv folder stands for its ``bin/python``."""
-    return path / "bin" / "python" if path.is_dir() else path
+    """A virtualenv folder stands for its ``bin/python``. A path that exists from here is made absolute (not
+    resolved: a virtualenv's python is a link that must stay one), since every process runs in its checkout's
+    folder: ``--python .venv-x --dir ../other`` named ``../other/.venv-x`` before, which does not exist."""
+    path = path / "bin" / "python" if path.is_dir() else path
+    return path.absolute() if path.exists() else path
 
 
 @dataclass(frozen=True, slots=True)
