@@ -29,6 +29,8 @@ On the CPU in float32 every matmul runs through oneDNN on weights reordered
 once, at construction, into its blocked layout (``prepack``), as vLLM's CPU
 engine does (``onednn_mm``): ``F.linear`` goes to MKL, which on this project's
 AMD CPUs takes 1.2-3x longer on the prefill shapes (studies/continuous-step).
+The residual adds and the MLP's ``silu(gate) * up`` ride on those matmuls as
+oneDNN post-ops; RMSNorm and the attention masks are written to make few ops.
 """
 
 from __future__ import annotations
