@@ -86,3 +86,21 @@ def test_a_kv_figure_set_by_open_loop_arrivals_is_reported_never_deciding_and_sa
     for name in (KV, "padding_waste"):  # every figure the rule covers says why, not only the exact one
         assert not shown[name].deciding and "depends on arrival timing" in shown[name].note, name
     assert verdicts[False].verdict is Verdict.REGRESSION and verdicts[False].metrics[KV].deciding
+
+
+def test_open_loop_throughput_says_what_its_verdict_does_not_say() -> None:
+    """A two-tenant cell's output tok/s gave B/A = 1.0000 in every pair of a release chain: the arrivals set it.
+    Its row says so, and names latency; a closed-loop cell's row has no such note."""
+    env = Environment("A", DATA)
+    settings = Settings(env, replace(env, label="B"), (), DATA)
+    notes = {}
+    for open_loop in (True, False):
+        cell = CellState("c", "n")
+        for index in range(1, 7):
+            add_pair(cell, settings, _padded(open_loop, 1262933.0, 100.0), _padded(open_loop, 1262933.0, 100.0), index)
+        judge_cell(cell, ab_judge.make("signed-rank", 6, 0.05), 6)
+        notes[open_loop] = {m.metric: m.note for m in cell.cell_verdict().metrics}
+    assert "open loop: the arrivals set this throughput" in notes[True]["output_throughput"]
+    assert "--metrics p99_ttft_ms" in notes[True]["output_throughput"]
+    assert "open loop" not in notes[False]["output_throughput"]
+    assert all("open loop" not in note for name, note in notes[True].items() if not name.endswith("_throughput"))

@@ -90,9 +90,21 @@ def test_the_budget_of_minutes_stops_before_a_pair_that_would_overrun(tmp_path: 
     now = [0.0]
     fakes = FakeEnvs(noise=0.2, cells=CELLS[:1], seconds=60.0)
     fakes.on_run = lambda: now.__setitem__(0, now[0] + 60.0)  # each process: one minute of the fake clock
-    result = run(fakes, settings(tmp_path, max_minutes=5.0), clock=lambda: now[0])
-    assert result.status == "budget" and "--max-minutes 5" in result.reason
-    assert len(result.pairs) == 2 and now[0] <= 5 * 60  # a third pair would have ended at 6 min
+    result = run(fakes, settings(tmp_path, max_minutes=19.0), clock=lambda: now[0])
+    assert result.status == "budget" and "--max-minutes 19: 18.0 min spent" in result.reason
+    assert len(result.pairs) == 9 and now[0] <= 19 * 60  # a tenth pair would have ended at 20 min
+
+
+def test_minutes_that_cannot_reach_a_verdict_stop_the_run_at_once_naming_enough(tmp_path: Path) -> None:
+    """Seen: a chain's steps of --max-minutes 10 fitted 3 of the 6 pairs a verdict needs, and measured them
+    anyway; an hour of steps that could only end inconclusive."""
+    now = [0.0]
+    fakes = FakeEnvs(noise=0.2, cells=CELLS[:1], seconds=90.0)
+    fakes.on_run = lambda: now.__setitem__(0, now[0] + 90.0)  # a pair: three minutes of the fake clock
+    result = run(fakes, settings(tmp_path, max_minutes=10.0, max_pairs=6), clock=lambda: now[0])
+    assert result.judge.needs == 6 and len(result.pairs) == 1 and result.status == "budget"
+    assert "3 pair(s) fit and a verdict needs 6" in result.reason and "--max-minutes 18 or more" in result.reason
+    assert result.exit_code == 2
 
 
 def test_the_budget_counts_a_pair_by_the_clock_not_its_processes_seconds_summed(tmp_path: Path) -> None:
@@ -102,9 +114,9 @@ def test_the_budget_counts_a_pair_by_the_clock_not_its_processes_seconds_summed(
     now = [0.0]
     fakes = FakeEnvs(noise=0.2, cells=CELLS[:1], seconds=60.0)
     fakes.on_run = lambda: now.__setitem__(0, now[0] + 30.0)  # two processes at once: half a minute of the clock each
-    result = run(fakes, settings(tmp_path, max_minutes=5.0), clock=lambda: now[0])
+    result = run(fakes, settings(tmp_path, max_minutes=8.0), clock=lambda: now[0])
     assert result.status == "budget" and "a pair takes about 1.0 min" in result.reason
-    assert 4 * 60 < now[0] <= 5 * 60  # stopped only when one more minute would not fit
+    assert 7 * 60 < now[0] <= 8 * 60  # stopped only when one more minute would not fit
 
 
 @pytest.mark.parametrize("kwargs, message", [

@@ -11,7 +11,13 @@ from batchperf.ab import stats as ab_stats
 from batchperf.ab.result import CellState, PairSeries
 from batchperf.ab.settings import Settings
 from batchperf.measure.catalogue import GATED, Direction, Metric
-from batchperf.regress.judgeable import EXACT_REL, arrival_reason, client_bound_note, client_bound_reason
+from batchperf.regress.judgeable import (
+    EXACT_REL,
+    arrival_reason,
+    client_bound_note,
+    client_bound_reason,
+    open_loop_caveat,
+)
 from batchperf.regress.verdict import Verdict, combine
 from batchperf.results.record import CellRecord
 
@@ -36,7 +42,8 @@ def add_pair(cell: CellState, settings: Settings, a: CellRecord, b: CellRecord, 
             why = next(filter(None, (arrival_reason(rule.path, record) for record in (a, b))), "")
             result = cell.metrics[rule.name] = PairSeries(rule.name, rule.direction, deciding and not why,
                                                             0.0 if rule.direction is Direction.EXACT
-                                                            else settings.margin_of(rule.name), reported_why=why)
+                                                            else settings.margin_of(rule.name), reported_why=why,
+                                                            caveat=open_loop_caveat(rule.path, a) or "")
         if any(client_bound_reason(rule.path, record, label) for record, label in ((a, "A"), (b, "B"))):
             left_out.append(rule.name)
             continue

@@ -39,11 +39,12 @@ class PairSeries:
     call: Verdict = Verdict.INCONCLUSIVE
     note: str = ""  # why it is not judged or is still open (an exact metric: see exact_call)
     reported_why: str = ""  # why a metric that would decide is reported only (judgeable.arrival_reason)
+    caveat: str = ""  # what its verdict does not say in this cell (judgeable.open_loop_caveat)
 
     @property
     def shown_note(self) -> str:
-        """What its row says: why it is open or not judged, and why it only reports."""
-        return "; ".join(filter(None, (self.note, self.reported_why)))
+        """What its row says: why it is open or not judged, why it only reports, what its verdict does not say."""
+        return "; ".join(filter(None, (self.note, self.reported_why, self.caveat)))
 
     @property
     def log_ratios(self) -> list[float]:

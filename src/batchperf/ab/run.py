@@ -25,6 +25,7 @@ is reported as such, never judged. Ctrl-C keeps every finished pair and reports 
 
 from __future__ import annotations
 
+import math
 import os
 import signal
 import time
@@ -251,12 +252,20 @@ def how_it_ended(returncode: int) -> str:
 def budget_spent(result: AbResult, index: int, elapsed_s: float, pairs_s: float) -> str:
     """Why no further pair runs, or "". A pair's cost is the wall clock the pairs so far took (``pairs_s``, from
     the first pair's start), not its processes' seconds summed: the resident and duet designs run the two at once,
-    and a sum there doubled the estimate and ended a run a pair early."""
+    and a sum there doubled the estimate and ended a run a pair early. When the minutes left cannot reach the
+    pairs a verdict needs, the run stops at once, naming the budget that would (seen: a chain whose 10-minute
+    steps fit 3 of the 6 pairs a verdict needed, an hour measured for nothing)."""
     s = result.settings
     if index > s.max_pairs:
         return f"--max-pairs {s.max_pairs} spent"
     if s.max_minutes is not None and result.pairs:
         per_pair = pairs_s / len(result.pairs)
+        fit = len(result.pairs) + int(max(s.max_minutes * 60 - elapsed_s, 0) // per_pair)
+        if fit < (needs := result.judge.needs):  # the pairs still to come could not give any verdict
+            enough = math.ceil((elapsed_s - pairs_s + needs * per_pair) / 60)
+            return (f"--max-minutes {s.max_minutes:g}: a pair takes about {per_pair / 60:.1f} min, so {fit} pair(s) "
+                    f"fit and a verdict needs {needs}; stopped rather than measure pairs that cannot decide. Give "
+                    f"--max-minutes {enough} or more (or fewer --rounds)")
         if elapsed_s + per_pair > s.max_minutes * 60:
             return (f"--max-minutes {s.max_minutes:g}: {elapsed_s / 60:.1f} min spent, and a pair takes about "
                     f"{per_pair / 60:.1f} min")

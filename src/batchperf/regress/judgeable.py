@@ -6,6 +6,8 @@
   latencies, nor about its throughput unless the server was kept full (:func:`client_bound_reason`).
 - *Arrival timing*: the KV bytes a request held and the padding waste of batches formed under open-loop
   arrivals move with when the requests arrived (:func:`arrival_reason`): reported, never deciding.
+- *Open loop*: requests that arrive on a schedule set the throughput while the engine keeps up with them, so
+  "no change" in throughput says only that it kept up (:func:`open_loop_caveat`); latency shows the rest.
 - *Exact*: an exact metric (KV bytes) may differ by float rounding only (:data:`EXACT_REL`).
 """
 
@@ -25,6 +27,15 @@ def _latency(path: str) -> bool:
 
 def _throughput(path: str) -> bool:
     return path.startswith("metrics.") and path.endswith("_throughput")
+
+
+def open_loop_caveat(path: str, record: CellRecord) -> str | None:
+    """What a throughput verdict does not say in a cell whose requests arrive on a schedule, or None. (Seen: a
+    two-tenant cell's output tok/s gave B/A = 1.0000 in every pair of a release chain: the arrivals' rate.)"""
+    if not (_throughput(path) and record.open_loop):
+        return None
+    return ("open loop: the arrivals set this throughput while the engine keeps up, so no change here says it kept "
+            "up, not that it is as fast; judge latency (--metrics p99_ttft_ms)")
 
 
 def client_bound_note(record: CellRecord, side: str) -> str | None:
