@@ -6,7 +6,10 @@
 ``keep`` copies what the chain wrote that the table and the plot are made from (``chain.json``, ``chain.md``, each
 step's ``ab.json`` and ``ab.md``) and writes per step ``rounds.json``: for every pair and side, each measured round's
 headline figures and the record's engine figures (vLLM's counters, CPU seconds per output token), a few KB where
-the pairs' results files are megabytes. ``tables`` prints from those files alone:
+the pairs' results files are megabytes (with the two-tenant cell's per-tenant TTFT and attainment). A chain
+can resume from what ``keep`` wrote, on a new machine: copy DEST to the chain's ``--out`` and give the same
+command (a finished step is read from its ``ab.json`` alone); ``keep`` then leaves the ``rounds.json`` of steps
+whose pairs' results files are not there as they were. ``tables`` prints from those files alone:
 
 - **what moved**: per step, the median over pairs of each side's figures and B/A, the record's account of which
   part of the engine changed (steps of the engine, tokens a step, requests running, vLLM's own prefill and decode
@@ -29,7 +32,8 @@ from pathlib import Path
 from batchperf.ab.stats import process_noise
 from batchperf.results.io import read_results
 
-ROUND_METRICS = ("output_throughput", "p50_ttft_ms", "p50_tpot_ms", "p99_itl_ms")
+ROUND_METRICS = ("output_throughput", "p50_ttft_ms", "p99_ttft_ms", "p50_tpot_ms", "p99_itl_ms")
+TENANT_METRICS = ("p50_ttft_ms", "p99_ttft_ms", "attainment")  # per tenant, for the cells with tenants
 COUNTERS = ("engine_steps", "iteration_tokens_mean", "num_requests_running_mean", "request_prefill_time_seconds",
             "request_decode_time_seconds", "num_preemptions", "prefix_cache_hits", "prefix_cache_queries")
 # (label, where in a side's record, key) for the "what moved" table
@@ -41,7 +45,11 @@ MOVED = (("throughput tok/s", "metrics", "output_throughput"),
          ("vLLM prefill s / request", "counters", "request_prefill_time_seconds"),
          ("vLLM decode s / request", "counters", "request_decode_time_seconds"),
          ("preemptions", "counters", "num_preemptions"),
-         ("prefix hits", "counters", "prefix_cache_hits"))
+         ("prefix hits", "counters", "prefix_cache_hits"),
+         ("P99 TTFT ms", "metrics", "p99_ttft_ms"),
+         ("interactive P99 TTFT ms", "tenants", "interactive p99_ttft_ms"),
+         ("batch P99 TTFT ms", "tenants", "batch p99_ttft_ms"),
+         ("SLO attainment", "tenants", "all attainment"))
 KEPT = ("ab.json", "ab.md")
 
 
@@ -51,7 +59,10 @@ def side(results: Path) -> dict[str, object]:
     return {"rounds": {m: [r[m] for r in record.rounds if m in r] for m in ROUND_METRICS},
             "metrics": {m: record.metrics.get(m) for m in ROUND_METRICS},
             "telemetry": {"cpu_seconds_per_output_token": record.telemetry.get("cpu_seconds_per_output_token")},
-            "counters": {c: record.counters.get(c) for c in COUNTERS}, "engine": record.engine}
+            "counters": {c: record.counters.get(c) for c in COUNTERS}, "engine": record.engine,
+            "tenants": {**{f"{name} {m}": figures.get(m) for name, figures in (record.tenants or {}).items()
+                           for m in TENANT_METRICS},
+                        **({"all attainment": record.slo.get("attainment")} if record.slo else {})}}
 
 
 def keep(chain: Path, dest: Path) -> None:
@@ -61,11 +72,18 @@ def keep(chain: Path, dest: Path) -> None:
         shutil.copy2(chain / name, dest / name)
     for step in summary["steps"]:
         src, out = chain / step["folder"], dest / step["folder"]
+        if not (src / "ab.json").exists():  # a step not started yet (a chain still running)
+            continue
         out.mkdir(exist_ok=True)
         for name in KEPT:
             if (src / name).exists():
                 shutil.copy2(src / name, out / name)
         ab = json.loads((src / "ab.json").read_text(encoding="utf-8"))
+        if (out / "rounds.json").exists() and not all((src / Path(p[s]["results"]).name).exists()
+                                                       for p in ab["pairs"] for s in ("A", "B")):
+            print(f"{out}: kept as it was (its pairs' results files are not in {src}: a chain resumed from "
+                  f"kept data)")
+            continue
         pairs = [{"index": p["index"], "order": p["order"],
                   **{s: side(src / Path(p[s]["results"]).name) for s in ("A", "B")}} for p in ab["pairs"]]
         (out / "rounds.json").write_text(json.dumps({"step": step["folder"], "pairs": pairs}) + "\n",
@@ -78,14 +96,16 @@ def steps(dest: Path) -> list[tuple[str, list[dict]]]:
     labels = [e["label"] for e in summary["environments"]]
     found = []
     for step in summary["steps"]:
-        rounds = json.loads((dest / step["folder"] / "rounds.json").read_text(encoding="utf-8"))
+        if not (kept := dest / step["folder"] / "rounds.json").exists():  # not started when it was kept
+            continue
+        rounds = json.loads(kept.read_text(encoding="utf-8"))
         name = f"{labels[step['a']]} -> {labels[step['b']]}" + (" (first -> last)" if step["kind"] != "step" else "")
         found.append((name, rounds["pairs"]))
     return found
 
 
 def median_of(pairs: list[dict], label: str, where: str, key: str) -> float | None:
-    values = [v for p in pairs if (v := p[label][where].get(key)) is not None]
+    values = [v for p in pairs if (v := p[label].get(where, {}).get(key)) is not None]
     return statistics.median(values) if values else None
 
 
@@ -101,11 +121,12 @@ def moved(dest: Path) -> str:
     return "\n".join(lines)
 
 
-def noise(dest: Path) -> str:
+def noise(dest: Path, metric: str = "output_throughput") -> str:
     lines = ["| step | processes x rounds | a round within its process | a process's own level "
              "| pair sd, measured | pair sd, predicted |", "|---|---:|---:|---:|---:|---:|"]
     for name, pairs in steps(dest):
-        found = process_noise([{s: p[s]["rounds"]["output_throughput"] for s in ("A", "B")} for p in pairs])
+        found = process_noise([{s: p[s]["rounds"][metric] for s in ("A", "B")} for p in pairs
+                                if all(p[s]["rounds"].get(metric) for s in ("A", "B"))])
         if found is None:
             continue
         lines.append(f"| {name} | {found.processes} x {found.rounds:g} | {found.within:.3f} | {found.process:.3f} "
@@ -121,6 +142,9 @@ def main(argv: list[str] | None = None) -> int:
     k.add_argument("dest", type=Path)
     t = sub.add_parser("tables", help="print what moved and where the noise is, from DEST")
     t.add_argument("dest", type=Path)
+    t.add_argument("--metric", default="output_throughput", choices=ROUND_METRICS,
+                   help="the per-round figure whose noise is decomposed (the chain's deciding metric; "
+                        "p99_ttft_ms for the open-loop two-tenant cell, whose throughput is the offered rate)")
     args = parser.parse_args(argv)
     for need in [args.chain / "chain.json"] if args.what == "keep" else [args.dest / "chain.json"]:
         if not need.is_file():
@@ -129,7 +153,7 @@ def main(argv: list[str] | None = None) -> int:
         keep(args.chain, args.dest)
     else:
         print("## What moved (median over pairs)\n\n" + moved(args.dest) + "\n\n## Where the noise is "
-              "(output throughput, log scale)\n\n" + noise(args.dest))
+              f"({args.metric}, log scale)\n\n" + noise(args.dest, args.metric))
     return 0
 
 
