@@ -68,8 +68,9 @@ def side(results: Path) -> dict[str, object]:
 def keep(chain: Path, dest: Path) -> None:
     summary = json.loads((chain / "chain.json").read_text(encoding="utf-8"))
     dest.mkdir(parents=True, exist_ok=True)
-    for name in ("chain.json", "chain.md"):
-        shutil.copy2(chain / name, dest / name)
+    for name in ("chain.json", "chain.md"):  # chain.md comes at the end; chain.json after every step
+        if (chain / name).exists():
+            shutil.copy2(chain / name, dest / name)
     for step in summary["steps"]:
         src, out = chain / step["folder"], dest / step["folder"]
         if not (src / "ab.json").exists():  # a step not started yet (a chain still running)
