@@ -11,7 +11,8 @@ can resume from what ``keep`` wrote, on a new machine: copy DEST to the chain's 
 command (a finished step is read from its ``ab.json`` alone); ``keep`` then leaves the ``rounds.json`` of steps
 whose pairs' results files are not there as they were. ``tables`` prints from those files alone:
 
-- **what moved**: per step, the median over pairs of each side's figures and B/A, the record's account of which
+- **what moved**: per step, the median over pairs of each side's figures and B/A (and in how many pairs B was
+  the higher, with the pairs' own B/A range), the record's account of which
   part of the engine changed (steps of the engine, tokens a step, requests running, vLLM's own prefill and decode
   time per request, preemptions, prefix hits, CPU time per output token);
 - **where the noise is**: :func:`batchperf.ab.stats.process_noise` on each step's per-round throughput (a round's
@@ -47,7 +48,9 @@ MOVED = (("throughput tok/s", "metrics", "output_throughput"),
          ("preemptions", "counters", "num_preemptions"),
          ("prefix hits", "counters", "prefix_cache_hits"),
          ("P99 TTFT ms", "metrics", "p99_ttft_ms"),
+         ("interactive P50 TTFT ms", "tenants", "interactive p50_ttft_ms"),
          ("interactive P99 TTFT ms", "tenants", "interactive p99_ttft_ms"),
+         ("batch P50 TTFT ms", "tenants", "batch p50_ttft_ms"),
          ("batch P99 TTFT ms", "tenants", "batch p99_ttft_ms"),
          ("SLO attainment", "tenants", "all attainment"))
 KEPT = ("ab.json", "ab.md")
@@ -110,15 +113,24 @@ def median_of(pairs: list[dict], label: str, where: str, key: str) -> float | No
     return statistics.median(values) if values else None
 
 
+def pair_ratios(pairs: list[dict], where: str, key: str) -> list[float]:
+    """Each pair's own B/A of one figure (pairs where both sides have it, A non-zero)."""
+    found = ((p["A"].get(where, {}).get(key), p["B"].get(where, {}).get(key)) for p in pairs)
+    return [b / a for a, b in found if a and b is not None]
+
+
 def moved(dest: Path) -> str:
-    lines = ["| step | figure | A | B | B/A |", "|---|---|---:|---:|---:|"]
+    lines = ["| step | figure | A | B | B/A | pairs B > A | pair B/A, min–max |", "|---|---|---:|---:|---:|---:|---:|"]
     for name, pairs in steps(dest):
         for label, where, key in MOVED:
             a, b = (median_of(pairs, s, where, key) for s in ("A", "B"))
             if a is None or b is None:
                 continue
             ratio = f"{b / a:.3f}" if a else ("=" if b == a else "-")
-            lines.append(f"| {name} | {label} | {a:.4g} | {b:.4g} | {ratio} |")
+            each = pair_ratios(pairs, where, key)
+            spread = f"{min(each):.3f}–{max(each):.3f}" if each else "-"
+            lines.append(f"| {name} | {label} | {a:.4g} | {b:.4g} | {ratio} | {sum(r > 1 for r in each)}/{len(each)} "
+                         f"| {spread} |")
     return "\n".join(lines)
 
 
