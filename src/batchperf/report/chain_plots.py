@@ -60,6 +60,8 @@ def release_plot(level: ChainLevel, path: Path) -> Path:
         left.axhspan(-100 * level.margin, 100 * level.margin, color="tab:blue", alpha=0.08)
         band = f" (shaded: ±{level.margin:.0%}, no change)"
     left.axhline(0, color="black", linewidth=0.8)
+    low_y, high_y = left.get_ylim()  # head room for the verdict written above the tallest interval
+    left.set_ylim(low_y, high_y + 0.12 * (high_y - low_y))
     left.set_xticks(range(len(steps)), steps, fontsize=8)
     left.set_xlim(-0.6, len(steps) - 0.4)
     left.set_ylabel("B/A − 1 (%), interval")
