@@ -10,6 +10,7 @@ a B faster in every process would otherwise repeat its own figure and read as a 
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import replace
 
 from paths import DATA
@@ -23,6 +24,7 @@ from batchperf.measure.catalogue import Direction
 from batchperf.measure.kv import PADDED_LAYOUT
 from batchperf.regress.verdict import Verdict
 from batchperf.results.io import read_results
+from batchperf.results.record import CellRecord
 
 KV = "kv_bytes_per_request_mean"
 
@@ -67,19 +69,23 @@ def _padded(open_loop: bool, per_request: float, throughput: float) -> object:
                    counters={**record.counters, "padding_waste": per_request / 4e7})  # moves with the KV figure
 
 
+def _judged(a: Callable[[int], CellRecord], b: Callable[[int], CellRecord], pairs: int, max_pairs: int) -> CellState:
+    """A cell judged by signed-rank at alpha 0.05 over ``pairs`` pairs, pair ``i`` being ``a(i)`` against ``b(i)``."""
+    env = Environment("A", DATA)
+    settings = Settings(env, replace(env, label="B"), (), DATA)
+    cell = CellState("c", "n")
+    for index in range(1, pairs + 1):
+        add_pair(cell, settings, a(index), b(index), index)
+    judge_cell(cell, ab_judge.make("signed-rank", max_pairs, 0.05), pairs)
+    return cell
+
+
 def test_a_kv_figure_set_by_open_loop_arrivals_is_reported_never_deciding_and_says_why() -> None:
     """B faster in every process, each side repeating its own KV figure: throughput decides (improvement) and the
     KV row is reported with the gate's reason; under closed-loop arrivals the same difference is a regression."""
-    env = Environment("A", DATA)
-    settings = Settings(env, replace(env, label="B"), (), DATA)
-    verdicts = {}
-    for open_loop in (True, False):
-        cell = CellState("c", "n")
-        for index in range(1, 13):
-            add_pair(cell, settings, _padded(open_loop, 1262933.0, 100.0 + index % 3),
-                     _padded(open_loop, 1264640.0, 120.0 + index % 3), index)
-        judge_cell(cell, ab_judge.make("signed-rank", 14, 0.05), 12)
-        verdicts[open_loop] = cell
+    verdicts = {open_loop: _judged(lambda i, o=open_loop: _padded(o, 1262933.0, 100.0 + i % 3),
+                                   lambda i, o=open_loop: _padded(o, 1264640.0, 120.0 + i % 3), 12, 14)
+                for open_loop in (True, False)}
     kv = verdicts[True].metrics[KV]
     assert verdicts[True].verdict is Verdict.IMPROVEMENT and not kv.deciding and kv.call is Verdict.REGRESSION
     shown = {m.metric: m for m in verdicts[True].cell_verdict().metrics}
@@ -91,14 +97,10 @@ def test_a_kv_figure_set_by_open_loop_arrivals_is_reported_never_deciding_and_sa
 def test_open_loop_throughput_says_what_its_verdict_does_not_say() -> None:
     """A two-tenant cell's output tok/s gave B/A = 1.0000 in every pair of a release chain: the arrivals set it.
     Its row says so, and names latency; a closed-loop cell's row has no such note."""
-    env = Environment("A", DATA)
-    settings = Settings(env, replace(env, label="B"), (), DATA)
     notes = {}
     for open_loop in (True, False):
-        cell = CellState("c", "n")
-        for index in range(1, 7):
-            add_pair(cell, settings, _padded(open_loop, 1262933.0, 100.0), _padded(open_loop, 1262933.0, 100.0), index)
-        judge_cell(cell, ab_judge.make("signed-rank", 6, 0.05), 6)
+        record = _padded(open_loop, 1262933.0, 100.0)  # both sides alike in every pair
+        cell = _judged(lambda _: record, lambda _: record, 6, 6)
         notes[open_loop] = {m.metric: m.note for m in cell.cell_verdict().metrics}
     assert "open loop: the arrivals set this throughput" in notes[True]["output_throughput"]
     assert "--metrics p99_ttft_ms" in notes[True]["output_throughput"]
