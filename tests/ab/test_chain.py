@@ -27,9 +27,11 @@ def envs(n: int) -> list[Environment]:
 
 
 def fake_ab(speeds: list[float], calls: list[tuple[int, int]], crash: frozenset[int] = frozenset(),
-            interrupt: tuple[int, int] | None = None, refuse: tuple[int, int] | None = None):  # noqa: ANN201
+            interrupt: tuple[int, int] | None = None, refuse: tuple[int, int] | None = None,
+            process_s: float | None = None):  # noqa: ANN201
     """An ab whose environment #i runs at speeds[i]; #i in ``crash`` dies; the pair ``interrupt`` gets SIGINT at its
-    third process; the pair ``refuse`` is a usage error (e.g. no shared cell)."""
+    third process; the pair ``refuse`` is a usage error (e.g. no shared cell); ``process_s``: each process takes
+    that long on a fake clock (sequential: a pair twice it)."""
 
     def ab(s: Settings, progress=lambda line: None):  # noqa: ANN001, ANN202
         a, b = int(s.a.python.name), int(s.b.python.name)
@@ -40,7 +42,11 @@ def fake_ab(speeds: list[float], calls: list[tuple[int, int]], crash: frozenset[
                          crash={label for label, i in (("A", a), ("B", b)) if i in crash})
         if (a, b) == interrupt:
             fakes.on_run = lambda: (_ for _ in ()).throw(Stopped(signal.SIGINT)) if len(fakes.runs) == 3 else None
-        return run_ab(s, runner=fakes.run, prober=fakes.probe, collector=fakes.collect, progress=progress)
+        now = [0.0]
+        if process_s is not None:
+            fakes.seconds, fakes.on_run = process_s, lambda: now.__setitem__(0, now[0] + process_s)
+        return run_ab(s, runner=fakes.run, prober=fakes.probe, collector=fakes.collect, progress=progress,
+                      clock=lambda: now[0])
 
     return ab
 
@@ -143,6 +149,28 @@ def test_sigterm_between_steps_is_143_and_resumable(tmp_path: Path) -> None:
 
     result = run_chain(envs(4), LABELS, base(tmp_path / "c"), ab, check=ok)
     assert result.status == "interrupted" and result.exit_code == 143 and calls == [(0, 1), (1, 2)]
+
+
+def test_a_step_whose_minutes_cannot_hold_a_verdict_stops_the_chain_naming_enough(tmp_path: Path) -> None:
+    """Seen: a long-prompt chain's first step found a pair takes 5.4 min, so --max-minutes 24 held 4 of the 6 pairs
+    a verdict needs, and stopped after its first pair; the chain went on to the next step, which would have done
+    the same, and so on: five more steps of a warm-up and a pair each, measured for nothing."""
+    calls: list[tuple[int, int]] = []
+    lines: list[str] = []
+    out = tmp_path / "chain"
+    result = run_chain(envs(4), LABELS, base(out, max_minutes=10.0, max_pairs=6),
+                       fake_ab([1.0] * 4, calls, process_s=45.0), progress=lines.append, check=ok)
+    assert calls == [(0, 1)] and result.status == "budget" and result.exit_code == 3
+    first = result.steps[0]
+    assert first.status == "budget" and first.pairs == 1 and first.minutes_needed is not None
+    assert [s.outcome for s in result.steps[1:]] == ["pending"] * 3
+    assert f"--max-minutes {first.minutes_needed} or more" in result.reason
+    assert "the 3 step(s) after it were not run" in result.reason
+    assert lines[-1] == f"stopped: {result.reason}"
+    saved = json.loads((out / "chain.json").read_text())
+    assert saved["status"] == "budget" and saved["exit_code"] == 3 and saved["reason"] == result.reason
+    assert saved["steps"][0]["minutes_needed"] == first.minutes_needed
+    assert json.loads((out / first.folder / "ab.json").read_text())["minutes_needed"] == first.minutes_needed
 
 
 def test_an_out_holding_another_chain_or_other_files_is_refused(tmp_path: Path) -> None:

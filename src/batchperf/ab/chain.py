@@ -61,6 +61,7 @@ class ChainStep:
     minutes: float = 0.0
     cells: dict[str, dict[str, Any]] = field(default_factory=dict)  # cell id -> verdict, note, metrics
     versions_differ: dict[str, list[str]] = field(default_factory=dict)
+    minutes_needed: int | None = None  # ab stopped it because --max-minutes could not hold a verdict's pairs
 
     @property
     def outcome(self) -> str:
@@ -73,19 +74,22 @@ class ChainStep:
     def to_dict(self) -> dict[str, Any]:
         return {"kind": self.kind, "a": self.a, "b": self.b, "folder": self.folder, "outcome": self.outcome,
                 "exit_code": self.exit_code, "status": self.status, "reason": self.reason, "pairs": self.pairs,
-                "minutes": round(self.minutes, 2), "versions_differ": self.versions_differ, "cells": self.cells}
+                "minutes": round(self.minutes, 2), "versions_differ": self.versions_differ, "cells": self.cells,
+                "minutes_needed": self.minutes_needed}
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> ChainStep:
         return cls(data["kind"], data["a"], data["b"], data["folder"], data.get("exit_code"),
                    data.get("status", "pending"), data.get("reason", ""), data.get("pairs", 0),
-                   data.get("minutes", 0.0), data.get("cells", {}), data.get("versions_differ", {}))
+                   data.get("minutes", 0.0), data.get("cells", {}), data.get("versions_differ", {}),
+                   data.get("minutes_needed"))
 
     def absorb(self, ab: dict[str, Any]) -> None:
         """Take an ``ab.json``'s (or :meth:`AbResult.to_dict`'s) outcome, pairs and per-cell intervals."""
         self.exit_code, self.status, self.reason = ab["exit_code"], ab["status"], ab.get("reason", "")
         self.pairs, self.minutes = len(ab.get("pairs", [])), ab.get("elapsed_s", 0.0) / 60
         self.versions_differ = dict(ab.get("versions_differ", {}))
+        self.minutes_needed = ab.get("minutes_needed")
         self.cells = {c["id"]: cell_summary(c) for c in ab.get("cells", [])}
 
 
@@ -109,14 +113,18 @@ class ChainResult:
     labels: list[str]
     steps: list[ChainStep]
     settings: dict[str, Any]  # the verdict's settings, which a resumed chain must share
-    status: str = "running"  # done, interrupted
+    status: str = "running"  # done, interrupted, budget (a step could not fit a verdict's pairs: the rest not run)
     stop_code: int = 130
+    reason: str = ""  # why the chain stopped before its last step (status budget)
 
     @property
     def exit_code(self) -> int:
-        """130/143 interrupted; else 1 a regression in any step, 4 a failed step, 2 an inconclusive one, 0 none."""
+        """130/143 interrupted; 3 a step's budget could not hold a verdict (the steps after it not run); else 1 a
+        regression in any step, 4 a failed step, 2 an inconclusive one, 0 none."""
         if self.status == "interrupted":
             return self.stop_code
+        if self.status == "budget":
+            return 3
         outcomes = {s.outcome for s in self.steps}
         for outcome, code in (("regression", 1), ("failed", 4), ("inconclusive", 2)):
             if outcome in outcomes:
@@ -129,7 +137,8 @@ class ChainResult:
                                  for label, e in zip(self.labels, self.envs)], "settings": self.settings}
 
     def to_dict(self) -> dict[str, Any]:
-        return {"batchperf_chain": SCHEMA, "status": self.status, "exit_code": self.exit_code, **self.identity(),
+        return {"batchperf_chain": SCHEMA, "status": self.status, "exit_code": self.exit_code, "reason": self.reason,
+                **self.identity(),
                 "pairs": sum(s.pairs for s in self.steps), "minutes": round(sum(s.minutes for s in self.steps), 2),
                 "steps": [s.to_dict() for s in self.steps]}
 
@@ -247,12 +256,24 @@ def run_chain(envs: Sequence[Environment], labels: Sequence[str], base: Settings
                 if step.outcome == "interrupted":
                     result.status, result.stop_code = "interrupted", step.exit_code or 130
                     break
+                if step.minutes_needed is not None:  # every later step would stop the same way after its first pair
+                    result.status, result.reason = "budget", budget_reason(step, result)
+                    progress(f"stopped: {result.reason}")
+                    break
         except KeyboardInterrupt as exc:  # between two ab runs, or before a step's first pair
             result.status, result.stop_code = "interrupted", exit_code_of(exc)
         if result.status == "running":
             result.status = "done"
         write_json(result, base.out)
     return result
+
+
+def budget_reason(step: ChainStep, result: ChainResult) -> str:
+    """Why a chain stopped at a step whose --max-minutes could not hold the pairs a verdict needs."""
+    rest = sum(1 for s in result.steps if s.exit_code is None)
+    return (f"{result.labels[step.a]} -> {result.labels[step.b]}: {step.reason}; the {rest} step(s) after it were not "
+            f"run, each would stop the same way. Run the chain again with --max-minutes {step.minutes_needed} or more "
+            "into a new --out")
 
 
 def measure_step(step: ChainStep, result: ChainResult, base: Settings, ab: AbRun,

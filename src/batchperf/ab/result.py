@@ -134,6 +134,7 @@ class AbResult:
     design: str = "sequential"  # how each pair's processes run: settings.design, "auto" resolved by prepare()
     warmup: Warmup | None = None  # the discarded warm-up pair (None: the run stopped before it)
     rounds: RoundsChoice | None = None  # the rounds per process, given or chosen (None: not yet known)
+    minutes_needed: int | None = None  # status budget: the --max-minutes a verdict needs, when this one could not fit
 
     @property
     def versions_differ(self) -> dict[str, tuple[str, str]]:
@@ -161,7 +162,7 @@ class AbResult:
         return {
             "batchperf_ab": SCHEMA, "status": self.status, "reason": self.reason, "exit_code": self.exit_code,
             "started": dt.datetime.fromtimestamp(self.started, dt.timezone.utc).isoformat(timespec="seconds"),
-            "elapsed_s": round(self.elapsed_s, 1),
+            "elapsed_s": round(self.elapsed_s, 1), "minutes_needed": self.minutes_needed,
             "command": s.command,
             "settings": {"margin": s.margin, "margins": dict(s.margins), "metrics": list(s.metrics), "alpha": s.alpha,
                          **self.judge.to_dict(), "level_method": self.level_method, "max_pairs": s.max_pairs,

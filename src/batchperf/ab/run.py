@@ -30,6 +30,7 @@ import os
 import signal
 import time
 from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 
 from batchperf.ab import judge as ab_judge
@@ -155,7 +156,8 @@ def measure_pairs(result: AbResult, runner: SideRunner, progress: Progress, cloc
         index = len(result.pairs) + 1
         elapsed = clock() - start
         if stop := budget_spent(result, index, elapsed, elapsed - pairs_from):
-            result.status, result.reason = "budget", stop
+            result.status, result.reason = "budget", stop.reason
+            result.minutes_needed = stop.minutes_needed
             return
         rounds = result.rounds.chosen if result.rounds else DEFAULT_ROUNDS
         stems = {label: settings.out.resolve() / f"pair-{index:03d}-{label}" for label in ("A", "B")}
@@ -249,29 +251,38 @@ def how_it_ended(returncode: int) -> str:
     return f"pytest exit {returncode}" + (", no results file" if returncode in (0, 1, 5) else "")
 
 
-def budget_spent(result: AbResult, index: int, elapsed_s: float, pairs_s: float) -> str:
-    """Why no further pair runs, or "". A pair's cost is the wall clock the pairs so far took (``pairs_s``, from
+@dataclass(frozen=True, slots=True)
+class BudgetStop:
+    """Why no further pair runs; ``minutes_needed`` when the minutes left cannot reach a verdict at all (the
+    --max-minutes that would)."""
+
+    reason: str
+    minutes_needed: int | None = None
+
+
+def budget_spent(result: AbResult, index: int, elapsed_s: float, pairs_s: float) -> BudgetStop | None:
+    """Why no further pair runs, or None. A pair's cost is the wall clock the pairs so far took (``pairs_s``, from
     the first pair's start), not its processes' seconds summed: the resident and duet designs run the two at once,
     and a sum there doubled the estimate and ended a run a pair early. When the minutes left cannot reach the
     pairs a verdict needs, the run stops at once, naming the budget that would (seen: a chain whose 10-minute
     steps fit 3 of the 6 pairs a verdict needed, an hour measured for nothing)."""
     s = result.settings
     if index > s.max_pairs:
-        return f"--max-pairs {s.max_pairs} spent"
+        return BudgetStop(f"--max-pairs {s.max_pairs} spent")
     if s.max_minutes is not None and result.pairs:
         per_pair = pairs_s / len(result.pairs)
         fit = len(result.pairs) + int(max(s.max_minutes * 60 - elapsed_s, 0) // per_pair)
         if fit < (needs := result.judge.needs):  # the pairs still to come could not give any verdict
             enough = math.ceil((elapsed_s - pairs_s + needs * per_pair) / 60)
-            return (f"--max-minutes {s.max_minutes:g}: a pair takes about {per_pair / 60:.1f} min, so {fit} pair(s) "
-                    f"fit and a verdict needs {needs}; stopped rather than measure pairs that cannot decide. Give "
-                    f"--max-minutes {enough} or more (or fewer --rounds)")
+            return BudgetStop(f"--max-minutes {s.max_minutes:g}: a pair takes about {per_pair / 60:.1f} min, so {fit} "
+                              f"pair(s) fit and a verdict needs {needs}; stopped rather than measure pairs that cannot "
+                              f"decide. Give --max-minutes {enough} or more (or fewer --rounds)", enough)
         if elapsed_s + per_pair > s.max_minutes * 60:
-            return (f"--max-minutes {s.max_minutes:g}: {elapsed_s / 60:.1f} min spent, and a pair takes about "
-                    f"{per_pair / 60:.1f} min")
+            return BudgetStop(f"--max-minutes {s.max_minutes:g}: {elapsed_s / 60:.1f} min spent, and a pair takes "
+                              f"about {per_pair / 60:.1f} min")
     elif s.max_minutes is not None and elapsed_s >= s.max_minutes * 60:
-        return f"--max-minutes {s.max_minutes:g} spent before the first pair"
-    return ""
+        return BudgetStop(f"--max-minutes {s.max_minutes:g} spent before the first pair")
+    return None
 
 
 def _load() -> float | None:

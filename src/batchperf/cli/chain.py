@@ -65,6 +65,6 @@ def main(args: argparse.Namespace) -> int:
     except OSError as exc:
         print(f"batchperf chain: chain.md could not be written ({exc}); chain.json holds the steps", file=sys.stderr)
     state = ("interrupted: run the same command again to resume" if result.status == "interrupted"
-             else f"exit {result.exit_code}")
+             else f"stopped, exit 3: {result.reason}" if result.status == "budget" else f"exit {result.exit_code}")
     print(f"batchperf chain: {state}; every step's ab run, chain.json and chain.md in {out}")
     return result.exit_code
