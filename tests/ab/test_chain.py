@@ -172,6 +172,10 @@ def test_a_step_whose_minutes_cannot_hold_a_verdict_stops_the_chain_naming_enoug
     assert saved["steps"][0]["minutes_needed"] == first.minutes_needed
     assert json.loads((out / first.folder / "ab.json").read_text())["minutes_needed"] == first.minutes_needed
 
+    last = run_chain(envs(2), LABELS[:2], base(tmp_path / "two", 2, max_minutes=10.0, max_pairs=6),
+                     fake_ab([1.0] * 2, [], process_s=45.0), check=ok)
+    assert last.status == "done" and last.exit_code == 2  # nothing after it to spare: inconclusive, as ab said
+
 
 def test_an_out_holding_another_chain_or_other_files_is_refused(tmp_path: Path) -> None:
     out = tmp_path / "chain"

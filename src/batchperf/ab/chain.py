@@ -256,7 +256,8 @@ def run_chain(envs: Sequence[Environment], labels: Sequence[str], base: Settings
                 if step.outcome == "interrupted":
                     result.status, result.stop_code = "interrupted", step.exit_code or 130
                     break
-                if step.minutes_needed is not None:  # every later step would stop the same way after its first pair
+                if step.minutes_needed is not None and not all(s.finished for s in result.steps):
+                    # every later step would stop the same way after its first pair
                     result.status, result.reason = "budget", budget_reason(step, result)
                     progress(f"stopped: {result.reason}")
                     break
@@ -270,7 +271,7 @@ def run_chain(envs: Sequence[Environment], labels: Sequence[str], base: Settings
 
 def budget_reason(step: ChainStep, result: ChainResult) -> str:
     """Why a chain stopped at a step whose --max-minutes could not hold the pairs a verdict needs."""
-    rest = sum(1 for s in result.steps if s.exit_code is None)
+    rest = sum(1 for s in result.steps if not s.finished)
     return (f"{result.labels[step.a]} -> {result.labels[step.b]}: {step.reason}; the {rest} step(s) after it were not "
             f"run, each would stop the same way. Run the chain again with --max-minutes {step.minutes_needed} or more "
             "into a new --out")
