@@ -24,6 +24,8 @@ class Chain:
 
     labels: tuple[str, ...]
     steps: tuple[ChainStep, ...]
+    status: str = ""  # the chain's own (running, done, interrupted, budget); "" for loose ab.json files
+    reason: str = ""  # why it stopped before its last step (budget)
 
     @property
     def adjacent(self) -> list[ChainStep]:
@@ -42,7 +44,7 @@ class Chain:
 
     @classmethod
     def of(cls, result: ChainResult) -> Chain:
-        return cls(tuple(result.labels), tuple(result.steps))
+        return cls(tuple(result.labels), tuple(result.steps), result.status, result.reason)
 
 
 def is_chain_input(path: Path) -> bool:
@@ -68,7 +70,8 @@ def load(paths: Sequence[Path]) -> Chain:
         if "batchperf_chain" not in data:
             raise ValueError(f"{path}: not a chain.json (no batchperf_chain)")
         return Chain(tuple(e["label"] for e in data["environments"]),
-                     tuple(ChainStep.from_dict(s) for s in data["steps"]))
+                     tuple(ChainStep.from_dict(s) for s in data["steps"]), data.get("status", ""),
+                     data.get("reason", ""))
     runs = [(p, _json(p)) for p in paths]
     for p, data in runs:
         if "batchperf_ab" not in data:
@@ -175,9 +178,25 @@ def _pct(x: float | None) -> str:
     return "-" if x is None or not math.isfinite(x) else f"{x:+.1%}"
 
 
+STATUS_LINES = {
+    "running": "running: the steps finished so far",
+    "done": "done: every step ran to its end",
+    "interrupted": "interrupted: run the same command again to resume from the finished steps",
+}
+
+
+def status_line(chain: Chain) -> str:
+    """The chain's own state in words ("" for loose ab.json files, which have none)."""
+    if chain.status == "budget":
+        return f"stopped: {chain.reason}"
+    return STATUS_LINES.get(chain.status, chain.status)
+
+
 def render_markdown(chain: Chain) -> str:
-    """The chain's table (release pair x cell: verdict, estimate, interval, pairs, minutes) and the levels."""
-    lines = ["## batchperf chain", "", " -> ".join(chain.labels), "",
+    """The chain's state, its table (release pair x cell: verdict, estimate, interval, pairs, minutes) and the
+    levels."""
+    status = status_line(chain)
+    lines = ["## batchperf chain", "", " -> ".join(chain.labels), "", *([f"Status: {status}", ""] if status else []),
              "| step | cell | verdict | metric | estimate | interval | pairs | minutes |",
              "|---|---|---|---|---|---|---|---|"]
     for step in chain.steps:
