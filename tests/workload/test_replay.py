@@ -1,4 +1,4 @@
-"""Reading a trace: every bad line is refused naming the line and the field; a million lines stream in bounded memory."""
+"""Reading a trace: every bad line is refused naming the line and the field; a long trace streams in bounded memory."""
 
 from __future__ import annotations
 
@@ -80,10 +80,9 @@ def test_a_csv_without_burstgpt_columns_or_with_a_bad_cell_is_refused() -> None:
         list(read_csv(["Timestamp,Request tokens,Response tokens\n", "0,5,0\n"]))
 
 
-def test_a_million_line_trace_streams_in_bounded_memory() -> None:
-    """The lines come from a generator (nothing materialised); reading them all keeps well under 1 MiB, while the
-    rows themselves would take hundreds of MiB if they were kept."""
-    n = 1_000_000
+def peak_bytes_reading(n: int) -> int:
+    """The peak of Python's allocations while ``read_jsonl`` reads ``n`` lines from a generator (nothing
+    materialised), every row read and dropped."""
     lines = (f'{{"timestamp": {i}, "input_length": 8, "output_length": 2}}' for i in range(n))
     tracemalloc.start()
     try:
@@ -92,4 +91,12 @@ def test_a_million_line_trace_streams_in_bounded_memory() -> None:
     finally:
         tracemalloc.stop()
     assert count == n
-    assert peak < 1 << 20, f"reading {n} lines peaked at {peak} bytes"
+    return peak
+
+
+def test_a_trace_streams_in_memory_that_does_not_grow_with_its_length() -> None:
+    """Twenty times the lines, the same peak (a row kept per line would add ~200 bytes a line: 40 MiB at 200,000
+    lines), and well under 1 MiB: a million-line trace reads as a 10,000-line one does."""
+    small, large = peak_bytes_reading(10_000), peak_bytes_reading(200_000)
+    assert large < 1 << 20, f"reading 200,000 lines peaked at {large} bytes"
+    assert large - small < 64 << 10, f"the peak grew from {small} to {large} bytes with 190,000 more lines"
