@@ -9,8 +9,9 @@ from collections.abc import Sequence
 from batchperf.ab import judge as ab_judge
 from batchperf.ab import stats as ab_stats
 from batchperf.ab.result import CellState, PairSeries
-from batchperf.ab.settings import Settings
-from batchperf.measure.catalogue import GATED, Direction, Metric
+from batchperf.ab.settings import Settings, per_tenant_name
+from batchperf.measure.catalogue import AB_PER_TENANT, GATED, TENANT_METRICS, Direction, Metric
+from batchperf.measure.slo import NO_TENANT
 from batchperf.regress.judgeable import (
     EXACT_REL,
     arrival_reason,
@@ -21,10 +22,24 @@ from batchperf.regress.judgeable import (
 from batchperf.regress.verdict import Verdict, combine
 from batchperf.results.record import CellRecord
 
+PER_TENANT_RULES: tuple[Metric, ...] = tuple(m for m in TENANT_METRICS if m.name in AB_PER_TENANT)
 
-def rules_for(settings: Settings) -> list[tuple[Metric, bool]]:
-    """(metric, deciding) for every gated metric: exact ones and ``--metrics`` decide, the rest are reported."""
-    return [(r, r.direction is Direction.EXACT or r.name in settings.metrics) for r in GATED]
+
+def tenant_series(rule: Metric, tenant: str) -> str:
+    """The name of one tenant's series of a per-tenant metric: ``p99_ttft_ms[interactive]``."""
+    return f"{rule.name}[{tenant}]"
+
+
+def series_of(settings: Settings, a: CellRecord, b: CellRecord) -> list[tuple[Metric, str, tuple[str, ...], bool]]:
+    """(metric, series name, keys in a record, deciding) for every gated metric, and in a cell with tenants for each
+    per-tenant one (:data:`AB_PER_TENANT`) of every tenant both sides have: exact ones and ``--metrics`` decide,
+    the rest are reported."""
+    found = [(r, r.name, r.keys, r.direction is Direction.EXACT or r.name in settings.metrics) for r in GATED]
+    for tenant in sorted((set(a.tenants) & set(b.tenants)) - {NO_TENANT}):
+        for rule in PER_TENANT_RULES:
+            name = tenant_series(rule, tenant)
+            found.append((rule, name, rule.tenant_keys(tenant), name in settings.metrics))
+    return found
 
 
 def add_pair(cell: CellState, settings: Settings, a: CellRecord, b: CellRecord, index: int) -> None:
@@ -33,25 +48,41 @@ def add_pair(cell: CellState, settings: Settings, a: CellRecord, b: CellRecord, 
     gate's rule too, :func:`batchperf.regress.judgeable.client_bound_reason`), which that pair leaves out, saying
     why."""
     left_out: list[str] = []
-    for rule, deciding in rules_for(settings):
-        x, y = a.value(rule.path), b.value(rule.path)
+    for rule, name, keys, deciding in series_of(settings, a, b):
+        x, y = a.value(keys), b.value(keys)
         if x is None or y is None:
             continue
-        result = cell.metrics.get(rule.name)
+        result = cell.metrics.get(name)
         if result is None:  # made even when left out below: a deciding metric no pair gave stays undecided
             why = next(filter(None, (arrival_reason(rule.path, record) for record in (a, b))), "")
-            result = cell.metrics[rule.name] = PairSeries(rule.name, rule.direction, deciding and not why,
-                                                            0.0 if rule.direction is Direction.EXACT
-                                                            else settings.margin_of(rule.name), reported_why=why,
-                                                            caveat=open_loop_caveat(rule.path, a) or "")
+            result = cell.metrics[name] = PairSeries(name, rule.direction, deciding and not why,
+                                                     0.0 if rule.direction is Direction.EXACT
+                                                     else settings.margin_of(name), reported_why=why,
+                                                     caveat=open_loop_caveat(rule.path, a) or "")
         if any(client_bound_reason(rule.path, record, label) for record, label in ((a, "A"), (b, "B"))):
-            left_out.append(rule.name)
+            left_out.append(name)
             continue
         result.a.append(x)
         result.b.append(y)
+    missing_tenants(cell, settings, a, b)
     if left_out:
         why = "; ".join(n for record, label in ((a, "A"), (b, "B")) if (n := client_bound_note(record, label)))
         cell.client_bound.append(f"pair {index}, {why} (left out of {', '.join(left_out)})")
+
+
+def missing_tenants(cell: CellState, settings: Settings, a: CellRecord, b: CellRecord) -> None:
+    """A per-tenant metric ``--metrics`` names, of a tenant this cell (one with tenants) lacks, stays a deciding
+    series with no pairs, saying so: the cell is never decided without it (a misspelt tenant must not pass)."""
+    tenants = sorted((set(a.tenants) & set(b.tenants)) - {NO_TENANT})
+    if not tenants:
+        return
+    rules = {r.name: r for r in PER_TENANT_RULES}
+    for name in settings.metrics:
+        base, _, tenant = name[:-1].partition("[")
+        if per_tenant_name(name) and tenant not in tenants and name not in cell.metrics:
+            cell.metrics[name] = PairSeries(name, rules[base].direction, True, settings.margin_of(name),
+                                            caveat=f"no tenant {tenant!r} in this cell (its tenants: "
+                                                   f"{', '.join(tenants)})")
 
 
 def judge_metric(result: PairSeries, judge: ab_judge.Judge) -> None:

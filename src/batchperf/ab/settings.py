@@ -9,12 +9,18 @@ from pathlib import Path
 from batchperf.ab import judge as ab_judge
 from batchperf.ab import stats as ab_stats
 from batchperf.ab.env import Environment
-from batchperf.measure.catalogue import AB_DEFAULT, GATED, Direction
+from batchperf.measure.catalogue import AB_DEFAULT, AB_PER_TENANT, GATED, Direction
 
 DESIGNS = ("auto", "sequential", "resident", "duet")  # docs/ab.md, "Designs"
 # measured rounds per process of a first pair when --rounds is not given and no warm-up measured the costs
 # (batchperf.ab.warmup chooses from pair 2 on)
 DEFAULT_ROUNDS = 5
+
+
+def per_tenant_name(metric: str) -> bool:
+    """``p99_ttft_ms[interactive]``: one tenant's series of a per-tenant metric ab follows (AB_PER_TENANT)."""
+    name, sep, rest = metric.partition("[")
+    return bool(sep) and name in AB_PER_TENANT and rest.endswith("]") and len(rest) > 1
 
 
 class UsageProblem(ValueError):
@@ -68,8 +74,9 @@ class Settings:
         if self.rounds is not None and self.rounds < 1:
             problems.append(f"--rounds {self.rounds}: must be >= 1")
         known = {r.name for r in GATED if r.direction is not Direction.EXACT}
-        if unknown := [m for m in (*self.metrics, *self.margins) if m not in known]:
-            problems.append(f"unknown metric(s) {', '.join(unknown)}; known: {', '.join(sorted(known))}")
+        if unknown := [m for m in (*self.metrics, *self.margins) if m not in known and not per_tenant_name(m)]:
+            problems.append(f"unknown metric(s) {', '.join(unknown)}; known: {', '.join(sorted(known))}, and in a "
+                            f"cell with tenants {', '.join(f'{n}[TENANT]' for n in AB_PER_TENANT)}")
         if not self.metrics:
             problems.append("--metrics names no metric")
         if problems:

@@ -585,6 +585,9 @@ SUMMARY: tuple[Metric, ...] = tuple(sorted((m for m in CATALOGUE if m.column), k
 # tails are the noisiest); the latencies are reported. --latency-decides restores the older set, the tails a user feels
 AB_DEFAULT: tuple[str, ...] = ("output_throughput",)
 AB_WITH_LATENCY: tuple[str, ...] = ("output_throughput", "p99_ttft_ms", "p99_e2el_ms")
+# and in a cell with tenants, these per-tenant numbers, one series per tenant (``p99_ttft_ms[interactive]``): reported
+# beside, and deciding where --metrics names one (a priority policy exists for one tenant's latency)
+AB_PER_TENANT: tuple[str, ...] = ("output_throughput", "p99_ttft_ms", "p99_tpot_ms", "attainment")
 # the GPU check's A/A spread: every gated number of the metrics section (the time-based ones)
 AA_METRICS: tuple[str, ...] = tuple(m.name for m in GATED if m.section == "metrics")
 

@@ -22,11 +22,11 @@ ARRIVAL_DEPENDENT = ("kv.kv_bytes_per_request_mean", "counters.padding_waste")
 
 
 def _latency(path: str) -> bool:
-    return path.startswith("metrics.") and path.endswith("_ms")
+    return path.startswith(("metrics.", "tenants.")) and path.endswith("_ms")  # the cell's, or one tenant's
 
 
 def _throughput(path: str) -> bool:
-    return path.startswith("metrics.") and path.endswith("_throughput")
+    return path.startswith(("metrics.", "tenants.")) and path.endswith("_throughput")
 
 
 def open_loop_caveat(path: str, record: CellRecord) -> str | None:
