@@ -38,6 +38,15 @@ def suite(pytester: pytest.Pytester, tiny_model: object) -> pytest.Pytester:
     return pytester
 
 
+@pytest.hookimpl(tryfirst=True)  # before pytest-xdist's own hook reads the marks (`make test`: --dist loadgroup)
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """The tests that share one real vLLM server (``stream4_server_run``, tens of seconds to start) run on one
+    xdist worker: spread over two, each would start its own."""
+    for item in items:
+        if "stream4_server_run" in getattr(item, "fixturenames", ()):
+            item.add_marker(pytest.mark.xdist_group("vllm-server"))
+
+
 pytest_plugins = ["pytester", "refresh_samples"]  # refresh_samples: the folder and pinned fixtures
 
 
