@@ -4,7 +4,8 @@ Real pytest processes of perf_tests on one CPU-tier cell that the injection reac
 in the in-process model's forward pass; a vLLM engine's own model is not hooked). A 300% slowdown shows on
 nearly every pair, so the run stops at the first look that can reject: 3 pairs (6 processes) at --alpha 0.5
 (a smoke test of the command: the loose alpha only buys fewer processes), one more when a loaded machine
-flips a pair. The statistics' false-alarm and detection rates are measured by tools/ab_detector.py, not here.
+flips a pair; no warm-up pair (tests/ab/test_warmup.py holds it). The statistics' false-alarm and detection
+rates are measured by tools/ab_detector.py, not here.
 """
 
 from __future__ import annotations
@@ -29,7 +30,7 @@ def test_ab_catches_an_injected_slowdown_with_real_processes(tmp_path: Path, cap
     summary = tmp_path / "summary.md"
     code = main(["ab", "--a", sys.executable, "--b", sys.executable, "--b-env", "BATCHPERF_INJECT_SLOWDOWN=3.0",
                  "--metrics", "output_throughput", "--alpha", "0.5", "--max-pairs", "4", "--rounds", "1",
-                 "--max-minutes", "20", "--out", str(out), "--markdown", str(summary), "--", *CELL])
+                 "--max-minutes", "20", "--no-warmup", "--out", str(out), "--markdown", str(summary), "--", *CELL])
     printed = capsys.readouterr()
     saved = json.loads((out / "ab.json").read_text())
     assert code == 1, printed.out + printed.err[-3000:]
