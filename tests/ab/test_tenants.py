@@ -94,3 +94,13 @@ def test_a_client_bound_pair_leaves_the_tenants_latencies_out_too() -> None:
     assert cell.metrics["p99_ttft_ms[interactive]"].a == [] and cell.metrics["output_throughput[batch]"].a == []
     assert len(cell.metrics["attainment[batch]"].a) == 1  # what the client cannot set: kept
     assert "p99_ttft_ms[interactive]" in cell.client_bound[0]
+
+
+def test_a_deciding_metric_the_cell_does_not_record_keeps_it_undecided_saying_so() -> None:
+    assert RECORD.value(("counters", "prefix_cache_hit_rate")) is None  # a cell without shared prefixes
+    cell = judged(settings(metrics=("output_throughput", "prefix_cache_hit_rate")), 100.0)
+    series = cell.metrics["prefix_cache_hit_rate"]
+    assert series.deciding and series.a == [] and series.call is Verdict.INCONCLUSIVE
+    assert "neither side records prefix_cache_hit_rate in this cell" in series.shown_note
+    assert cell.verdict is Verdict.INCONCLUSIVE  # never passed on throughput alone
+    assert judged(settings(), 100.0).verdict is Verdict.NO_CHANGE  # the same pairs, throughput alone: decided

@@ -64,25 +64,33 @@ def add_pair(cell: CellState, settings: Settings, a: CellRecord, b: CellRecord, 
             continue
         result.a.append(x)
         result.b.append(y)
-    missing_tenants(cell, settings, a, b)
+    missing_deciders(cell, settings, a, b)
     if left_out:
         why = "; ".join(n for record, label in ((a, "A"), (b, "B")) if (n := client_bound_note(record, label)))
         cell.client_bound.append(f"pair {index}, {why} (left out of {', '.join(left_out)})")
 
 
-def missing_tenants(cell: CellState, settings: Settings, a: CellRecord, b: CellRecord) -> None:
-    """A per-tenant metric ``--metrics`` names, of a tenant this cell (one with tenants) lacks, stays a deciding
-    series with no pairs, saying so: the cell is never decided without it (a misspelt tenant must not pass)."""
+def missing_deciders(cell: CellState, settings: Settings, a: CellRecord, b: CellRecord) -> None:
+    """A metric ``--metrics`` names that this cell does not record (a plain one neither side has, e.g. a prefix hit
+    rate in a cell without shared prefixes; a per-tenant one of a tenant a cell with tenants lacks) stays a deciding
+    series with no pairs, saying so: the cell is never decided without it (a misspelt tenant must not pass). In a
+    cell without tenants, per-tenant names do not apply and are left out."""
     tenants = sorted((set(a.tenants) & set(b.tenants)) - {NO_TENANT})
-    if not tenants:
-        return
-    rules = {r.name: r for r in PER_TENANT_RULES}
+    rules = {r.name: r for r in (*GATED, *PER_TENANT_RULES)}
     for name in settings.metrics:
-        base, _, tenant = name[:-1].partition("[")
-        if per_tenant_name(name) and tenant not in tenants and name not in cell.metrics:
-            cell.metrics[name] = PairSeries(name, rules[base].direction, True, settings.margin_of(name),
-                                            caveat=f"no tenant {tenant!r} in this cell (its tenants: "
-                                                   f"{', '.join(tenants)})")
+        if name in cell.metrics:
+            continue
+        base, _, tenant = name[:-1].partition("[") if per_tenant_name(name) else (name, "", "")
+        if tenant and tenants and tenant not in tenants:
+            why = f"no tenant {tenant!r} in this cell (its tenants: {', '.join(tenants)})"
+        elif not tenant and base in rules:
+            sides = [label for label, r in (("A", a), ("B", b)) if r.value(rules[base].keys) is None]
+            who = "neither side records" if len(sides) == 2 else f"{sides[0]} does not record"
+            why = (f"{who} {name} in this cell: it cannot decide here (give --metrics without it, or run only the "
+                   "cells that record it)")
+        else:
+            continue
+        cell.metrics[name] = PairSeries(name, rules[base].direction, True, settings.margin_of(name), caveat=why)
 
 
 def judge_metric(result: PairSeries, judge: ab_judge.Judge) -> None:
