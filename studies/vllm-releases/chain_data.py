@@ -105,6 +105,10 @@ def steps(dest: Path) -> list[tuple[str, list[dict]]]:
         rounds = json.loads(kept.read_text(encoding="utf-8"))
         name = f"{labels[step['a']]} -> {labels[step['b']]}" + (" (first -> last)" if step["kind"] != "step" else "")
         found.append((name, rounds["pairs"]))
+    chain_steps = {step["folder"] for step in summary["steps"]}
+    for kept in sorted(dest.glob("*/rounds.json")):  # a pair run again beside the chain (second-run-0.27.1-to-0.32.0)
+        if kept.parent.name not in chain_steps:
+            found.append((kept.parent.name, json.loads(kept.read_text(encoding="utf-8"))["pairs"]))
     return found
 
 
