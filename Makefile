@@ -59,10 +59,10 @@ compare: setup
 # README says which cells and why), then the gate on a real cell (ci/gate_check.sh: a cell slowed ~3x
 # must fail as a confirmed regression). No --benchmark-compare on the slice: wall-clock numbers on a shared CI
 # machine swing more than the gate's CPU floors (docs/baselines.md). `make bench` runs the whole tier.
-# --durations: the slowest unit tests, in CI's log, for its 15-minute budget. --dist loadgroup: tests that share
-# one expensive fixture run on one worker (tests/conftest.py marks them).
+# --durations: the slowest unit tests, in CI's log, for its 15-minute budget. Under xdist each test module runs on
+# one worker (tests/conftest.py: its expensive module fixtures are built once).
 test: setup
-	$(BIN)/pytest tests -n $(TEST_JOBS) --dist loadgroup --durations=20 --durations-min=10
+	$(BIN)/pytest tests -n $(TEST_JOBS) --durations=20 --durations-min=10
 	$(BIN)/batchperf run --tier cpu --batchperf-slice ci --out results/ci-cpu.json
 	BIN=$(BIN) bash ci/gate_check.sh results/ci-cpu.json
 

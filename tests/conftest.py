@@ -38,13 +38,25 @@ def suite(pytester: pytest.Pytester, tiny_model: object) -> pytest.Pytester:
     return pytester
 
 
-@pytest.hookimpl(tryfirst=True)  # before pytest-xdist's own hook reads the marks (`make test`: --dist loadgroup)
-def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    """The tests that share one real vLLM server (``stream4_server_run``, tens of seconds to start) run on one
-    xdist worker: spread over two, each would start its own."""
-    for item in items:
-        if "stream4_server_run" in getattr(item, "fixturenames", ()):
-            item.add_marker(pytest.mark.xdist_group("vllm-server"))
+# Under pytest-xdist (`make test`) each module's tests run on one worker (xdist's loadscope), so a module-scoped fixture
+# that takes tens of seconds (a vLLM engine, a nightly run) is built once; spread over two workers, each would build
+# its own. The session's one real vLLM server run (``stream4_server_run``) is shared across two modules: the oracle's
+# vllm-server case joins the server tests' module. (xdist_group marks cannot do this: with pytest 9.2, xdist 3.8's
+# loadgroup no longer renames the node ids it groups by, and silently runs as plain load.)
+SAME_WORKER_AS = {
+    "tests/measure/test_metrics_vllm_oracle.py::test_every_metric_of_a_real_run_equals_vllms[vllm-server]":
+        "tests/backends/test_vllm_server.py",
+}
+
+
+def pytest_xdist_make_scheduler(config: pytest.Config, log: object) -> object:
+    from xdist.scheduler import LoadScopeScheduling
+
+    class ByModule(LoadScopeScheduling):
+        def _split_scope(self, nodeid: str) -> str:
+            return SAME_WORKER_AS.get(nodeid) or nodeid.split("::", 1)[0]
+
+    return ByModule(config, log)
 
 
 pytest_plugins = ["pytester", "refresh_samples"]  # refresh_samples: the folder and pinned fixtures
