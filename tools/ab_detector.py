@@ -267,6 +267,10 @@ def needed(work: Path, metric: str, alpha: float, power: float = 0.9) -> str:
             n = ((z_a + z_b) * sd / math.log1p(slowdown)) ** 2 * math.pi / 3
         else:
             n = (z_a * sd / bank.settings["margin"]) ** 2 * math.pi / 3
+        if math.isnan(n):  # one pair has no spread: nothing to say what more would need (seen: budget stops)
+            lines.append(f"{row_head(kind, slowdown)} {len(logs)} | - | {math.exp(statistics.median(logs)):.3f} "
+                         f"| {seconds:.0f} | - | - |")
+            continue
         lines.append(f"{row_head(kind, slowdown)} {len(logs)} "
                      f"| {sd:.3f} | {math.exp(statistics.median(logs)):.3f} | {seconds:.0f} | {math.ceil(n)} "
                      f"| {(bank.overhead_s + n * seconds) / 60:.0f} |")

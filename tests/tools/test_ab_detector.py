@@ -83,6 +83,18 @@ def test_replay_stops_at_the_minutes_budget(tool, tmp_path: Path) -> None:
     assert "| 10 (1) | 20 | 0.0% | 0.0% | 0.0% | 100.0% | 3 |" in table
 
 
+def test_what_a_verdict_would_need_says_nothing_of_a_row_with_one_pair(tool, tmp_path: Path) -> None:
+    """A row whose verdicts stopped after one pair (a budget that cannot hold the pairs a verdict needs) has no
+    spread to size a verdict from: its row says so instead of the whole report failing (seen: a NaN crash)."""
+    keep(tmp_path / "server-0-00", verdict_doc([1.01], 138.0, "budget"))
+    keep(tmp_path / "vllm-0-00", verdict_doc([1.01, 0.98, 1.0], 80.0, "done"))
+    rows = tool.needed(tmp_path, "output_throughput", 0.05).splitlines()
+    [server] = [r for r in rows if r.startswith("| vLLM server")]
+    assert server.endswith("| 1 | - | 1.010 | 138 | - | - |")
+    [engine] = [r for r in rows if r.startswith("| vLLM engine")]
+    assert "| - |" not in engine and engine.count("|") == 9
+
+
 def test_aa_banks_are_drawn_with_labels_swapped(tool, tmp_path: Path) -> None:
     """A/A pairs whose sample happens to sit 10% off: drawn as they are, a 'regression' every time; with the
     label swap the A/A design guarantees, the signed-rank signs are fair coins and false alarms stay under alpha."""
