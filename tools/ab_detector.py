@@ -284,12 +284,22 @@ def process_pairs(work: Path) -> dict[tuple[str, float], list[dict[str, CellReco
         for doc in docs:
             (cell,) = doc["cells"]
             for pair in doc["pairs"]:
-                sides = {}
-                for label in pair["order"]:
-                    path = Path(doc["folder"]) / Path(pair[label]["results"]).name
-                    sides[label] = next(r for r in read_results(path).records if r.id == cell["id"])
+                paths = {label: Path(doc["folder"]) / Path(pair[label]["results"]).name for label in pair["order"]}
+                if not all(path.exists() for path in paths.values()):  # kept without them: see without_results()
+                    continue
+                sides = {label: next(r for r in read_results(path).records if r.id == cell["id"])
+                         for label, path in paths.items()}
                 out.setdefault(key, []).append(sides)
     return out
+
+
+def without_results(work: Path) -> int:
+    """How many finished verdicts lack their pairs' results files (a study kept in the repository with its
+    ``ab.json`` files alone): the verdict table and the estimate come from ``ab.json``; the noise and the wall/CPU
+    tables, which need every round, leave those verdicts out."""
+    return sum(1 for docs in measured(work).values() for doc in docs
+               if not all((Path(doc["folder"]) / Path(p[label]["results"]).name).exists()
+                          for p in doc["pairs"] for label in p["order"]))
 
 
 def noise(work: Path, metric: str) -> str:
@@ -408,6 +418,8 @@ def main() -> int:
         print(f"\nwhat a verdict would need (alpha {first['alpha']}, 90% power, normal approximation from the "
               "measured pairs; see needed()):\n")
         print(needed(work, metrics[0], first["alpha"]))
+        if lacking := without_results(work):
+            print(f"\n{lacking} verdict(s) kept without their pairs' results files: left out of the two tables below")
         print("\nwhere the noise is (sd of ln(value); see noise()):\n")
         print(noise(work, metrics[0]))
         print("\nwall-clock throughput against CPU time per output token, the same pairs (see wall_and_cpu()):\n")

@@ -95,6 +95,18 @@ def test_what_a_verdict_would_need_says_nothing_of_a_row_with_one_pair(tool, tmp
     assert "| - |" not in engine and engine.count("|") == 9
 
 
+def test_verdicts_kept_without_their_results_files_still_give_the_verdict_tables(tool, tmp_path: Path) -> None:
+    """A study moved into the repository keeps each verdict's ab.json, not its megabytes of results files: the
+    verdicts and the estimate still come from it; the per-round tables leave it out and the count says so."""
+    doc = verdict_doc([0.9] * 8, 50.0, "done")
+    doc["pairs"] = [{**p, "A": {**p["A"], "results": f"pair-{i:03d}-A.json"},
+                     "B": {**p["B"], "results": f"pair-{i:03d}-B.json"}} for i, p in enumerate(doc["pairs"], 1)]
+    keep(tmp_path / "vllm-0.05-00", doc)
+    assert tool.process_pairs(tmp_path) == {} and tool.without_results(tmp_path) == 1
+    assert tool.noise(tmp_path, "output_throughput").count("\n") == 1  # the header alone
+    assert "| 8 (1) |" in tool.estimate(tmp_path, "output_throughput", 20)
+
+
 def test_aa_banks_are_drawn_with_labels_swapped(tool, tmp_path: Path) -> None:
     """A/A pairs whose sample happens to sit 10% off: drawn as they are, a 'regression' every time; with the
     label swap the A/A design guarantees, the signed-rank signs are fair coins and false alarms stay under alpha."""
