@@ -82,11 +82,11 @@ def test_bad_settings_are_refused(tiny_model, kwargs, message):
 
 def test_the_slowdown_hook_slows_the_runners_own_forward(tiny_model, monkeypatch):
     """BATCHPERF_INJECT_*: the runner runs the weights through its own forward, which the module's hook never sees;
-    every step's forward must still sleep (ci/gate_check.sh and `ab`'s detector rely on the hook). Counted, not timed."""
+    every step's forward must still wait (ci/gate_check.sh and `ab`'s detector rely on the hook). Counted, not timed."""
     from batchperf.backends import inject
 
     sleeps: list[float] = []
-    monkeypatch.setattr(inject.time, "sleep", sleeps.append)
+    monkeypatch.setattr(inject, "wait", sleeps.append)
     monkeypatch.setenv(inject.ENV_DELAY_MS, "7")
     backend = ContinuousBackend(tiny_model)
     workload = WorkloadSpec(num_prompts=3, prompt_len=LengthSpec.parse("8"), output_lens=(4,)).build(

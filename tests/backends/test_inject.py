@@ -1,4 +1,4 @@
-"""The slowdown hook: parsed from the environment, sleeping in proportion to each forward pass."""
+"""The slowdown hook: parsed from the environment, waiting in proportion to each forward pass."""
 
 from __future__ import annotations
 
@@ -19,16 +19,44 @@ def test_from_env() -> None:
         Injection.from_env({inject.ENV_SLOWDOWN: "-1"})
 
 
-def test_hook_sleeps_after_every_forward_pass(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_hook_waits_after_every_forward_pass(monkeypatch: pytest.MonkeyPatch) -> None:
     sleeps: list[float] = []
     clock = iter([1.0, 1.5, 2.0, 2.1])  # two forward passes: 0.5 s and 0.1 s
     monkeypatch.setattr(inject.time, "perf_counter", lambda: next(clock))
-    monkeypatch.setattr(inject.time, "sleep", sleeps.append)
+    monkeypatch.setattr(inject, "wait", sleeps.append)
     model = torch.nn.Linear(2, 2)
     assert inject.install(model, Injection(slowdown=0.3, delay_ms=1.0)) is not None
     model(torch.zeros(1, 2))
     model(torch.zeros(1, 2))
     assert sleeps == pytest.approx([0.3 * 0.5 + 0.001, 0.3 * 0.1 + 0.001])
+
+
+class FakeTime:
+    """A clock that each read moves on by ``tick``, and a sleep that returns ``late`` after its time (a VM's
+    wake-up), so a wait's accuracy can be checked without timing anything."""
+
+    def __init__(self, tick: float, late: float) -> None:
+        self.now, self.tick, self.late, self.slept = 100.0, tick, late, []
+
+    def perf_counter(self) -> float:
+        self.now += self.tick
+        return self.now
+
+    def sleep(self, seconds: float) -> None:
+        self.slept.append(seconds)
+        self.now += seconds + self.late
+
+
+@pytest.mark.parametrize("seconds", [0.0, 75e-6, 0.0015, 0.002, 0.010, 0.5])
+def test_wait_is_exact_where_a_sleep_returns_late(monkeypatch: pytest.MonkeyPatch, seconds: float) -> None:
+    """A wait sleeps all but the last SPIN_S and spins the rest, so a sleep that wakes 0.5 ms late (as on a VM)
+    costs nothing; waits shorter than SPIN_S (vLLM's forward passes slowed 5%: ~75 µs) never sleep at all."""
+    fake = FakeTime(tick=1e-6, late=0.0005)
+    monkeypatch.setattr(inject, "time", fake)
+    start = fake.now
+    inject.wait(seconds)
+    assert fake.slept == ([seconds - inject.SPIN_S] if seconds > inject.SPIN_S else [])
+    assert seconds <= fake.now - start <= seconds + 3e-6  # on time, to the clock's tick
 
 
 def test_no_injection_installs_nothing() -> None:
@@ -63,7 +91,7 @@ def test_vllm_plugin_hooks_the_model_vllm_loads_once(monkeypatch: pytest.MonkeyP
     _gpu, cpu = fake_runners(monkeypatch)
     monkeypatch.setenv(inject.ENV_DELAY_MS, "3")
     sleeps: list[float] = []
-    monkeypatch.setattr(inject.time, "sleep", sleeps.append)
+    monkeypatch.setattr(inject, "wait", sleeps.append)
     inject.vllm_plugin()
     inject.vllm_plugin()  # vLLM may load its plugins more than once: still one hook
     runner = cpu()
