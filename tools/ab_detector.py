@@ -455,7 +455,12 @@ def measure(args: argparse.Namespace, kinds: list[str], work: Path, metrics: tup
         if doc is None:
             if settings.out.exists():  # an unfinished verdict (interrupted, failed): set aside, measured again
                 shutil.move(settings.out, settings.out.with_name(f"{settings.out.name}.unfinished-{int(time.time())}"))
-            result = run_ab(settings, progress=lambda line: print(f"    {line}", flush=True))  # a pair a line
+            try:
+                result = run_ab(settings, progress=lambda line: print(f"    {line}", flush=True))  # a pair a line
+            except KeyboardInterrupt:  # before the verdict's first pair (probing the environments): nothing of it kept
+                print(f"ab_detector: interrupted before {settings.out.name}'s first pair; the finished verdicts are "
+                      f"in {work}: give the same command to resume", file=sys.stderr)
+                break
             doc, status, reason = result.to_dict(), result.status, result.reason
         s = score(doc, metrics[0])
         rows.setdefault((kind, slowdown), []).append(s)
