@@ -329,7 +329,9 @@ def wall_and_cpu(work: Path) -> str:
     comparison the one round's CPU figure a record kept before that (its last round). Per row: the mean and sd
     over pairs of the change each shows, as "B worse than A" on the log scale (throughput ln(A/B), CPU per
     token ln(B/A)). An A/A row's sd is the steadiness; a slowed row's mean says what each sees of the injected
-    slowdown, a sleep: CPU time cannot see it (the "wait" label of ``batchperf.regress.cell_notes``).
+    slowdown: a wait (``batchperf.backends.inject.wait``) that sleeps all but its last 2 ms and spins those, so
+    CPU time sees only the spun part (all of a short wait; before 2026-12-04 the wait was a sleep, which CPU time
+    could not see: the "wait" label of ``batchperf.regress.cell_notes``).
     """
     lines = [("| cell | B slowed by | pairs | throughput: B worse by, mean (sd) | CPU s per token, median of rounds "
               "| CPU s per token, last round only |"), "|---|---:|---:|---:|---:|---:|"]

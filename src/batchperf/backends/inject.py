@@ -77,10 +77,10 @@ SPIN_S = 0.002  # the last 2 ms of a wait are spun, not slept: more than a sleep
 
 def wait(seconds: float) -> None:
     """Return ``seconds`` from now, as exactly as the clock allows: sleep all but the last :data:`SPIN_S`, then
-    spin on the clock. A sleep alone returns late by the host's timer slack and wake-up: 78-103 µs on the 2-core
-    VM, idle, for sleeps of 75 µs to 10 ms (``wait`` 0-1 µs; studies/ab-detector, "The injection"), twice a 75-µs
-    wait, and vLLM's engine cell slowed "5%" that way read 13% slower in throughput. A spun wait keeps the core
-    busy, as the compute it stands for would."""
+    spin on the clock. A sleep alone returns late by the host's timer slack and wake-up: 69-103 µs on the 2-core
+    VM (two runs, sleeps of 75 µs to 10 ms; ``wait`` 0-2 µs; studies/ab-detector, "The injection"), twice a
+    75-µs wait, and vLLM's engine cell slowed "5%" that way read 13% slower in throughput. A spun wait keeps the
+    core busy, as the compute it stands for would."""
     deadline = time.perf_counter() + seconds
     if seconds > SPIN_S:
         time.sleep(seconds - SPIN_S)
