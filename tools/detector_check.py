@@ -4,7 +4,7 @@
 ``--ref-runs`` reference runs of a narrowed CPU cell set, pooled as ``batchperf
 refresh`` pools them (so the reference carries their run-to-run spread), then ``--aa`` reruns of the same
 code (A/A) and ``--trials`` reruns per slowdown size with
-``BATCHPERF_INJECT_SLOWDOWN`` set (each forward pass sleeps that fraction of its
+``BATCHPERF_INJECT_SLOWDOWN`` set (each forward pass waits that fraction of its
 own time; see ``batchperf.backends.inject``). Every rerun is a real ``pytest
 --benchmark-compare=REF`` run, so the gate decides exactly as in CI, including
 the re-measurement of a first violation. It prints the false-alarm rate, the
