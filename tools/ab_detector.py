@@ -277,6 +277,11 @@ def needed(work: Path, metric: str, alpha: float, power: float = 0.9) -> str:
     return "\n".join(lines)
 
 
+def results_files(doc: dict, pair: dict) -> dict[str, Path]:
+    """A pair's results file per side, in its verdict's folder (wherever the study was moved)."""
+    return {label: Path(doc["folder"]) / Path(pair[label]["results"]).name for label in pair["order"]}
+
+
 def process_pairs(work: Path) -> dict[tuple[str, float], list[dict[str, CellRecord]]]:
     """(kind, slowdown) -> every measured pair of its finished verdicts, as {label: that process's record}."""
     out: dict[tuple[str, float], list[dict[str, CellRecord]]] = {}
@@ -284,7 +289,7 @@ def process_pairs(work: Path) -> dict[tuple[str, float], list[dict[str, CellReco
         for doc in docs:
             (cell,) = doc["cells"]
             for pair in doc["pairs"]:
-                paths = {label: Path(doc["folder"]) / Path(pair[label]["results"]).name for label in pair["order"]}
+                paths = results_files(doc, pair)
                 if not all(path.exists() for path in paths.values()):  # kept without them: see without_results()
                     continue
                 sides = {label: next(r for r in read_results(path).records if r.id == cell["id"])
@@ -298,8 +303,7 @@ def without_results(work: Path) -> int:
     ``ab.json`` files alone): the verdict table and the estimate come from ``ab.json``; the noise and the wall/CPU
     tables, which need every round, leave those verdicts out."""
     return sum(1 for docs in measured(work).values() for doc in docs
-               if not all((Path(doc["folder"]) / Path(p[label]["results"]).name).exists()
-                          for p in doc["pairs"] for label in p["order"]))
+               if not all(path.exists() for pair in doc["pairs"] for path in results_files(doc, pair).values()))
 
 
 def noise(work: Path, metric: str) -> str:
