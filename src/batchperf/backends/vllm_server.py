@@ -49,6 +49,7 @@ from batchperf.backends import BackendUnavailable, CellUnsupported
 from batchperf.backends._vllm import (
     ENV_DEFAULTS,
     INSTALL_HINT,
+    SERVER_DEFAULTS,
     cuda_memory_utilization,
     speed_settings,
     step_budget_args,
@@ -221,9 +222,10 @@ class VLLMServerBackend:
 def server_env() -> dict[str, str]:
     """The environment of a server the suite starts: the engine core runs in its own process, as users run it (an
     in-process ``vllm`` cell earlier in this run set ``VLLM_ENABLE_V1_MULTIPROCESSING=0`` here: not passed on unless
-    the user set it); only the CPU KV pool is bounded."""
+    the user set it); the CPU KV pool is bounded and the compile cache loaded as the in-process engine's
+    (:data:`SERVER_DEFAULTS`), where the user has not set them."""
     env = user_env()
-    return {**env, "VLLM_CPU_KVCACHE_SPACE": env.get("VLLM_CPU_KVCACHE_SPACE", ENV_DEFAULTS["VLLM_CPU_KVCACHE_SPACE"])}
+    return {**{key: ENV_DEFAULTS[key] for key in SERVER_DEFAULTS}, **env}
 
 
 def request_timeout(workload: Workload, batch_size: int, concurrency: int) -> float:
