@@ -381,6 +381,8 @@ def main() -> int:
                              "in turns round by round")
     parser.add_argument("--extra", default="", metavar="ARGS",
                         help="more pytest arguments for every process, e.g. '--batchperf-num-prompts 8' (smoke runs)")
+    parser.add_argument("--keep-servers", action="store_true",
+                        help="ab --keep-servers: each side's vllm-server started once a verdict (docs/ab.md)")
     parser.add_argument("--keep", type=Path, default=None,
                         help="keep every verdict's folder here; run again with the same folder to resume (finished "
                              "verdicts are kept, an unfinished one is set aside and measured again)")
@@ -449,12 +451,14 @@ def measure(args: argparse.Namespace, kinds: list[str], work: Path, metrics: tup
                             (*DETECTOR_CELLS[kind].selection, *shlex.split(args.extra)), work / f"{kind}-{slowdown:g}-{i:02d}",
                             margin=args.margin, metrics=metrics, alpha=args.alpha, max_pairs=args.max_pairs,
                             max_minutes=args.max_minutes, rounds=args.rounds, test=args.test,
-                            design=args.design)
+                            design=args.design, keep_servers=args.keep_servers)
         doc, status, reason = finished(settings.out), "kept", ""
         wanted = {"margin": settings.margin, "metrics": list(metrics), "alpha": settings.alpha, "rounds": settings.rounds,
                   "max_pairs": settings.max_pairs, "max_minutes": settings.max_minutes, "test": settings.test,
-                  "design": settings.design, "pytest_args": list(settings.pytest_args)}
-        recorded = {"test": "signed-rank", "design": "sequential", **doc["settings"]} if doc is not None else {}  # before --test: signed-rank
+                  "design": settings.design, "keep_servers": settings.keep_servers,
+                  "pytest_args": list(settings.pytest_args)}
+        old = {"test": "signed-rank", "design": "sequential", "keep_servers": False}  # before those options existed
+        recorded = {**old, **doc["settings"]} if doc is not None else {}
         if doc is not None and (differ := [k for k, v in wanted.items() if recorded[k] != v]):
             sys.exit(f"ab_detector: {settings.out} was measured with other settings ({', '.join(differ)}); "
                      "give the same options to resume it, or another --keep folder")

@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import json
+import os
 import sys
 from pathlib import Path
 
 import pytest
 from ab_fakes import CELLS, NODEIDS, FakeEnvs, fingerprint, write_junit
-from paths import REPO
+from hanging_child import all_gone, read_pids
+from paths import REPO, SUPPORT
 
 from batchperf.ab.env import Environment, EnvironmentProblem, Outcome, Probe, outcomes, probe
 from batchperf.ab.pairs import order_of
@@ -16,6 +18,7 @@ from batchperf.ab.report import render_markdown
 from batchperf.ab.run import resolve_design, run_ab
 from batchperf.ab.settings import Settings, UsageProblem
 from batchperf.ab.ttest import MIN_PAIRS as MIN_T_PAIRS
+from batchperf.launch.kept_server import keep_from_env, reuse_or_start
 from batchperf.measure.catalogue import AB_WITH_LATENCY
 from batchperf.regress.fingerprint import GPU, Fingerprint, HardwareIdentity
 from batchperf.regress.verdict import Verdict
@@ -314,3 +317,47 @@ def test_the_design_run_is_recorded_beside_the_one_asked(tmp_path: Path, monkeyp
     run(fakes, settings(tmp_path, design="auto"))
     saved = json.loads((tmp_path / "ab" / "ab.json").read_text())["settings"]
     assert (saved["design"], saved["design_asked"]) == ("resident", "auto")
+
+
+def test_keep_servers_tells_each_side_where_its_server_is_and_ends_them_at_the_end(tmp_path: Path) -> None:
+    """--keep-servers: each side's processes find their own kept server (started once, by the first), and ab ends
+    every one when the run ends, saying how often each was started."""
+    fakes = FakeEnvs(noise=0.004, cells=CELLS[:1])
+    seen: list[tuple[str, str]] = []
+    pids = tmp_path / "pids.txt"
+    real_run = fakes.run
+
+    def run_with_server(env: Environment, args, stem, timeout_s=None):  # noqa: ANN001, ANN202
+        keep = keep_from_env(dict(env.vars))
+        assert keep is not None and keep.owner == os.getpid()
+        def command(port: int):  # noqa: ANN202
+            return [sys.executable, str(SUPPORT / "fake_health_server.py"), str(port), str(pids)], {}, \
+                f"http://127.0.0.1:{port}/health"
+        seen.append((env.label, reuse_or_start(keep, f"fake-{env.label}", command, 30)))
+        return real_run(env, args, stem, timeout_s=timeout_s)
+
+    result = run_ab(settings(tmp_path, keep_servers=True), runner=run_with_server, prober=fakes.probe,
+                    collector=fakes.collect)
+    assert result.exit_code == 0 and len(result.pairs) >= 2
+    urls = {label: {url for side, url in seen if side == label} for label in ("A", "B")}
+    assert len(urls["A"]) == len(urls["B"]) == 1 and urls["A"] != urls["B"]  # one each, kept across the pairs
+    assert all_gone(read_pids(pids))  # ended with the run: both servers and their children
+    saved = json.loads((tmp_path / "ab" / "ab.json").read_text())
+    assert saved["settings"]["keep_servers"] is True
+    assert {label: [s["starts"] for s in kept] for label, kept in saved["kept_servers"].items()} == {"A": [1], "B": [1]}
+    assert "servers kept across pairs (--keep-servers)" in render_markdown(result)
+    assert "fake-A started 1x" in render_markdown(result)
+
+
+def test_without_keep_servers_no_process_is_told_of_kept_servers(tmp_path: Path) -> None:
+    fakes = FakeEnvs(noise=0.004, cells=CELLS[:1])
+    told = []
+
+    def run_plain(env: Environment, args, stem, timeout_s=None):  # noqa: ANN001, ANN202
+        told.append(keep_from_env(dict(env.vars)))
+        return fakes.run(env, args, stem, timeout_s=timeout_s)
+
+    run_ab(settings(tmp_path), runner=run_plain, prober=fakes.probe, collector=fakes.collect)
+    assert told and told == [None] * len(told)
+    assert "servers kept" not in render_markdown(run_ab(settings(tmp_path / "again"), runner=fakes.run,
+                                                        prober=fakes.probe, collector=fakes.collect))

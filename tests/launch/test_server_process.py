@@ -6,51 +6,19 @@ import os
 import signal
 import subprocess
 import sys
-import textwrap
 import time
 from pathlib import Path
 
-import psutil
 import pytest
-from paths import REPO
+from hanging_child import alive, read_pids
+from paths import REPO, SUPPORT
 
 from batchperf.launch.server_process import ServerProcess, ServerStartError, _group_members, free_port
-
-# A stand-in for vLLM's server: answers /health and, like vLLM, forks a child process.
-FAKE_SERVER = textwrap.dedent("""
-    import http.server, os, subprocess, sys
-    child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(600)"])
-    with open(sys.argv[2], "a") as f:
-        f.write(f"{os.getpid()} {child.pid}\\n")
-    if len(sys.argv) > 3:
-        sys.exit(int(sys.argv[3]))
-    class Health(http.server.BaseHTTPRequestHandler):
-        def do_GET(self):
-            self.send_response(200); self.end_headers()
-        def log_message(self, *args):
-            pass
-    print("fake server up", flush=True)
-    http.server.HTTPServer(("127.0.0.1", int(sys.argv[1])), Health).serve_forever()
-""")
-
-
-def alive(pid: int) -> bool:
-    """Running, as opposed to gone or a zombie waiting for a parent that may never reap it."""
-    try:
-        return psutil.Process(pid).status() not in (psutil.STATUS_ZOMBIE, psutil.STATUS_DEAD)
-    except psutil.NoSuchProcess:
-        return False
-
-
-def recorded_pids(path: Path) -> list[int]:
-    return [int(p) for p in path.read_text().split()]
 
 
 @pytest.fixture
 def fake(tmp_path: Path) -> tuple[Path, Path]:
-    script = tmp_path / "fake_server.py"
-    script.write_text(FAKE_SERVER)
-    return script, tmp_path / "pids.txt"
+    return SUPPORT / "fake_health_server.py", tmp_path / "pids.txt"
 
 
 def test_stop_ends_the_server_and_its_children(fake) -> None:
@@ -59,7 +27,7 @@ def test_stop_ends_the_server_and_its_children(fake) -> None:
     server = ServerProcess([sys.executable, str(script), str(port), str(pids)], f"http://127.0.0.1:{port}/health")
     server.start(timeout_s=30)
     assert server.running()
-    started = recorded_pids(pids)
+    started = read_pids(pids)
     assert len(started) == 2 and all(alive(p) for p in started)
     pgid = server.pid
     assert sorted(_group_members(pgid)) == sorted([pgid, *started])  # its guard, the server and the server's child
@@ -75,7 +43,7 @@ def test_a_server_that_exits_is_reported_with_its_log(fake) -> None:
     server = ServerProcess([sys.executable, str(script), str(port), str(pids), "3"], f"http://127.0.0.1:{port}/health")
     with pytest.raises(ServerStartError, match="exited with code 3"):
         server.start(timeout_s=30)
-    assert not any(alive(p) for p in recorded_pids(pids))
+    assert not any(alive(p) for p in read_pids(pids))
 
 
 def test_a_server_never_ready_is_stopped_after_the_timeout(fake) -> None:
@@ -85,7 +53,7 @@ def test_a_server_never_ready_is_stopped_after_the_timeout(fake) -> None:
     with pytest.raises(ServerStartError, match="not ready") as info:
         server.start(timeout_s=2)
     assert "fake server up" in str(info.value)  # the log tail is in the message
-    assert not any(alive(p) for p in recorded_pids(pids))
+    assert not any(alive(p) for p in read_pids(pids))
 
 
 INNER_TEST = """
@@ -115,7 +83,7 @@ def test_no_process_is_left_after_a_failing_or_killed_run(pytester: pytest.Pytes
         result.assert_outcomes(failed=1)
     else:
         assert result.ret == -signal.SIGTERM  # the run died of the signal, after our handler stopped the server
-    started = recorded_pids(pids)
+    started = read_pids(pids)
     assert len(started) == 2
     assert not any(alive(p) for p in started), "a server process outlived the test run"
 
@@ -140,7 +108,7 @@ def test_a_sigkilled_starter_leaves_neither_the_server_nor_its_children(fake) ->
     assert starter.stdout is not None
     with starter.stdout:
         assert starter.stdout.readline().strip() == "started"
-    started = recorded_pids(pids)
+    started = read_pids(pids)
     assert len(started) == 2 and all(alive(p) for p in started)
     starter.kill()
     starter.wait()

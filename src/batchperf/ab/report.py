@@ -24,6 +24,8 @@ def headline(result: AbResult) -> list[str]:
              f"{rounds_text(result)}; status: {result.status}" + (f" ({result.reason})" if result.reason else "")]
     if result.warmup is not None:
         lines.append(result.warmup.describe())
+    if s.keep_servers:
+        lines.append(kept_text(result))
     if loads:
         lines.append(f"machine load (1-min average, at each pair): min {min(loads):.2f}, median "
                      f"{statistics.median(loads):.2f}, max {max(loads):.2f}")
@@ -38,6 +40,15 @@ def headline(result: AbResult) -> list[str]:
     for label, ids in result.only_in.items():
         lines.append(f"only in {label} (not compared): {', '.join(ids)}")
     return lines
+
+
+def kept_text(result: AbResult) -> str:
+    """--keep-servers: the servers each side started once and kept across its pairs (docs/ab.md)."""
+    started = "; ".join(f"{label}: " + (", ".join(f"{r.get('name')} started {r.get('starts')}x" for r in records)
+                                         or "none started")
+                        for label, records in result.kept_servers.items())
+    return ("servers kept across pairs (--keep-servers): each side's server is started once and its level is sampled "
+            "once a run, not once a pair" + (f"; {started}" if started else ""))
 
 
 def rounds_text(result: AbResult) -> str:

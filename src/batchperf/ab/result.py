@@ -135,6 +135,7 @@ class AbResult:
     warmup: Warmup | None = None  # the discarded warm-up pair (None: the run stopped before it)
     rounds: RoundsChoice | None = None  # the rounds per process, given or chosen (None: not yet known)
     minutes_needed: int | None = None  # status budget: the --max-minutes a verdict needs, when this one could not fit
+    kept_servers: dict[str, list[dict[str, Any]]] = field(default_factory=dict)  # --keep-servers: each side's, ended
 
     @property
     def versions_differ(self) -> dict[str, tuple[str, str]]:
@@ -167,7 +168,7 @@ class AbResult:
             "settings": {"margin": s.margin, "margins": dict(s.margins), "metrics": list(s.metrics), "alpha": s.alpha,
                          **self.judge.to_dict(), "level_method": self.level_method, "max_pairs": s.max_pairs,
                          "max_minutes": s.max_minutes, "rounds": s.rounds, "warmup": s.warmup, "design": self.design,
-                         "design_asked": s.design,
+                         "design_asked": s.design, "keep_servers": s.keep_servers,
                          "pytest_args": list(s.pytest_args)},
             "environments": envs,
             "versions_differ": {k: list(v) for k, v in self.versions_differ.items()} if len(self.probes) == 2 else {},
@@ -176,6 +177,8 @@ class AbResult:
             "only_in": self.only_in,
             "warmup": self.warmup.to_dict() if self.warmup else None,
             "rounds": self.rounds.to_dict() if self.rounds else None,
+            "kept_servers": {label: [{"name": r.get("name"), "starts": r.get("starts"), "log": r.get("log")}
+                                     for r in records] for label, records in self.kept_servers.items()},
             "pairs": [p.to_dict() for p in self.pairs],
             "cells": [c.to_dict() for c in self.cells.values()],
         }

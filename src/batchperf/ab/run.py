@@ -30,7 +30,7 @@ import os
 import signal
 import time
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from batchperf.ab import judge as ab_judge
@@ -43,6 +43,7 @@ from batchperf.ab.result import AbResult, CellState, Pair
 from batchperf.ab.settings import DEFAULT_ROUNDS, BudgetTooSmall, Settings, UsageProblem
 from batchperf.ab.warmup import WARMUP_ROUNDS, RoundsChoice, Warmup, choose_rounds
 from batchperf.launch.child import exit_code_of, stop_signals
+from batchperf.launch.kept_server import KEEP_ENV, OWNER_ENV, stop_kept
 from batchperf.regress.fingerprint import identity_diff
 from batchperf.results.io import atomic_write_text
 from batchperf.results.record import ResultsError
@@ -136,6 +137,9 @@ def run_ab(settings: Settings, runner: SideRunner = run_cells, prober: Prober = 
             result.status, result.reason = "failed", f"a results file could not be read: {exc}"
         except Exception as exc:  # noqa: BLE001 - whatever it was, the run ends as failed and says why
             result.status, result.reason = "failed", f"unexpected error: {type(exc).__name__}: {exc}"
+        finally:
+            if settings.keep_servers:  # ended however the run ended; a SIGKILL of ab ends them too (their guards)
+                result.kept_servers = {label: stop_kept(kept_folder(settings.out, label)) for label in ("A", "B")}
         if result.status == "running":
             result.status = "done"
         result.elapsed_s = clock() - start
@@ -209,7 +213,7 @@ def run_pair(result: AbResult, runner: SideRunner, rounds: int, stems: Mapping[s
              order: tuple[str, str]) -> dict[str, SideRun]:
     """One process of each environment on the cells still measured, in the run's design."""
     settings = result.settings
-    envs = {"A": settings.a, "B": settings.b}
+    envs = side_envs(settings)
     deselect = [f"--deselect={c.nodeid}" for c in result.cells.values() if c not in measuring(result)]
     deselect += [f"--deselect={nodeid}" for ids in result.only_in.values() for nodeid in ids]
     args = [*settings.run_args(rounds), *deselect]
@@ -222,6 +226,21 @@ def run_pair(result: AbResult, runner: SideRunner, rounds: int, stems: Mapping[s
         if runs[label].crashed:  # the pair is lost anyway: don't spend the other side's process
             break
     return runs
+
+
+def side_envs(settings: Settings) -> dict[str, Environment]:
+    """A and B as their processes run; with ``--keep-servers``, told where their kept servers are and whose they
+    are (:mod:`batchperf.launch.kept_server`: this process's, so they end with it)."""
+    envs = {"A": settings.a, "B": settings.b}
+    if not settings.keep_servers:
+        return envs
+    return {label: replace(env, vars=(*env.vars, (KEEP_ENV, str(kept_folder(settings.out, label))),
+                                      (OWNER_ENV, str(os.getpid()))))
+            for label, env in envs.items()}
+
+
+def kept_folder(out: Path, label: str) -> Path:
+    return out.resolve() / "servers" / label
 
 
 def crash_reason(run: SideRun, when: str, result: AbResult, kept: int) -> str:

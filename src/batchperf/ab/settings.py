@@ -48,6 +48,7 @@ class Settings:
     warmup: bool = True  # a warm-up pair before pair 1, discarded (--no-warmup: none)
     test: str = ab_judge.DEFAULT_TEST  # the interval of each look: "t" (sequential t) or "signed-rank"
     design: str = "auto"  # how a pair's two processes run (DESIGNS); auto: resident, sequential where a GPU is seen
+    keep_servers: bool = False  # each side's server started once and kept across its pairs (launch.kept_server)
     command: str = ""  # the command line, recorded so the run can be repeated
 
     def __post_init__(self) -> None:

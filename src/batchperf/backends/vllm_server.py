@@ -7,7 +7,9 @@ the batch size (and any ``server_args``), one server at a time, restarted when
 the batch size changes. Or it uses running servers given as ``server_url`` /
 ``$BATCHPERF_SERVER_URL`` (``URL`` or ``BATCH_SIZE=URL``, comma-separated): a
 cell runs on the one that serves its model at its batch size, and is skipped
-with the reason when none does (:mod:`batchperf.backends.external_server`). A
+with the reason when none does (:mod:`batchperf.backends.external_server`). Under
+``$BATCHPERF_KEEP_SERVERS`` (``batchperf ab --keep-servers``) a server it starts outlives the process and
+the next process of the same environment uses it again (:mod:`batchperf.launch.kept_server`). A
 model on dummy weights is served from its config folder with ``--load-format
 dummy --skip-tokenizer-init``; on a GPU, ``--gpu-memory-utilization`` leaves
 room for the suite's own HF copy of the model.
@@ -62,6 +64,7 @@ from batchperf.backends.model import LoadedModel
 from batchperf.backends.realtime import raise_process_threads, raise_thread, restore_threads
 from batchperf.backends.vllm_policy import VLLM_POLICIES, runs_priority, vllm_policy
 from batchperf.backends.vllm_scrape import ServerScrape
+from batchperf.launch.kept_server import keep_from_env, reuse_or_start
 from batchperf.launch.server_process import ServerProcess, free_port
 from batchperf.measure.client_lag import SCHEDULING, LoopLagMonitor, check_round, stalls_in_flight
 from batchperf.measure.clock import RunClock
@@ -122,16 +125,30 @@ class VLLMServerBackend:
         self.server: ServerProcess | None = None
         self._server_key: tuple[int, bool, bool] = (0, False, False)  # (batch size, prefix caching, priority)
         self._served: dict[str, ServedModel] = {}  # a given server's answer, by URL, asked once
+        try:
+            self.keep = None if self.given else keep_from_env()
+        except ValueError as exc:
+            raise BackendUnavailable(f"vllm-server: {exc}") from None
+        self._kept: dict[tuple[int, bool, bool], str] = {}  # (batch size, ...) -> a kept server's health URL
 
     def close(self) -> None:
+        """Stop our server; a kept one stays for the next process (its owner ends it)."""
+        self._kept = {}
         if self.server is not None:
             self.server.stop()
             self.server = None
 
     def base_url(self, batch_size: int, prefix_caching: bool = False, priority: bool = False) -> str:
         """Our server for ``batch_size`` (with prefix caching, the priority policy): started, or restarted when it
-        ran another batch size or setting."""
+        ran another batch size or setting; under ``$BATCHPERF_KEEP_SERVERS``, the kept one
+        (:mod:`batchperf.launch.kept_server`), found once a process."""
         key = (batch_size, prefix_caching, priority)
+        if self.keep is not None:  # kept across processes (batchperf ab --keep-servers)
+            if key not in self._kept:
+                self.close()  # one server of ours at a time, kept or not
+                self._kept = {key: reuse_or_start(self.keep, f"vllm-server-bs{batch_size}",
+                                                  lambda port: self._server_command(*key, port), READY_TIMEOUT_S)}
+            return self._kept[key].removesuffix("/health")
         if self.server is None or self._server_key != key or not self.server.running():
             self.close()
             self.server = self._start_server(*key)
@@ -150,8 +167,9 @@ class VLLMServerBackend:
         budget = step_budget_args(self.model, batch_size).get("max_num_batched_tokens")
         return speed_settings(server_env(), {"max_num_batched_tokens": budget, "server_args": list(self.server_args)})
 
-    def _start_server(self, batch_size: int, prefix_caching: bool = False, priority: bool = False) -> ServerProcess:
-        port = free_port()
+    def _server_command(self, batch_size: int, prefix_caching: bool, priority: bool,
+                        port: int) -> tuple[list[str], dict[str, str], str]:
+        """The server's argv, environment and health URL on ``port``."""
         argv = [
             sys.executable, "-m", "vllm.entrypoints.openai.api_server",
             "--model", str(self.model.path), "--served-model-name", SERVED_NAME,
@@ -169,7 +187,11 @@ class VLLMServerBackend:
         env = server_env()
         if prefix_caching:  # its development routes include POST /reset_prefix_cache, emptied before each run
             env["VLLM_SERVER_DEV_MODE"] = "1"
-        server = ServerProcess(argv, f"http://127.0.0.1:{port}/health", env=env, name=f"vllm-server-bs{batch_size}")
+        return argv, env, f"http://127.0.0.1:{port}/health"
+
+    def _start_server(self, batch_size: int, prefix_caching: bool = False, priority: bool = False) -> ServerProcess:
+        argv, env, health = self._server_command(batch_size, prefix_caching, priority, free_port())
+        server = ServerProcess(argv, health, env=env, name=f"vllm-server-bs{batch_size}")
         server.start(READY_TIMEOUT_S)
         return server
 
@@ -187,7 +209,8 @@ class VLLMServerBackend:
             reset_prefix_cache(base)
         url = base + "/v1/completions"
         clock = RunClock(None)  # client-side times: nothing of ours runs on a device
-        kv = {"server": url, "server_started_by_suite": not self.given, **figures}
+        kv = {"server": url, "server_started_by_suite": not self.given,
+              **({"server_kept": True} if self.keep is not None else {}), **figures}
         scrape = ServerScrape(base + "/metrics", METRICS_SAMPLE_S, thread_setup=raise_thread)
         timeout = self.request_timeout_s or request_timeout(workload, batch_size, concurrency)
         slots = workload.max_in_flight(concurrency)

@@ -91,6 +91,12 @@ def add_verdict_args(parser: argparse.ArgumentParser) -> None:
                              "and released in turns (A B | B A | ...), so the two sides' rounds lie seconds apart "
                              "instead of a process apart; 'duet', both measuring at the same time, each pinned to a core "
                              "of its own (swapped every pair). docs/ab.md, 'Designs', says which to use and why")
+    parser.add_argument("--keep-servers", action="store_true",
+                        help="start each environment's server (the vllm-server cells) once, in the warm-up, and keep "
+                             "it across that environment's pairs instead of starting one in every process: a pair "
+                             "then costs its pytest processes and rounds without two server starts (most of a "
+                             "2-minute vllm-server pair on 2 cores), but a server's own level is sampled once a run, not once a pair. docs/ab.md, 'Servers "
+                             "kept across pairs'")
     parser.add_argument("pytest_args", nargs="*", metavar="PYTEST_ARGS",
                         help="after --: the cells, as `pytest perf_tests` takes them (e.g. -m cpu -k vllm)")
 
@@ -116,7 +122,7 @@ def verdict_kwargs(args: argparse.Namespace) -> dict[str, Any]:
     return {"margin": margin, "margins": margins, "metrics": metrics, "alpha": args.alpha,
             "max_pairs": args.max_pairs, "max_minutes": args.max_minutes, "rounds": args.rounds, "warmup": args.warmup,
             "test": args.test,
-            "design": args.design,
+            "design": args.design, "keep_servers": args.keep_servers,
             "process_minutes": args.process_minutes,
             "pytest_args": tuple(args.pytest_args), "command": shlex.join(["batchperf", *sys.argv[1:]])}
 

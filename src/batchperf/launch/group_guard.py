@@ -10,6 +10,9 @@ and a changed parent pid covers a parent that died before that was set), or when
 ends every other member of its group: SIGTERM, then SIGKILL after GRACE_S. Without it a SIGKILLed
 pytest left the server only a SIGTERM of its own, and the children the server forked outlived it.
 
+PARENT_PID need not be the parent: a server kept across processes (:mod:`batchperf.launch.kept_server`)
+outlives the process that started it and goes with an owner further up (``batchperf ab``), watched by pid.
+
 Run by path, not as ``-m batchperf…``: it imports nothing of batchperf, so it starts whatever
 environment the server is given. It exits with the server's exit code (128 + N for a signal N).
 """
@@ -65,6 +68,18 @@ def end_group(grace_s: float, child: subprocess.Popen[bytes]) -> None:
             time.sleep(0.05)
 
 
+def _is_parent(pid: int) -> bool:
+    return os.getppid() == pid
+
+
+def _exists(pid: int) -> bool:
+    """An owner that is not this process's parent: alive while its pid is (polled every 0.2 s)."""
+    try:
+        return psutil.Process(pid).status() not in (psutil.STATUS_ZOMBIE, psutil.STATUS_DEAD)
+    except psutil.NoSuchProcess:
+        return False
+
+
 def main(argv: list[str]) -> int:
     if len(argv) < 4 or argv[2] != "--":
         print("usage: group_guard.py PARENT_PID GRACE_S -- COMMAND…", file=sys.stderr)
@@ -74,7 +89,8 @@ def main(argv: list[str]) -> int:
     for sig in STOP_SIGNALS:  # before the server starts: a stop that comes early must not be lost
         signal.signal(sig, lambda signum, frame: stop.append(signum))
     child = subprocess.Popen(command)
-    while not stop and os.getppid() == parent and child.poll() is None:
+    parent_alive = _is_parent if os.getppid() == parent else _exists
+    while not stop and parent_alive(parent) and child.poll() is None:
         try:
             child.wait(timeout=0.2)
         except subprocess.TimeoutExpired:

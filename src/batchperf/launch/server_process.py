@@ -74,15 +74,22 @@ class ServerProcess:
             return "(no log)"
         return "\n".join(text[-lines:])
 
-    def start(self, timeout_s: float) -> None:
-        _install_signal_handlers()
-        guard = [sys.executable, group_guard.__file__, str(os.getpid()), str(GUARD_GRACE_S), "--"]
+    def start(self, timeout_s: float, owner_pid: int | None = None) -> None:
+        """Start it and wait until it answers. ``owner_pid``: a server kept across processes
+        (:mod:`batchperf.launch.kept_server`): it ends with that process instead of this one, and neither this
+        process's exit nor its signals stop it (a failed start still does)."""
+        kept = owner_pid is not None
+        if not kept:
+            _install_signal_handlers()
+        guard = [sys.executable, group_guard.__file__, str(owner_pid if kept else os.getpid()), str(GUARD_GRACE_S),
+                 "--"]
         with self.log_path.open("wb") as log:
             self.proc = subprocess.Popen(
                 guard + self.argv, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                env=self.env, start_new_session=True, preexec_fn=_die_with_parent,
+                env=self.env, start_new_session=True, preexec_fn=None if kept else _die_with_parent,
             )
-        _LIVE.add(self)
+        if not kept:
+            _LIVE.add(self)
         deadline = time.monotonic() + timeout_s
         while time.monotonic() < deadline:
             if self.proc.poll() is not None:
@@ -90,7 +97,7 @@ class ServerProcess:
                 self.stop()
                 raise ServerStartError(f"{self.name} exited with code {code} before it was ready; "
                                        f"log {self.log_path}:\n{self.log_tail()}")
-            if _healthy(self.health_url):
+            if healthy(self.health_url):
                 return
             time.sleep(0.5)
         self.stop()
@@ -112,21 +119,21 @@ class ServerProcess:
         except subprocess.TimeoutExpired:
             pass
         if proc.poll() is None or _group_members(proc.pid):
-            _signal_group(proc.pid, signal.SIGKILL)  # the server, or children it left behind
+            signal_group(proc.pid, signal.SIGKILL)  # the server, or children it left behind
         proc.wait()
         deadline = time.monotonic() + STOP_GRACE_S
         while _group_members(proc.pid) and time.monotonic() < deadline:  # signals land asynchronously
             time.sleep(0.02)
 
 
-def _signal_group(pgid: int, sig: int) -> None:
+def signal_group(pgid: int, sig: int) -> None:
     try:
         os.killpg(pgid, sig)
     except (ProcessLookupError, PermissionError):
         pass
 
 
-def _healthy(url: str) -> bool:
+def healthy(url: str) -> bool:
     try:
         with urllib.request.urlopen(url, timeout=2) as response:
             return response.status == 200

@@ -1,0 +1,98 @@
+"""Servers kept across processes (``ab --keep-servers``): started once, used again by the next process of the same
+command, outliving the process that started them, ended by their owner or with it."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from hanging_child import all_gone, read_pids
+from paths import REPO, SUPPORT
+
+from batchperf.launch.kept_server import (
+    KEEP_ENV,
+    OWNER_ENV,
+    Keep,
+    keep_from_env,
+    read_record,
+    reuse_or_start,
+    server_key,
+    stop_kept,
+)
+from batchperf.launch.server_process import healthy
+
+# One process that asks for the kept server, prints its URL and exits (as a pair's pytest process does).
+ASK = """
+import sys
+from pathlib import Path
+from batchperf.launch.kept_server import keep_from_env, reuse_or_start
+script, pids, flag = sys.argv[1:4]
+def command(port):
+    return ([sys.executable, script, str(port), pids], {{"FLAG": flag}}, f"http://127.0.0.1:{{port}}/health")
+print(reuse_or_start(keep_from_env(), "fake", command, 30))
+"""
+
+
+def ask(tmp_path: Path, owner: int, flag: str = "x") -> str:
+    """The kept server's health URL, from a process of its own that then exits."""
+    env = {**os.environ, "PYTHONPATH": str(REPO / "src"), KEEP_ENV: str(tmp_path / "servers"), OWNER_ENV: str(owner)}
+    done = subprocess.run([sys.executable, "-c", ASK.format(), str(SUPPORT / "fake_health_server.py"),
+                           str(tmp_path / "pids.txt"), flag], env=env, capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+    return done.stdout.strip()
+
+
+def test_the_next_process_uses_the_kept_server_and_the_owner_ends_it(tmp_path: Path) -> None:
+    first = ask(tmp_path, os.getpid())
+    assert healthy(first)  # outlived the process that started it
+    assert ask(tmp_path, os.getpid()) == first  # the next process found it
+    pids = read_pids(tmp_path / "pids.txt")
+    assert len(pids) == 2  # one server and its child: started once
+    other = ask(tmp_path, os.getpid(), flag="y")  # another environment: another server
+    assert other != first
+    records = stop_kept(tmp_path / "servers")
+    assert sorted(r["starts"] for r in records) == [1, 1]
+    assert all_gone(read_pids(tmp_path / "pids.txt"))  # both servers and their children
+
+
+def test_a_kept_server_that_died_is_started_again(tmp_path: Path) -> None:
+    first = ask(tmp_path, os.getpid())
+    (record_path,) = (tmp_path / "servers").glob("server-*.json")
+    os.killpg(read_record(record_path)["pid"], signal.SIGKILL)
+    assert all_gone(read_pids(tmp_path / "pids.txt"))
+    second = ask(tmp_path, os.getpid())
+    assert healthy(second) and second != first
+    (record,) = stop_kept(tmp_path / "servers")
+    assert record["starts"] == 2
+
+
+def test_kept_servers_end_with_their_owner_even_when_it_is_killed(tmp_path: Path) -> None:
+    owner = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(600)"])
+    try:
+        assert healthy(ask(tmp_path, owner.pid))
+        pids = read_pids(tmp_path / "pids.txt")
+        owner.kill()
+        owner.wait()
+        assert all_gone(pids)
+    finally:
+        owner.kill()
+        stop_kept(tmp_path / "servers")
+
+
+def test_a_bad_owner_is_refused_naming_both_variables(tmp_path: Path) -> None:
+    assert keep_from_env({}) is None
+    assert keep_from_env({KEEP_ENV: str(tmp_path), OWNER_ENV: "12"}) == Keep(tmp_path, 12)
+    with pytest.raises(ValueError, match=f"{OWNER_ENV}='x' is not a pid.*or unset \\${KEEP_ENV}"):
+        keep_from_env({KEEP_ENV: str(tmp_path), OWNER_ENV: "x"})
+
+
+def test_a_servers_identity_leaves_out_what_pytest_changes_per_test() -> None:
+    base = server_key(["vllm", "--port", "0"], {"A": "1"})
+    assert server_key(["vllm", "--port", "0"], {"A": "1", "PYTEST_CURRENT_TEST": "t (call)"}) == base
+    assert server_key(["vllm", "--port", "0"], {"A": "2"}) != base
+    assert server_key(["vllm", "--port", "1"], {"A": "1"}) != base
+    assert reuse_or_start is not None
