@@ -25,11 +25,14 @@ from typing import Any
 import psutil
 
 from batchperf.launch.group_guard import group_members
+from batchperf.launch.round_gate import ENV as ROUND_GATE_ENV
 from batchperf.launch.server_process import STOP_GRACE_S, ServerProcess, free_port, healthy, signal_group
 
 KEEP_ENV = "BATCHPERF_KEEP_SERVERS"  # the folder of the kept servers' records
 OWNER_ENV = "BATCHPERF_KEEP_SERVERS_OWNER"  # the pid they end with
-VOLATILE = ("PYTEST_",)  # environment variables that change from test to test: not part of a server's identity
+# environment variables that change from test to test or process to process of one side, not part of a server's
+# identity: pytest's own, and the round gate of the pair (ab's resident design)
+VOLATILE = ("PYTEST_", ROUND_GATE_ENV)
 Command = Callable[[int], tuple[Sequence[str], Mapping[str, str], str]]  # port -> (argv, environment, health URL)
 _KEPT: list[ServerProcess] = []  # started here: held, so that no handle of a running child is ever collected
 
@@ -54,7 +57,7 @@ def keep_from_env(environ: Mapping[str, str] = os.environ) -> Keep | None:
 
 
 def server_key(argv: Sequence[str], env: Mapping[str, str]) -> str:
-    """What identifies a kept server: its command and environment, without the variables pytest changes per test."""
+    """What identifies a kept server: its command and environment, without the :data:`VOLATILE` variables."""
     stable = {k: v for k, v in env.items() if not k.startswith(VOLATILE)}
     return hashlib.sha256(json.dumps([list(argv), sorted(stable.items())]).encode()).hexdigest()
 
