@@ -67,12 +67,17 @@ def test_rounds_are_chosen_from_the_warm_up_when_not_given(tmp_path: Path, start
     assert f"{chosen} round(s) per process, chosen from the warm-up" in render_markdown(result)
 
 
-def test_given_rounds_are_used_as_given_warm_up_included(tmp_path: Path) -> None:
+def test_given_rounds_are_used_as_given_and_the_warm_up_runs_no_more_than_its_own(tmp_path: Path) -> None:
     fakes = FakeEnvs(cells=CELLS[:1], noise=0.004, seconds=60.0, round_s=0.5)
     result = run(fakes, settings(tmp_path, rounds=7, margin=0.05))
     assert result.rounds is not None and (result.rounds.chosen, result.rounds.given) == (7, 7)
-    assert {rounds_arg(args) for _, args in fakes.runs} == {"--batchperf-rounds=7"}
-    assert json.loads((tmp_path / "ab" / "ab.json").read_text())["rounds"]["why"] == "given"
+    assert [rounds_arg(args) for _, args in fakes.runs[:2]] == [f"--batchperf-rounds={WARMUP_ROUNDS}"] * 2
+    assert {rounds_arg(args) for _, args in fakes.runs[2:]} == {"--batchperf-rounds=7"}
+    saved = json.loads((tmp_path / "ab" / "ab.json").read_text())
+    assert saved["rounds"]["why"] == "given" and saved["warmup"]["rounds"] == WARMUP_ROUNDS
+    fewer = FakeEnvs(cells=CELLS[:1], noise=0.004, seconds=60.0, round_s=0.5)
+    run(fewer, settings(tmp_path / "fewer", rounds=2, margin=0.05))
+    assert {rounds_arg(args) for _, args in fewer.runs} == {"--batchperf-rounds=2"}  # the warm-up too: never more
 
 
 def test_rounds_in_the_pytest_arguments_count_as_given(tmp_path: Path) -> None:

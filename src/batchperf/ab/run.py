@@ -192,7 +192,9 @@ def warm_up(result: AbResult, runner: SideRunner, progress: Progress) -> bool:
     if not settings.warmup:
         result.warmup = Warmup(False, "--no-warmup")
         return True
-    rounds = result.rounds.chosen if result.rounds else WARMUP_ROUNDS
+    # a few rounds: the warm-up is for a fresh environment's one-time costs (compiling, caches, a kept server's start),
+    # which its first rounds pay; given rounds beyond those would only lengthen it
+    rounds = min(result.rounds.chosen, WARMUP_ROUNDS) if result.rounds else WARMUP_ROUNDS
     stems = {label: settings.out.resolve() / f"warmup-{label}" for label in ("A", "B")}
     progress(f"warm-up: one process of A and of B, {rounds} round(s), discarded")
     runs = run_pair(result, runner, rounds, stems, order_of(1))

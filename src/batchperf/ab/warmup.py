@@ -21,7 +21,7 @@ from batchperf.results.io import read_results
 
 MIN_ROUNDS = 3  # a median of fewer rounds follows a single jumping round (rounds jump 30-50% on a loaded VM)
 MAX_ROUNDS = 40  # vLLM's engine cell: 40 rounds gave a pair sd of 0.016 against 0.108 with 5 (vllm-upgrade study)
-WARMUP_ROUNDS = MIN_ROUNDS  # the warm-up's rounds when none are given: enough for a round's median cost
+WARMUP_ROUNDS = MIN_ROUNDS  # the warm-up's rounds (fewer when fewer are given): enough for a round's median cost
 
 
 @dataclass(frozen=True, slots=True)
