@@ -94,6 +94,7 @@ def test_a_servers_identity_leaves_out_what_pytest_changes_per_test() -> None:
     base = server_key(["vllm", "--port", "0"], {"A": "1"})
     assert server_key(["vllm", "--port", "0"], {"A": "1", "PYTEST_CURRENT_TEST": "t (call)"}) == base
     assert server_key(["vllm", "--port", "0"], {"A": "1", "BATCHPERF_ROUND_GATE": "/tmp/gate-7"}) == base
+    assert server_key(["vllm", "--port", "0"], {"A": "1", "_": "/usr/bin/time"}) == base
     assert server_key(["vllm", "--port", "0"], {"A": "2"}) != base
     assert server_key(["vllm", "--port", "1"], {"A": "1"}) != base
     assert reuse_or_start is not None

@@ -33,6 +33,7 @@ OWNER_ENV = "BATCHPERF_KEEP_SERVERS_OWNER"  # the pid they end with
 # environment variables that change from test to test or process to process of one side, not part of a server's
 # identity: pytest's own, and the round gate of the pair (ab's resident design)
 VOLATILE = ("PYTEST_", ROUND_GATE_ENV)
+SHELL = ("_", "OLDPWD", "SHLVL")  # what a shell sets per command it starts (bash's $_ is the command's path)
 Command = Callable[[int], tuple[Sequence[str], Mapping[str, str], str]]  # port -> (argv, environment, health URL)
 _KEPT: list[ServerProcess] = []  # started here: held, so that no handle of a running child is ever collected
 
@@ -57,8 +58,9 @@ def keep_from_env(environ: Mapping[str, str] = os.environ) -> Keep | None:
 
 
 def server_key(argv: Sequence[str], env: Mapping[str, str]) -> str:
-    """What identifies a kept server: its command and environment, without the :data:`VOLATILE` variables."""
-    stable = {k: v for k, v in env.items() if not k.startswith(VOLATILE)}
+    """What identifies a kept server: its command and environment, without the :data:`VOLATILE` and :data:`SHELL`
+    variables."""
+    stable = {k: v for k, v in env.items() if not k.startswith(VOLATILE) and k not in SHELL}
     return hashlib.sha256(json.dumps([list(argv), sorted(stable.items())]).encode()).hexdigest()
 
 
