@@ -127,6 +127,9 @@ def stop_kept(folder: Path) -> list[dict[str, Any]]:
     records = [r for p in sorted(folder.glob("server-*.json")) if (r := read_record(p)) is not None]
     for record in records:
         stop_recorded(record)
+    for server in list(_KEPT):  # one this process started itself: reap it, so that no zombie or warning is left
+        if server.proc is None or server.proc.poll() is not None:
+            _KEPT.remove(server)
     return records
 
 
