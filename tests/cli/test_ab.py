@@ -211,3 +211,12 @@ def test_a_worker_killed_mid_run_exits_4_naming_it(tmp_path: Path, capsys, monke
     line = one_line(capsys.readouterr().err)
     assert code == 4 and "environment B failed to run in pair 1 (killed by SIGKILL" in line
     assert CELLS[0] in line and "unexpected error" not in line
+
+
+def test_keep_servers_reaches_the_run_and_its_report(tmp_path: Path, monkeypatch) -> None:
+    fakes = FakeEnvs(cells=CELLS[:1], noise=0.004)
+    faked(monkeypatch, fakes)
+    assert main(ab(tmp_path, "--keep-servers", "--no-warmup", "--rounds", "3")) == 0
+    saved = json.loads((tmp_path / "out" / "ab.json").read_text())
+    assert saved["settings"]["keep_servers"] is True and saved["kept_servers"] == {"A": [], "B": []}
+    assert "A: none started; B: none started" in (tmp_path / "out" / "ab.md").read_text()  # the fakes start none
