@@ -145,7 +145,7 @@ class VLLMServerBackend:
         key = (batch_size, prefix_caching, priority)
         if self.keep is not None:  # kept across processes (batchperf ab --keep-servers)
             if key not in self._kept:
-                self.close()  # one server of ours at a time, kept or not
+                self.close()  # a server this process started itself; the kept ones all stay, for the next process
                 self._kept = {key: reuse_or_start(self.keep, f"vllm-server-bs{batch_size}",
                                                   lambda port: self._server_command(*key, port), READY_TIMEOUT_S)}
             return self._kept[key].removesuffix("/health")
