@@ -24,9 +24,15 @@ from typing import Any
 
 import psutil
 
-from batchperf.launch.group_guard import group_members
 from batchperf.launch.round_gate import ENV as ROUND_GATE_ENV
-from batchperf.launch.server_process import STOP_GRACE_S, ServerProcess, free_port, healthy, signal_group
+from batchperf.launch.server_process import (
+    STOP_GRACE_S,
+    ServerProcess,
+    free_port,
+    healthy,
+    signal_group,
+    wait_group_gone,
+)
 
 KEEP_ENV = "BATCHPERF_KEEP_SERVERS"  # the folder of the kept servers' records
 OWNER_ENV = "BATCHPERF_KEEP_SERVERS_OWNER"  # the pid they end with
@@ -114,12 +120,9 @@ def stop_recorded(record: Mapping[str, Any]) -> None:
         os.kill(pid, signal.SIGTERM)  # only the guard: it ends the group (a second SIGTERM skips vLLM's shutdown)
     except ProcessLookupError:
         return
-    for sig in (signal.SIGKILL, None):
-        deadline = time.monotonic() + STOP_GRACE_S
-        while group_members(pid) and time.monotonic() < deadline:
-            time.sleep(0.05)
-        if sig is not None and group_members(pid):
-            signal_group(pid, sig)
+    if not wait_group_gone(pid, STOP_GRACE_S):
+        signal_group(pid, signal.SIGKILL)
+        wait_group_gone(pid, STOP_GRACE_S)
 
 
 def stop_kept(folder: Path) -> list[dict[str, Any]]:

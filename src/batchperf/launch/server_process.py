@@ -121,9 +121,15 @@ class ServerProcess:
         if proc.poll() is None or _group_members(proc.pid):
             signal_group(proc.pid, signal.SIGKILL)  # the server, or children it left behind
         proc.wait()
-        deadline = time.monotonic() + STOP_GRACE_S
-        while _group_members(proc.pid) and time.monotonic() < deadline:  # signals land asynchronously
-            time.sleep(0.02)
+        wait_group_gone(proc.pid, STOP_GRACE_S)  # signals land asynchronously
+
+
+def wait_group_gone(pgid: int, seconds: float) -> bool:
+    """Wait up to ``seconds`` for process group ``pgid`` to have no live member; whether it has none."""
+    deadline = time.monotonic() + seconds
+    while _group_members(pgid) and time.monotonic() < deadline:
+        time.sleep(0.02)
+    return not _group_members(pgid)
 
 
 def signal_group(pgid: int, sig: int) -> None:
