@@ -24,7 +24,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from batchperf.engine.block_manager import BlockManager, blocks_for
-from batchperf.engine.model_runner import ModelRunner, _onednn_gated, _prepacked, _RMSNorm, prepack_supported
+from batchperf.engine.matmul import few_rows_supported, onednn_gated, prepack_supported, prepacked
+from batchperf.engine.model_runner import ModelRunner, _RMSNorm
 from batchperf.engine.request import Request
 from batchperf.engine.scheduler import Scheduled, Scheduler, SchedulerConfig
 
@@ -70,8 +71,9 @@ def hf_reference(model, request: Request) -> tuple[list[int], torch.Tensor]:
 
 
 def run_engine(runner: ModelRunner, requests: list[Request], config: SchedulerConfig, num_blocks: int):
-    """Drive scheduler and runner to the end; each request's logits per sampled token, and the preemptions."""
-    runner.allocate(num_blocks)
+    """Drive scheduler and runner to the end; each request's logits per sampled token, and the preemptions. The
+    pool is allocated as the backend does, with the batch size (MKL's packed weights for it, where supported)."""
+    runner.allocate(num_blocks, config.batch_size)
     scheduler = Scheduler(config, BlockManager(num_blocks, runner.block_size, runner.bytes_per_block))
     for request in requests:
         scheduler.add(request)
@@ -110,8 +112,12 @@ def assert_matches_generate(model, request: Request, logits: list[torch.Tensor])
     block_size=st.sampled_from([1, 4, 16]),
     spare_blocks=st.integers(0, 6),
     budget=st.one_of(st.none(), st.integers(0, 12)),
+    few_rows=st.booleans(),
 )
-def test_outputs_equal_generate_for_each_request_alone(model, shapes, seed, batch_size, block_size, spare_blocks, budget):
+def test_outputs_equal_generate_for_each_request_alone(model, shapes, seed, batch_size, block_size, spare_blocks, budget,
+                                                       few_rows):
+    """``few_rows``: MKL's packed GEMM for steps of at most a batch of rows where it runs (an Intel CPU in float32),
+    or never (oneDNN's prepacked weights for every matmul)."""
     rng = random.Random(seed)
     requests = [
         Request(i, tuple(rng.randrange(1, model.vocab_size) for _ in range(p)), t) for i, (p, t) in enumerate(shapes)
@@ -119,7 +125,7 @@ def test_outputs_equal_generate_for_each_request_alone(model, shapes, seed, batc
     # room for the largest request and a few blocks more: small pools force preemption and recompute
     largest = max(blocks_for(r.prompt_len + r.target_len - 1, block_size) for r in requests)
     config = SchedulerConfig(batch_size, None if budget is None else batch_size + budget)
-    runner = ModelRunner(model.model, block_size, suppress_ids=[eos_of(model)])
+    runner = ModelRunner(model.model, block_size, suppress_ids=[eos_of(model)], few_rows=None if few_rows else False)
     logits, _ = run_engine(runner, requests, config, largest + spare_blocks)
     for request in requests:
         assert_matches_generate(model, request, logits[request.request_id])
@@ -139,7 +145,9 @@ def test_preemption_and_chunks_still_match_generate(model):
 # under inference_mode F.linear reaches the dispatcher whole; outside it, as (add)mm
 _MATMULS = (torch.ops.aten.linear.default, torch.ops.aten.mm.default, torch.ops.aten.addmm.default,
             # the CPU float32 runner: oneDNN on prepacked weights, the residual add fused into O and down
-            torch.ops.mkldnn._linear_pointwise.default, torch.ops.mkldnn._linear_pointwise.binary)
+            torch.ops.mkldnn._linear_pointwise.default, torch.ops.mkldnn._linear_pointwise.binary,
+            # on an Intel CPU, steps of at most a batch of rows: MKL's packed GEMM (no fused post-ops)
+            torch.ops.mkl._mkl_linear.default)
 
 
 class _CountMatmuls(torch.utils._python_dispatch.TorchDispatchMode):
@@ -300,5 +308,67 @@ def test_the_runners_rms_norm_is_hugging_faces(dtype):
 def test_the_fused_gate_is_silu_of_gate_times_up(rows):
     torch.manual_seed(rows)
     x, gate, up = torch.randn(rows, 64), torch.randn(96, 64) * 0.2, torch.randn(96, 64) * 0.2
-    got = _onednn_gated(x, _prepacked(gate), _prepacked(up))
+    got = onednn_gated(x, prepacked(gate), prepacked(up))
     torch.testing.assert_close(got, torch.nn.functional.silu(x @ gate.T) * (x @ up.T), rtol=1e-5, atol=1e-5)
+
+
+_FEW_ROWS = few_rows_supported(torch.device("cpu"), torch.float32)
+
+
+@pytest.mark.skipif(not _FEW_ROWS, reason="MKL's packed GEMM for few rows runs on an Intel CPU (MKL built in)")
+def test_few_rows_decode_steps_cost_the_same_calls_at_any_batch_below_the_packed_rows(tiny_model):
+    """With the weights packed for 4 rows, a decode step of 1 or 3 requests (both padded to 4) makes the same torch
+    ops, Python calls and C calls, and every matmul of it is MKL's packed call: 4 a layer (QKV, O, gate-up, down)
+    and the LM head."""
+    runner = ModelRunner(tiny_model.model, 4, suppress_ids=[eos_of(tiny_model)])
+    runner.allocate(512, batch_size=4)
+    assert runner.few is not None and runner.few.rows == 4
+    blocks = BlockManager(512, 4, runner.bytes_per_block)
+    costs, matmuls = {}, {}
+    for batch in (1, 3):
+        step = _decode_step(runner, blocks, batch)
+        costs[batch] = _decode_cost(runner, step)
+        with _CountMatmuls() as counter:
+            runner.run(step)
+        matmuls[batch] = counter.count
+        for item in step:
+            blocks.release(item.request)
+    assert costs[1] == costs[3], costs
+    assert matmuls[1] == matmuls[3] == 4 * len(runner.layers) + 1
+
+
+@pytest.mark.skipif(not _FEW_ROWS, reason="MKL's packed GEMM for few rows runs on an Intel CPU (MKL built in)")
+def test_a_new_batch_size_repacks_and_the_same_one_does_not(tiny_model):
+    runner = ModelRunner(tiny_model.model, 4, suppress_ids=[eos_of(tiny_model)])
+    runner.allocate(16, batch_size=4)
+    first = runner.few
+    runner.allocate(16, batch_size=4)
+    assert runner.few is first
+    runner.allocate(16, batch_size=8)
+    assert runner.few is not first and runner.few.rows == 8
+
+
+def test_few_rows_is_refused_where_mkl_cannot_run_it(tiny_model, monkeypatch):
+    """Not an Intel CPU (MKL's slow path): asked for, a clear error naming the vendor; by default, off."""
+    from batchperf.engine import matmul
+
+    monkeypatch.setattr(matmul, "cpu_vendor", lambda: "AuthenticAMD")
+    with pytest.raises(ValueError, match="cannot run here: it runs on an Intel CPU, not AuthenticAMD"):
+        ModelRunner(tiny_model.model, 4, few_rows=True)
+    runner = ModelRunner(tiny_model.model, 4)
+    runner.allocate(16, batch_size=4)
+    assert runner.few is None
+
+
+def test_prompts_longer_than_an_mlp_slice_match_generate(tiny_model):
+    """Two prompts of 300 and 230 tokens in one step (530 rows): the MLP runs over ``MLP_ROWS`` rows at a time."""
+    from batchperf.engine.model_runner import MLP_ROWS
+
+    rng = random.Random(11)
+    requests = [Request(i, tuple(rng.randrange(1, tiny_model.vocab_size) for _ in range(n)), 3)
+                for i, n in enumerate((300, 230))]
+    assert sum(r.prompt_len for r in requests) > 2 * MLP_ROWS
+    runner = ModelRunner(tiny_model.model, 16, suppress_ids=[eos_of(tiny_model)])
+    logits, _ = run_engine(runner, requests, SchedulerConfig(2), num_blocks=64)
+    for request in requests:
+        assert_matches_generate(tiny_model, request, logits[request.request_id])

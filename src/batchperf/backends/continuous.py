@@ -142,7 +142,7 @@ class ContinuousBackend:
         """``policy``: the batching policy its scheduler runs (None: fcfs, the engine's own), built afresh for the
         run from the cell's batch size and the workload's tenants; what it did is in ``RunTrace.policy``."""
         num_blocks = self.pool_blocks(workload, batch_size)
-        self.runner.allocate(num_blocks)
+        self.runner.allocate(num_blocks, batch_size)
         blocks = BlockManager(num_blocks, self.block_size, self.runner.bytes_per_block)
         built = None if policy is None else build_policy(policy, workload, batch_size)
         engine = LLMEngine(SchedulerConfig(batch_size, self.max_step_tokens), blocks, self.runner, policy=built)

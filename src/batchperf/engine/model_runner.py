@@ -27,10 +27,11 @@ computed exactly as before, so outputs do not change.
 
 On the CPU in float32 every matmul runs through oneDNN on weights reordered
 once, at construction, into its blocked layout (``prepack``), as vLLM's CPU
-engine does (``onednn_mm``): ``F.linear`` goes to MKL, which on this project's
-AMD CPUs takes 1.2-3x longer on the prefill shapes (studies/continuous-step).
-The residual adds and the MLP's ``silu(gate) * up`` ride on those matmuls as
-oneDNN post-ops; RMSNorm and the attention masks are written to make few ops.
+engine does (``onednn_mm``), with the residual adds and the MLP's
+``silu(gate) * up`` as its post-ops; on Intel CPUs the matmuls of at most a
+batch of rows (every decode step, the last layer's sampled rows, the LM head)
+run on MKL's packed GEMM instead (``few_rows``; :mod:`batchperf.engine.matmul`).
+RMSNorm and the attention masks are written to make few ops.
 """
 
 from __future__ import annotations
@@ -38,14 +39,27 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 import torch
 import torch.nn.functional as F
 
+from batchperf.engine.matmul import (
+    FewRows,
+    Packed,
+    few_rows_unsupported,
+    linear_add,
+    onednn_gated,
+    onednn_linear,
+    onednn_linear_add,
+    prepack_supported,
+    prepacked,
+)
 from batchperf.engine.scheduler import Scheduled
 
+# a prefill's MLP runs over this many rows at a time (4 x 256-token prompts in one step: 0.95x the step's time)
+MLP_ROWS = 256
 SUPPORTED_MODEL_TYPES = frozenset({"qwen2", "qwen3", "llama", "mistral"})
 
 
@@ -89,8 +103,17 @@ class _Layer:
     ln_mlp: _RMSNorm
     q_norm: _RMSNorm | None = None  # over head_dim: Qwen3's RMSNorm of each query / key head, before rotary
     k_norm: _RMSNorm | None = None
-    w_gate: torch.Tensor | None = None  # [intermediate, hidden], prepacked: the fused path (``_onednn_gated``)
+    w_gate: torch.Tensor | None = None  # [intermediate, hidden], prepacked: the fused path (``onednn_gated``)
     w_up: torch.Tensor | None = None
+
+
+class _FewRowsLayer(NamedTuple):
+    """A layer's weights in MKL's packed layout, for matmuls of at most a batch of rows (``FewRows``)."""
+
+    qkv: Packed
+    o: Packed
+    gate_up: Packed
+    down: Packed
 
 
 def _linear_bias(linear: Any) -> torch.Tensor:
@@ -99,47 +122,14 @@ def _linear_bias(linear: Any) -> torch.Tensor:
     return torch.zeros(linear.out_features, dtype=linear.weight.dtype, device=linear.weight.device)
 
 
-def _prepacked(weight: torch.Tensor) -> torch.Tensor:
-    """``weight`` [out, in] reordered into oneDNN's blocked layout (an opaque tensor only ``_onednn_linear`` reads)."""
-    return torch.ops.mkldnn._reorder_linear_weight(weight, None)
-
-
-def _onednn_linear(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None = None) -> torch.Tensor:
-    """``F.linear`` on a ``_prepacked`` weight."""
-    return torch.ops.mkldnn._linear_pointwise(x, weight, bias, "none", [], "")
-
-
-def _onednn_linear_add(residual: torch.Tensor, x: torch.Tensor, weight: torch.Tensor) -> torch.Tensor:
-    """``residual + x @ weight.T`` with the add fused into the matmul (the same sums: oneDNN adds after the dot)."""
-    return torch.ops.mkldnn._linear_pointwise.binary(x, residual, weight, None, "add")
-
-
-def _onednn_gated(x: torch.Tensor, w_gate: torch.Tensor, w_up: torch.Tensor) -> torch.Tensor:
-    """``silu(x @ w_gate.T) * (x @ w_up.T)`` in two matmuls whose post-ops (oneDNN's swish, then mul) do the rest.
-
-    One matmul over the concatenated weights followed by ``silu`` and ``*`` on its two halves (strided views) took
-    1.4-1.7x as long on 128-256 rows, the size of a prompt's prefill step, and 0.98-1.07x on 4-16 decode rows
-    (studies/continuous-step).
-    """
-    gate = torch.ops.mkldnn._linear_pointwise(x, w_gate, None, "swish", [], "")
-    return torch.ops.mkldnn._linear_pointwise.binary(x, gate, w_up, None, "mul")
-
-
-def _linear_add(residual: torch.Tensor, x: torch.Tensor, weight: torch.Tensor) -> torch.Tensor:
-    return residual + F.linear(x, weight)
-
-
-def prepack_supported(device: torch.device, dtype: torch.dtype) -> bool:
-    """oneDNN's prepacked matmul: the CPU in float32 (bfloat16 keeps F.linear, whose sums the bf16 tests pin)."""
-    return device.type == "cpu" and dtype == torch.float32 and torch.backends.mkldnn.is_available()
-
-
 class ModelRunner:
     """Packs a step's tokens, runs the model once, returns each sampling request's greedy token."""
 
     def __init__(self, hf_model: Any, block_size: int, suppress_ids: Sequence[int] = (),
-                 prepack: bool | None = None) -> None:
-        """``prepack``: run the matmuls through oneDNN on reordered weights (None: where ``prepack_supported``)."""
+                 prepack: bool | None = None, few_rows: bool | None = None) -> None:
+        """``prepack``: run the matmuls through oneDNN on reordered weights (None: where ``prepack_supported``);
+        ``few_rows``: once ``allocate`` is told the batch size, run the matmuls of at most that many rows on
+        weights packed by MKL for it (None: where ``few_rows_supported``, i.e. an Intel CPU in float32)."""
         config = hf_model.config
         model_type = getattr(config, "model_type", None)
         if model_type not in SUPPORTED_MODEL_TYPES:
@@ -161,9 +151,19 @@ class ModelRunner:
         elif prepack and not prepack_supported(self.device, self.dtype):
             raise ValueError(f"prepack: oneDNN's prepacked matmul runs on the CPU in float32, not {self.device} "
                              f"{self.dtype}")
+        why_not = few_rows_unsupported(self.device, self.dtype)
+        if few_rows is None:
+            few_rows = why_not is None
+        elif few_rows and why_not is not None:
+            raise ValueError(f"few_rows: MKL's packed GEMM cannot run here: {why_not}; leave few_rows=None")
         self.prepack = prepack
-        self.linear = _onednn_linear if prepack else F.linear
-        self.linear_add = _onednn_linear_add if prepack else _linear_add  # the residual stream's two matmuls
+        self.linear = onednn_linear if prepack else F.linear
+        self.linear_add = onednn_linear_add if prepack else linear_add  # the residual stream's two matmuls
+        self.few_rows_supported = few_rows
+        self.few: FewRows | None = None  # set by allocate(batch_size=...) where few_rows is supported
+        self._few_layers: list[_FewRowsLayer] = []
+        self._few_head: Packed | None = None
+        self._hf_model = hf_model  # the weights FewRows packs, once the batch size is known
         self.fuse_gate = prepack and getattr(config, "hidden_act", None) == "silu"
         inner = hf_model.model
         with torch.no_grad():
@@ -185,7 +185,7 @@ class ModelRunner:
 
     def _matrix(self, weight: torch.Tensor) -> torch.Tensor:
         """A weight as ``self.linear`` reads it."""
-        return _prepacked(weight.contiguous()) if self.prepack else weight
+        return prepacked(weight.contiguous()) if self.prepack else weight
 
     def _norm(self, norm: Any) -> _RMSNorm | None:
         return None if norm is None else _RMSNorm.of(norm.weight, self.eps)
@@ -212,12 +212,29 @@ class ModelRunner:
     def bytes_per_block(self) -> int:
         return 2 * len(self.layers) * self.block_size * self.kv_heads * self.head_dim * self.dtype.itemsize
 
-    def allocate(self, num_blocks: int) -> None:
-        """The KV pool: ``[layers, 2 (K, V), num_blocks * block_size (slots), kv_heads, head_dim]``."""
+    def allocate(self, num_blocks: int, batch_size: int | None = None) -> None:
+        """The KV pool: ``[layers, 2 (K, V), num_blocks * block_size (slots), kv_heads, head_dim]``; with
+        ``batch_size`` (the most requests a step runs), the weights packed for matmuls of that many rows where
+        ``few_rows`` is supported (every decode step's, the last layer's sampled rows', the LM head's)."""
+        if batch_size is not None and self.few_rows_supported and (self.few is None or self.few.rows != batch_size):
+            self._pack_few_rows(batch_size)
         shape = (len(self.layers), 2, num_blocks * self.block_size, self.kv_heads, self.head_dim)
         if self.kv is None or self.kv.shape != shape:
             self.kv = None  # free the old pool before allocating the new one
             self.kv = torch.zeros(shape, dtype=self.dtype, device=self.device)
+
+    @torch.no_grad()
+    def _pack_few_rows(self, rows: int) -> None:
+        self.few = few = FewRows(rows)
+        self._few_layers = []
+        for layer in self._hf_model.model.layers:
+            attn, mlp = layer.self_attn, layer.mlp
+            self._few_layers.append(_FewRowsLayer(
+                qkv=few.pack(torch.cat([attn.q_proj.weight, attn.k_proj.weight, attn.v_proj.weight])),
+                o=few.pack(attn.o_proj.weight),
+                gate_up=few.pack(torch.cat([mlp.gate_proj.weight, mlp.up_proj.weight])),
+                down=few.pack(mlp.down_proj.weight)))
+        self._few_head = few.pack(self._hf_model.lm_head.weight)
 
     def run(self, step: Sequence[Scheduled]) -> list[int | None]:
         """Greedy next token of every item that samples this step (None for a prompt chunk that doesn't)."""
@@ -237,7 +254,11 @@ class ModelRunner:
         order = [i for i, it in enumerate(step) if it.num_new == 1] + [i for i, it in enumerate(step) if it.num_new != 1]
         packed = _Packed.build([step[i] for i in order], self.block_size, self.device, self.dtype)
         hidden = self._forward(packed)  # [sampling items, hidden], in packed order
-        logits = self.linear(self.norm(hidden), self.lm_head)
+        hidden = self.norm(hidden)
+        if self.few is not None and self.few.fits(hidden):
+            logits = self.few.linear(hidden, self._few_head)
+        else:
+            logits = self.linear(hidden, self.lm_head)
         if self.suppress.numel():
             logits[:, self.suppress] = float("-inf")  # EOS cannot come before the target length
         return [i for i in order if step[i].samples], logits
@@ -249,8 +270,12 @@ class ModelRunner:
         x = F.embedding(p.input_ids, self.embed)  # [T, hidden]
         last = len(self.layers) - 1
         for index, (layer, cache) in enumerate(zip(self.layers, self.kv)):
+            few = self._few_layers[index] if self.few is not None else None
             h = layer.ln_attn(x)
-            qkv = self.linear(h, layer.w_qkv, layer.b_qkv)  # [T, (H + 2 KVH) D]
+            if few is not None and self.few.fits(h):
+                qkv = self.few.linear(h, few.qkv, layer.b_qkv)  # [T, (H + 2 KVH) D]
+            else:
+                qkv = self.linear(h, layer.w_qkv, layer.b_qkv)
             qk = qkv[:, : (H + KVH) * D].view(T, H + KVH, D)
             if layer.q_norm is not None:  # Qwen3: each head normalised on its own
                 qk = torch.cat([layer.q_norm(qk[:, :H]), layer.k_norm(qk[:, H:])], 1)
@@ -266,15 +291,25 @@ class ModelRunner:
             else:  # from here on only the sampled rows matter
                 attn = self._attention(p, q, k, v, k_cache, v_cache, sampled_only=True)  # [n, H, D]
                 x = x[p.keep_rows]
-            x = self.linear_add(x, attn.reshape(-1, H * D), layer.w_o)
-            h = layer.ln_mlp(x)
-            x = self.linear_add(x, self._gated(h, layer), layer.w_down)
+            if few is not None and self.few.fits(x):  # the last layer's sampled rows, or a decode step
+                x = x + self.few.linear(attn.reshape(-1, H * D), few.o)
+                gate, up = self.few.linear(layer.ln_mlp(x), few.gate_up).chunk(2, -1)
+                x = x + self.few.linear(self.act(gate) * up, few.down)
+            else:
+                x = self._mlp(self.linear_add(x, attn.reshape(-1, H * D), layer.w_o), layer)
         return x
+
+    def _mlp(self, x: torch.Tensor, layer: _Layer) -> torch.Tensor:
+        """``x + down(act(gate(h)) * up(h))``, ``h = ln_mlp(x)``; a prefill's rows ``MLP_ROWS`` at a time, so its
+        ``[rows, intermediate]`` temporaries are small enough to stay in the cache and in the allocator's heap."""
+        if x.shape[0] <= MLP_ROWS:
+            return self.linear_add(x, self._gated(layer.ln_mlp(x), layer), layer.w_down)
+        return torch.cat([self._mlp(x[start:start + MLP_ROWS], layer) for start in range(0, x.shape[0], MLP_ROWS)])
 
     def _gated(self, h: torch.Tensor, layer: _Layer) -> torch.Tensor:
         """The MLP's ``act(gate) * up``, before its down projection."""
         if layer.w_gate_up is None:
-            return _onednn_gated(h, layer.w_gate, layer.w_up)
+            return onednn_gated(h, layer.w_gate, layer.w_up)
         gate, up = self.linear(h, layer.w_gate_up).chunk(2, -1)
         return self.act(gate) * up
 
