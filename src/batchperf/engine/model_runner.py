@@ -144,6 +144,7 @@ class ModelRunner:
         self.kv_heads = int(config.num_key_value_heads or self.heads)
         self.head_dim = int(getattr(config, "head_dim", None) or config.hidden_size // self.heads)
         self.eps = float(config.rms_norm_eps)
+        self.intermediate = int(config.intermediate_size)
         self.dtype = hf_model.dtype
         self.device = hf_model.device
         if prepack is None:
@@ -175,11 +176,14 @@ class ModelRunner:
             # cos/sin of every position, from the model's own rotary module (so rope scaling is honoured)
             positions = torch.arange(int(config.max_position_embeddings), device=self.device)[None]
             probe = torch.zeros(1, dtype=self.dtype, device=self.device)
-            cos, sin = inner.rotary_emb(probe, positions)
-            self.cos, sin = cos[0].to(self.dtype), sin[0].to(self.dtype)  # [max_pos, head_dim]
-            # rotate_half(x) * sin == swap_halves(x) * (sin with its first half negated): one flip, no neg + cat
+            cos, sin = (c[0].to(self.dtype).float() for c in inner.rotary_emb(probe, positions))  # [max_pos, D]
             half = self.head_dim // 2
-            self.sin = torch.cat((-sin[:, :half], sin[:, half:]), -1)
+            if not (torch.equal(cos[:, :half], cos[:, half:]) and torch.equal(sin[:, :half], sin[:, half:])):
+                raise ValueError("the model's rotary embedding repeats no frequencies over the two halves of a head "
+                                 "(rotate_half's form): the continuous runner implements only that form")
+            # rotary as one complex product: x * cos + rotate_half(x) * sin pairs dim j with dim j + D/2, so the
+            # query and key rows of the QKV weight are reordered (``_interleaved``) to hold each pair side by side
+            self.rotary = torch.complex(cos[:, :half], sin[:, :half])  # [max_pos, D/2]
         self.suppress = torch.tensor(sorted(set(suppress_ids)), dtype=torch.long, device=self.device)
         self.kv: torch.Tensor | None = None
 
@@ -188,21 +192,36 @@ class ModelRunner:
         return prepacked(weight.contiguous()) if self.prepack else weight
 
     def _norm(self, norm: Any) -> _RMSNorm | None:
-        return None if norm is None else _RMSNorm.of(norm.weight, self.eps)
+        return None if norm is None else _RMSNorm.of(self._interleaved(norm.weight.detach()), self.eps)
+
+    def _interleaved(self, rows: torch.Tensor) -> torch.Tensor:
+        """A query or key projection's rows (or bias, or a per-head norm's weight) reordered within each head from
+        ``(x_0 .. x_{D/2-1}, x_{D/2} .. x_{D-1})`` to ``(x_0, x_{D/2}, x_1, x_{D/2+1}, ..)``: the pairs that rotary
+        rotates together, side by side as one complex number's parts. Queries and keys are reordered alike, so
+        their dot products, and so attention, are unchanged."""
+        D = self.head_dim
+        order = torch.arange(D, device=rows.device).view(2, D // 2).t().reshape(-1)
+        return rows.reshape(-1, D, *rows.shape[1:])[:, order].reshape(rows.shape)
+
+    def _qkv_weight(self, attn: Any) -> torch.Tensor:
+        """The concatenated QKV weight, its query and key rows ``_interleaved``."""
+        return torch.cat([self._interleaved(attn.q_proj.weight.detach()),
+                          self._interleaved(attn.k_proj.weight.detach()), attn.v_proj.weight.detach()])
 
     def _layer(self, layer: Any) -> _Layer:
         attn, mlp = layer.self_attn, layer.mlp
         return _Layer(
-            w_qkv=self._matrix(torch.cat([attn.q_proj.weight, attn.k_proj.weight, attn.v_proj.weight]).detach()),
-            b_qkv=None if attn.q_proj.bias is None else torch.cat(
-                [_linear_bias(attn.q_proj), _linear_bias(attn.k_proj), _linear_bias(attn.v_proj)]),
+            w_qkv=self._matrix(self._qkv_weight(attn)),
+            b_qkv=None if attn.q_proj.bias is None else torch.cat([
+                self._interleaved(_linear_bias(attn.q_proj)), self._interleaved(_linear_bias(attn.k_proj)),
+                _linear_bias(attn.v_proj)]),
             w_o=self._matrix(attn.o_proj.weight.detach()),
             w_gate_up=None if self.fuse_gate else self._matrix(
                 torch.cat([mlp.gate_proj.weight, mlp.up_proj.weight]).detach()),
             w_down=self._matrix(mlp.down_proj.weight.detach()),
             ln_attn=_RMSNorm.of(layer.input_layernorm.weight, self.eps),
             ln_mlp=_RMSNorm.of(layer.post_attention_layernorm.weight, self.eps),
-            q_norm=self._norm(getattr(attn, "q_norm", None)),
+            q_norm=self._norm(getattr(attn, "q_norm", None)),  # over one head: its weight reordered as the head
             k_norm=self._norm(getattr(attn, "k_norm", None)),
             w_gate=self._matrix(mlp.gate_proj.weight.detach()) if self.fuse_gate else None,
             w_up=self._matrix(mlp.up_proj.weight.detach()) if self.fuse_gate else None,
@@ -230,7 +249,7 @@ class ModelRunner:
         for layer in self._hf_model.model.layers:
             attn, mlp = layer.self_attn, layer.mlp
             self._few_layers.append(_FewRowsLayer(
-                qkv=few.pack(torch.cat([attn.q_proj.weight, attn.k_proj.weight, attn.v_proj.weight])),
+                qkv=few.pack(self._qkv_weight(attn)),
                 o=few.pack(attn.o_proj.weight),
                 gate_up=few.pack(torch.cat([mlp.gate_proj.weight, mlp.up_proj.weight])),
                 down=few.pack(mlp.down_proj.weight)))
@@ -260,13 +279,13 @@ class ModelRunner:
         else:
             logits = self.linear(hidden, self.lm_head)
         if self.suppress.numel():
-            logits[:, self.suppress] = float("-inf")  # EOS cannot come before the target length
+            logits.index_fill_(1, self.suppress, float("-inf"))  # EOS cannot come before the target length
         return [i for i in order if step[i].samples], logits
 
     def _forward(self, p: _Packed) -> torch.Tensor:
         """Hidden states of the sampled rows (``p.keep_rows``) after the last layer."""
         T, H, KVH, D = p.input_ids.numel(), self.heads, self.kv_heads, self.head_dim
-        cos, sin = self.cos[p.positions][:, None], self.sin[p.positions][:, None]  # [T, 1, D]
+        rotary = self.rotary[p.positions][:, None]  # [T, 1, D/2]
         x = F.embedding(p.input_ids, self.embed)  # [T, hidden]
         last = len(self.layers) - 1
         for index, (layer, cache) in enumerate(zip(self.layers, self.kv)):
@@ -279,8 +298,9 @@ class ModelRunner:
             qk = qkv[:, : (H + KVH) * D].view(T, H + KVH, D)
             if layer.q_norm is not None:  # Qwen3: each head normalised on its own
                 qk = torch.cat([layer.q_norm(qk[:, :H]), layer.k_norm(qk[:, H:])], 1)
-            swapped = qk.view(T, H + KVH, 2, D // 2).flip(2).view(T, H + KVH, D)
-            qk = torch.addcmul(qk * cos, swapped, sin)  # rotary, q and k at once (``self.sin``: rotate_half's sign)
+            # rotary, q and k at once: each (x_j, x_{j+D/2}) pair times e^(i theta_j), in float32 (a no-op there)
+            pairs = torch.view_as_complex(qk.float().view(T, H + KVH, D // 2, 2))
+            qk = torch.view_as_real(pairs * rotary).view(T, H + KVH, D).to(self.dtype)
             q, k = qk[:, :H], qk[:, H:]
             v = qkv[:, (H + KVH) * D:].view(T, KVH, D)
             k_cache, v_cache = cache[0], cache[1]  # [slots, KVH, D]
@@ -293,8 +313,9 @@ class ModelRunner:
                 x = x[p.keep_rows]
             if few is not None and self.few.fits(x):  # the last layer's sampled rows, or a decode step
                 x = x + self.few.linear(attn.reshape(-1, H * D), few.o)
-                gate, up = self.few.linear(layer.ln_mlp(x), few.gate_up).chunk(2, -1)
-                x = x + self.few.linear(self.act(gate) * up, few.down)
+                gate_up = self.few.linear(layer.ln_mlp(x), few.gate_up)
+                x = x + self.few.linear(self.act(gate_up[:, :self.intermediate]) * gate_up[:, self.intermediate:],
+                                        few.down)
             else:
                 x = self._mlp(self.linear_add(x, attn.reshape(-1, H * D), layer.w_o), layer)
         return x
