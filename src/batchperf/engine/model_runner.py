@@ -144,6 +144,7 @@ class ModelRunner:
         self.kv_heads = int(config.num_key_value_heads or self.heads)
         self.head_dim = int(getattr(config, "head_dim", None) or config.hidden_size // self.heads)
         self.eps = float(config.rms_norm_eps)
+        self.float32 = hf_model.dtype == torch.float32
         self.intermediate = int(config.intermediate_size)
         self.dtype = hf_model.dtype
         self.device = hf_model.device
@@ -170,7 +171,8 @@ class ModelRunner:
         with torch.no_grad():
             self.embed = inner.embed_tokens.weight.detach()
             self.layers = [self._layer(layer) for layer in inner.layers]
-            self.act = inner.layers[0].mlp.act_fn
+            # the functional form of SiLU: the nn.Module's call took ~10 us a layer on a decode step
+            self.act = F.silu if getattr(config, "hidden_act", None) == "silu" else inner.layers[0].mlp.act_fn
             self.norm = _RMSNorm.of(inner.norm.weight, self.eps)
             self.lm_head = self._matrix(hf_model.lm_head.weight.detach())
             # cos/sin of every position, from the model's own rotary module (so rope scaling is honoured)
@@ -185,7 +187,7 @@ class ModelRunner:
             # query and key rows of the QKV weight are reordered (``_interleaved``) to hold each pair side by side
             self.rotary = torch.complex(cos[:, :half], sin[:, :half])  # [max_pos, D/2]
         self.suppress = torch.tensor(sorted(set(suppress_ids)), dtype=torch.long, device=self.device)
-        self.kv: torch.Tensor | None = None
+        self.kv = None
 
     def _matrix(self, weight: torch.Tensor) -> torch.Tensor:
         """A weight as ``self.linear`` reads it."""
@@ -230,6 +232,17 @@ class ModelRunner:
     @property
     def bytes_per_block(self) -> int:
         return 2 * len(self.layers) * self.block_size * self.kv_heads * self.head_dim * self.dtype.itemsize
+
+    @property
+    def kv(self) -> torch.Tensor | None:
+        """The KV pool (None until ``allocate``; setting None frees it)."""
+        return self._kv
+
+    @kv.setter
+    def kv(self, pool: torch.Tensor | None) -> None:
+        self._kv = pool
+        # each layer's K and V views, made once: indexing the pool per layer and step cost ~1 us a view
+        self._kv_views = [] if pool is None else [(layer[0], layer[1]) for layer in pool]
 
     def allocate(self, num_blocks: int, batch_size: int | None = None) -> None:
         """The KV pool: ``[layers, 2 (K, V), num_blocks * block_size (slots), kv_heads, head_dim]``; with
@@ -288,23 +301,25 @@ class ModelRunner:
         rotary = self.rotary[p.positions][:, None]  # [T, 1, D/2]
         x = F.embedding(p.input_ids, self.embed)  # [T, hidden]
         last = len(self.layers) - 1
-        for index, (layer, cache) in enumerate(zip(self.layers, self.kv)):
+        # the hot loop slices with narrow() and reads views made once: Python's tensor indexing costs ~2-5 us a call
+        for index, (layer, (k_cache, v_cache)) in enumerate(zip(self.layers, self._kv_views)):
             few = self._few_layers[index] if self.few is not None else None
             h = layer.ln_attn(x)
             if few is not None and self.few.fits(h):
                 qkv = self.few.linear(h, few.qkv, layer.b_qkv)  # [T, (H + 2 KVH) D]
             else:
                 qkv = self.linear(h, layer.w_qkv, layer.b_qkv)
-            qk = qkv[:, : (H + KVH) * D].view(T, H + KVH, D)
+            qk = qkv.narrow(1, 0, (H + KVH) * D).view(T, H + KVH, D)
             if layer.q_norm is not None:  # Qwen3: each head normalised on its own
                 qk = torch.cat([layer.q_norm(qk[:, :H]), layer.k_norm(qk[:, H:])], 1)
-            # rotary, q and k at once: each (x_j, x_{j+D/2}) pair times e^(i theta_j), in float32 (a no-op there)
-            pairs = torch.view_as_complex(qk.float().view(T, H + KVH, D // 2, 2))
-            qk = torch.view_as_real(pairs * rotary).view(T, H + KVH, D).to(self.dtype)
-            q, k = qk[:, :H], qk[:, H:]
-            v = qkv[:, (H + KVH) * D:].view(T, KVH, D)
-            k_cache, v_cache = cache[0], cache[1]  # [slots, KVH, D]
-            k_cache.index_copy_(0, p.write_slots, k)
+            # rotary, q and k at once: each (x_j, x_{j+D/2}) pair times e^(i theta_j), in float32
+            pairs = torch.view_as_complex((qk if self.float32 else qk.float()).view(T, H + KVH, D // 2, 2))
+            qk = torch.view_as_real(pairs * rotary).view(T, H + KVH, D)
+            if not self.float32:
+                qk = qk.to(self.dtype)
+            q, k = qk.narrow(1, 0, H), qk.narrow(1, H, KVH)
+            v = qkv.narrow(1, (H + KVH) * D, KVH * D).view(T, KVH, D)
+            k_cache.index_copy_(0, p.write_slots, k)  # [slots, KVH, D]
             v_cache.index_copy_(0, p.write_slots, v)
             if index < last:
                 attn = self._attention(p, q, k, v, k_cache, v_cache)  # [T, H, D]
@@ -314,8 +329,9 @@ class ModelRunner:
             if few is not None and self.few.fits(x):  # the last layer's sampled rows, or a decode step
                 x = x + self.few.linear(attn.reshape(-1, H * D), few.o)
                 gate_up = self.few.linear(layer.ln_mlp(x), few.gate_up)
-                x = x + self.few.linear(self.act(gate_up[:, :self.intermediate]) * gate_up[:, self.intermediate:],
-                                        few.down)
+                n = self.intermediate
+                gate, up = gate_up.narrow(1, 0, n), gate_up.narrow(1, n, n)
+                x = x + self.few.linear(self.act(gate) * up, few.down)
             else:
                 x = self._mlp(self.linear_add(x, attn.reshape(-1, H * D), layer.w_o), layer)
         return x
@@ -345,9 +361,10 @@ class ModelRunner:
                 rows, slots, mask = p.decode_sampling, slots[p.decode_sampling], mask[p.decode_sampling]
             B, L = slots.shape
             if B:
-                keys = k_cache.index_select(0, slots.view(-1)).view(B, L, KVH, D).transpose(1, 2)
-                values = v_cache.index_select(0, slots.view(-1)).view(B, L, KVH, D).transpose(1, 2)
-                query = q[rows].reshape(B, KVH, H // KVH, D)  # a KV head's query heads share its keys
+                flat = slots.view(-1)
+                keys = k_cache.index_select(0, flat).view(B, L, KVH, D).transpose(1, 2)
+                values = v_cache.index_select(0, flat).view(B, L, KVH, D).transpose(1, 2)
+                query = (q.narrow(0, 0, B) if isinstance(rows, slice) else q[rows]).reshape(B, KVH, H // KVH, D)
                 out = F.scaled_dot_product_attention(query, keys, values, attn_mask=mask)
                 parts.append(out.reshape(B, H, D))
         for start, end, slots, mask, samples in p.prompts:
