@@ -87,8 +87,9 @@ def main(argv: list[str] | None = None) -> None:
                 if name == "ours":  # the runner's matmul entry points and its attention
                     for attr in ("linear", "linear_add", "_attention"):
                         timed.wrap(runner, attr, "attention" if attr == "_attention" else "matmul")
-                    timed.wrap(model_runner, "onednn_gated", "matmul")
-                    if runner.few is not None:
+                    gated = "onednn_gated" if hasattr(model_runner, "onednn_gated") else "_onednn_gated"  # (before)
+                    timed.wrap(model_runner, gated, "matmul")
+                    if getattr(runner, "few", None) is not None:  # (not in engines before it)
                         timed.wrap(runner.few, "linear", "matmul")
                 start = time.perf_counter()
                 try:

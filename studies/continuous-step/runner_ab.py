@@ -4,7 +4,8 @@ Loads each given ``model_runner.py`` under its own module name (e.g. main's, fro
 main:src/batchperf/engine/model_runner.py > /tmp/old.py``), builds a runner of each on the tiny model, and alternates
 16 blocks (40 decode steps of 8 requests with caches of ~64-85 tokens; 10 prefills of a 64-token prompt; or 3
 prefills of four 256-token prompts in one step),
-so a neighbour's load hits both alike. Prints each version's best block median and the second's time over the
+so a neighbour's load hits both alike. A runner whose ``allocate`` takes the batch size is told 8 (the decode
+step's), as the backend tells it the cell's. Prints each version's best block median and the second's time over the
 first's: the best blocks' ratio and the median of the paired ratios.
 
     OMP_NUM_THREADS=1 PYTHONPATH=src python studies/continuous-step/runner_ab.py /tmp/old.py src/batchperf/engine/model_runner.py
@@ -14,6 +15,7 @@ from __future__ import annotations
 
 import argparse
 import importlib.util
+import inspect
 import statistics
 import sys
 import time
@@ -50,7 +52,10 @@ def main(argv: list[str] | None = None) -> None:
 
     def setup(module: Any) -> tuple[Any, list[Scheduled], list[Scheduled]]:
         runner = module.ModelRunner(loaded.model, 16, suppress_ids=[int(loaded.config.eos_token_id)])
-        runner.allocate(512)
+        if "batch_size" in inspect.signature(runner.allocate).parameters:
+            runner.allocate(512, batch_size=8)  # as the backend allocates it: the decode step's batch
+        else:
+            runner.allocate(512)
         blocks = BlockManager(512, 16, runner.bytes_per_block)
         decode = []
         for i in range(8):

@@ -36,6 +36,7 @@ RMSNorm and the attention masks are written to make few ops.
 
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -419,9 +420,10 @@ class _Packed:
         beyond reading each request's fields (tests/engine/test_model_runner.py counts it)."""
         num_decode = next((i for i, it in enumerate(items) if it.num_new != 1), len(items))
         decode = _DecodeRows.build(items[:num_decode], block_size) if num_decode else None
+        # Python lists until one tensor each: a decode step's few rows cost less so than as numpy arrays
         ids: list[int] = [] if decode is None else decode.ids
-        positions = [] if decode is None else [decode.positions]
-        writes = [] if decode is None else [decode.writes]
+        positions: list[int] = [] if decode is None else decode.positions
+        writes: list[int] = [] if decode is None else decode.writes
         keep_rows = [] if decode is None else decode.keep_rows
         prompts = []
         offsets = np.arange(block_size)
@@ -433,8 +435,8 @@ class _Packed:
             ids.extend(req.tokens[first:first + item.num_new])
             pos = np.arange(first, first + item.num_new)
             table = np.asarray(req.block_table, dtype=np.int64)
-            positions.append(pos)
-            writes.append(table[pos // block_size] * block_size + pos % block_size)
+            positions.extend(pos.tolist())
+            writes.extend((table[pos // block_size] * block_size + pos % block_size).tolist())
             if item.samples:
                 keep_rows.append(len(ids) - 1)
             if first == 0:
@@ -452,8 +454,8 @@ class _Packed:
 
         return cls(
             input_ids=torch.tensor(ids, dtype=torch.long, device=device),
-            positions=torch.from_numpy(np.concatenate(positions)).to(device),
-            write_slots=torch.from_numpy(np.concatenate(writes)).to(device),
+            positions=torch.tensor(positions, dtype=torch.long, device=device),
+            write_slots=torch.tensor(writes, dtype=torch.long, device=device),
             keep_rows=torch.tensor(keep_rows, dtype=torch.long, device=device),
             num_decode=num_decode,
             decode_slots=tensor(None if decode is None else decode.slots),
@@ -465,35 +467,40 @@ class _Packed:
 
 @dataclass(frozen=True, slots=True)
 class _DecodeRows:
-    """The decode rows of a step as arrays: B rows, one new token each, at position ``num_cached``."""
+    """The decode rows of a step: B rows, one new token each, at position ``num_cached``."""
 
     ids: list[int]  # [B] the token each row feeds
-    positions: np.ndarray  # [B]
-    writes: np.ndarray  # [B] pool slot of each new token's K/V
+    positions: list[int]  # [B]
+    writes: list[int]  # [B] pool slot of each new token's K/V
     keep_rows: list[int]  # rows that sample
-    slots: np.ndarray  # [B, L_max] pool slots each row reads (padding: slot 0)
+    slots: np.ndarray  # [B, L_max] pool slots each row reads (past a row's length: slots of its blocks or block 0)
     mask: np.ndarray  # [B, 1, 1, L_max] True where a key is real
     sampling: np.ndarray | None  # rows that sample, when not all of them do
 
     @classmethod
     def build(cls, items: Sequence[Scheduled], block_size: int) -> _DecodeRows:
-        # the only per-request work: reading each request's fields (comprehensions, no call per request)
+        # the only per-request work: reading each request's fields and slicing its block table (comprehensions,
+        # no call per request); then a fixed number of numpy calls for the [B, L_max] slots and mask
         reqs = [it.request for it in items]
-        cached = np.array([r.num_cached for r in reqs], dtype=np.int64)  # [B]: the new token's position
-        ids = [r.tokens[r.num_cached] for r in reqs]
-        samples = np.array([it.samples for it in items], dtype=bool)
-        need = cached // block_size + 1  # [B] blocks that hold positions 0..cached
-        flat = np.array([b for r, n in zip(reqs, need.tolist()) for b in r.block_table[:n]], dtype=np.int64)
-        B, width = len(reqs), int(need.max())
-        # block tables, ragged -> [B, width], each row's blocks left-aligned
-        starts = np.cumsum(need) - need
-        tables = np.zeros((B, width), dtype=np.int64)
-        tables[np.repeat(np.arange(B), need), np.arange(flat.size) - np.repeat(starts, need)] = flat
-        writes = tables[np.arange(B), cached // block_size] * block_size + cached % block_size
-        lengths = cached + 1
-        L = int(lengths.max())
-        slots = (tables[:, :, None] * block_size + np.arange(block_size)).reshape(B, -1)[:, :L]
-        valid = np.arange(L)[None, :] < lengths[:, None]
-        keep = np.flatnonzero(samples)
-        return cls(ids, cached, writes, keep.tolist(), np.where(valid, slots, 0), valid[:, None, None, :],
-                   None if samples.all() else keep)
+        positions = [r.num_cached for r in reqs]  # the new token's position
+        ids = [r.tokens[c] for r, c in zip(reqs, positions)]
+        writes = [r.block_table[c // block_size] * block_size + c % block_size for r, c in zip(reqs, positions)]
+        L = max(positions) + 1
+        width = (L - 1) // block_size + 1
+        pad = [0] * width  # each row's blocks, then block 0 up to the widest row
+        tables = np.array([r.block_table[:c // block_size + 1] + pad[c // block_size + 1:]
+                           for r, c in zip(reqs, positions)], dtype=np.int64)  # [B, width]
+        slots = np.ascontiguousarray(
+            (tables[:, :, None] * block_size + _offsets(block_size)).reshape(len(reqs), -1)[:, :L])
+        valid = _offsets(L)[None, :] <= np.array(positions)[:, None]
+        keep = [i for i, it in enumerate(items) if it.samples]
+        sampling = None if len(keep) == len(items) else np.array(keep, dtype=np.int64)
+        return cls(ids, positions, writes, keep, slots, valid[:, None, None, :], sampling)
+
+
+@functools.cache
+def _offsets(n: int) -> np.ndarray:
+    """``np.arange(n)``, made once per ``n`` (read-only)."""
+    offsets = np.arange(n)
+    offsets.flags.writeable = False
+    return offsets
