@@ -303,6 +303,19 @@ def test_the_runners_rms_norm_is_hugging_faces(dtype):
     assert not got[5].any()
 
 
+def test_a_folded_norm_times_its_folded_matmul_is_the_norm_then_the_matmul():
+    """float32: the matmul after a norm takes the norm's weight (times sqrt(n)) into its input columns, and the norm
+    stops before that product; bfloat16 folds nothing."""
+    torch.manual_seed(1)
+    x, weight, matrix = torch.randn(9, 64) * 3, torch.randn(64), torch.randn(48, 64)
+    folded = _RMSNorm.of(weight, 1e-6, folded=True)
+    torch.testing.assert_close(folded(x) @ folded.fold(matrix).T, _RMSNorm.of(weight, 1e-6)(x) @ matrix.T,
+                               rtol=1e-5, atol=1e-5)
+    bf16 = _RMSNorm.of(weight.bfloat16(), 1e-6, folded=True)
+    assert torch.equal(bf16.fold(matrix.bfloat16()), matrix.bfloat16())
+    assert torch.equal(bf16(x.bfloat16()), _RMSNorm.of(weight.bfloat16(), 1e-6)(x.bfloat16()))
+
+
 @pytest.mark.skipif(not prepack_supported(torch.device("cpu"), torch.float32), reason="oneDNN is not built in")
 @pytest.mark.parametrize("rows", [1, 8, 128, 259])
 def test_the_fused_gate_is_silu_of_gate_times_up(rows):

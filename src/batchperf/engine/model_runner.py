@@ -4,8 +4,8 @@ The forward pass of the Llama/Qwen2 family is written here on the weights of
 the loaded Hugging Face model, so batching is under our control: the tokens of
 every scheduled request — whole prompts, prompt chunks, single decode tokens —
 are packed into one ``[T, hidden]`` matrix, and every matmul (QKV, output
-projection, MLP, LM head) runs once over all of them, however ragged the batch.
-Only attention is per request, against that request's own KV blocks:
+projection, MLP, LM head) runs once over all of them, however ragged the batch
+(on the CPU a prefill's MLP over ``MLP_ROWS`` rows at a time). Only attention is per request, against that request's own KV blocks:
 
 - decode rows (one new token each) share ONE SDPA call: their keys are
   gathered from the pool through the block tables, padded to the longest and
@@ -31,7 +31,8 @@ engine does (``onednn_mm``), with the residual adds and the MLP's
 ``silu(gate) * up`` as its post-ops; on Intel CPUs the matmuls of at most a
 batch of rows (every decode step, the last layer's sampled rows, the LM head)
 run on MKL's packed GEMM instead (``few_rows``; :mod:`batchperf.engine.matmul`).
-RMSNorm and the attention masks are written to make few ops.
+RMSNorm, rotary (one complex product, on query and key rows reordered once:
+``_interleaved``) and the attention masks are written to make few ops.
 """
 
 from __future__ import annotations
@@ -73,25 +74,35 @@ class _RMSNorm:
     ops with no Python scalar in them: ``F.rms_norm`` is a composite on the CPU (``pow``, ``mean``, ``add``,
     ``rsqrt``, two products, and a cast for each scalar) that took 1.6x as long on a decode step's 8 rows
     (studies/continuous-step). Other dtypes keep ``F.rms_norm``, which computes in float32 as Hugging Face does.
+
+    ``folded`` (float32): the norm is followed by matmuls whose weights take ``weight * sqrt(n)`` into their
+    input columns (``fold``), and the call stops at ``x / hypot(..)``: one op fewer, the same products.
     """
 
     weight: torch.Tensor
     eps: float
     scaled: torch.Tensor | None = None  # weight * sqrt(n), float32 only
     floor: torch.Tensor | None = None  # sqrt(n * eps), a 0-d tensor
+    folded: bool = False
 
     @classmethod
-    def of(cls, weight: torch.Tensor, eps: float) -> _RMSNorm:
+    def of(cls, weight: torch.Tensor, eps: float, folded: bool = False) -> _RMSNorm:
         weight = weight.detach()
         if weight.dtype != torch.float32:
             return cls(weight, eps)
         n = weight.shape[-1]
-        return cls(weight, eps, weight * math.sqrt(n), torch.tensor(math.sqrt(n * eps), device=weight.device))
+        return cls(weight, eps, weight * math.sqrt(n), torch.tensor(math.sqrt(n * eps), device=weight.device),
+                   folded)
+
+    def fold(self, matrix: torch.Tensor) -> torch.Tensor:
+        """The weight ``[out, in]`` of a matmul that reads this norm's output, as that matmul must see it."""
+        return matrix.detach() * self.scaled if self.folded else matrix.detach()
 
     def __call__(self, x: torch.Tensor) -> torch.Tensor:
         if self.scaled is None:
             return F.rms_norm(x, self.weight.shape, self.weight, self.eps)
-        return x / torch.hypot(torch.linalg.vector_norm(x, 2, -1, keepdim=True), self.floor) * self.scaled
+        unit = x / torch.hypot(torch.linalg.vector_norm(x, 2, -1, keepdim=True), self.floor)
+        return unit if self.folded else unit * self.scaled
 
 
 @dataclass(frozen=True, slots=True)
@@ -175,8 +186,8 @@ class ModelRunner:
             self.layers = [self._layer(layer) for layer in inner.layers]
             # the functional form of SiLU: the nn.Module's call took ~10 us a layer on a decode step
             self.act = F.silu if getattr(config, "hidden_act", None) == "silu" else inner.layers[0].mlp.act_fn
-            self.norm = _RMSNorm.of(inner.norm.weight, self.eps)
-            self.lm_head = self._matrix(hf_model.lm_head.weight.detach())
+            self.norm = _RMSNorm.of(inner.norm.weight, self.eps, folded=True)
+            self.lm_head = self._matrix(self.norm.fold(hf_model.lm_head.weight))
             # cos/sin of every position, from the model's own rotary module (so rope scaling is honoured)
             positions = torch.arange(int(config.max_position_embeddings), device=self.device)[None]
             probe = torch.zeros(1, dtype=self.dtype, device=self.device)
@@ -207,28 +218,30 @@ class ModelRunner:
         order = torch.arange(D, device=rows.device).view(2, D // 2).t().reshape(-1)
         return rows.reshape(-1, D, *rows.shape[1:])[:, order].reshape(rows.shape)
 
-    def _qkv_weight(self, attn: Any) -> torch.Tensor:
-        """The concatenated QKV weight, its query and key rows ``_interleaved``."""
-        return torch.cat([self._interleaved(attn.q_proj.weight.detach()),
-                          self._interleaved(attn.k_proj.weight.detach()), attn.v_proj.weight.detach()])
+    def _qkv_weight(self, attn: Any, ln: _RMSNorm) -> torch.Tensor:
+        """The concatenated QKV weight, its query and key rows ``_interleaved``, the norm before it folded in."""
+        return ln.fold(torch.cat([self._interleaved(attn.q_proj.weight.detach()),
+                                  self._interleaved(attn.k_proj.weight.detach()), attn.v_proj.weight.detach()]))
 
     def _layer(self, layer: Any) -> _Layer:
         attn, mlp = layer.self_attn, layer.mlp
+        ln_attn = _RMSNorm.of(layer.input_layernorm.weight, self.eps, folded=True)
+        ln_mlp = _RMSNorm.of(layer.post_attention_layernorm.weight, self.eps, folded=True)
         return _Layer(
-            w_qkv=self._matrix(self._qkv_weight(attn)),
+            w_qkv=self._matrix(self._qkv_weight(attn, ln_attn)),
             b_qkv=None if attn.q_proj.bias is None else torch.cat([
                 self._interleaved(_linear_bias(attn.q_proj)), self._interleaved(_linear_bias(attn.k_proj)),
                 _linear_bias(attn.v_proj)]),
             w_o=self._matrix(attn.o_proj.weight.detach()),
             w_gate_up=None if self.fuse_gate else self._matrix(
-                torch.cat([mlp.gate_proj.weight, mlp.up_proj.weight]).detach()),
+                ln_mlp.fold(torch.cat([mlp.gate_proj.weight, mlp.up_proj.weight]))),
             w_down=self._matrix(mlp.down_proj.weight.detach()),
-            ln_attn=_RMSNorm.of(layer.input_layernorm.weight, self.eps),
-            ln_mlp=_RMSNorm.of(layer.post_attention_layernorm.weight, self.eps),
+            ln_attn=ln_attn,
+            ln_mlp=ln_mlp,
             q_norm=self._norm(getattr(attn, "q_norm", None)),  # over one head: its weight reordered as the head
             k_norm=self._norm(getattr(attn, "k_norm", None)),
-            w_gate=self._matrix(mlp.gate_proj.weight.detach()) if self.fuse_gate else None,
-            w_up=self._matrix(mlp.up_proj.weight.detach()) if self.fuse_gate else None,
+            w_gate=self._matrix(ln_mlp.fold(mlp.gate_proj.weight)) if self.fuse_gate else None,
+            w_up=self._matrix(ln_mlp.fold(mlp.up_proj.weight)) if self.fuse_gate else None,
         )
 
     @property
@@ -261,14 +274,14 @@ class ModelRunner:
     def _pack_few_rows(self, rows: int) -> None:
         self.few = few = FewRows(rows)
         self._few_layers = []
-        for layer in self._hf_model.model.layers:
+        for layer, ours in zip(self._hf_model.model.layers, self.layers):
             attn, mlp = layer.self_attn, layer.mlp
             self._few_layers.append(_FewRowsLayer(
-                qkv=few.pack(self._qkv_weight(attn)),
+                qkv=few.pack(self._qkv_weight(attn, ours.ln_attn)),
                 o=few.pack(attn.o_proj.weight),
-                gate_up=few.pack(torch.cat([mlp.gate_proj.weight, mlp.up_proj.weight])),
+                gate_up=few.pack(ours.ln_mlp.fold(torch.cat([mlp.gate_proj.weight, mlp.up_proj.weight]))),
                 down=few.pack(mlp.down_proj.weight)))
-        self._few_head = few.pack(self._hf_model.lm_head.weight)
+        self._few_head = few.pack(self.norm.fold(self._hf_model.lm_head.weight))
 
     def run(self, step: Sequence[Scheduled]) -> list[int | None]:
         """Greedy next token of every item that samples this step (None for a prompt chunk that doesn't)."""
