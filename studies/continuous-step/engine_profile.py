@@ -4,7 +4,7 @@ Runs the backend on each cell as the suite does (one warm-up run, then ``--runs`
 wall time of its steps two ways:
 
 - by phase (wall clock, ``time.perf_counter`` around each part of a step): the torch-free scheduler
-  (``schedule`` + ``postprocess``), packing (``_Packed.build``: lists -> index tensors), the forward pass, the
+  (``schedule`` + ``postprocess``), packing (``PackedStep.build``: lists -> index tensors), the forward pass, the
   LM head and sampling;
 - by op (``torch.profiler``, self CPU time of the ops the forward pass runs): matmuls (linear/addmm/mm), attention
   (SDPA and what it calls), KV writes and gathers (index_copy/index_select), elementwise (norms, rotary, act),
@@ -21,7 +21,8 @@ import time
 from typing import Any
 
 BUCKETS = (  # op-name fragments -> bucket, first match wins
-    ("matmul", ("aten::addmm", "aten::mm", "aten::linear", "aten::matmul", "aten::bmm", "_linear_pointwise")),
+    ("matmul", ("aten::addmm", "aten::mm", "aten::linear", "aten::matmul", "aten::bmm", "_linear_pointwise",
+                "_mkl_linear")),
     ("attention", ("scaled_dot_product", "_flash_attention", "_efficient_attention", "aten::softmax",
                    "aten::_softmax", "aten::baddbmm")),
     ("kv write/gather", ("index_copy", "index_select", "index_put")),
@@ -66,7 +67,7 @@ def main(argv: list[str] | None = None) -> None:
     from torch.profiler import ProfilerActivity, profile
 
     from batchperf.backends.continuous import ContinuousBackend
-    from batchperf.engine import model_runner
+    from batchperf.engine import packing
     from batchperf.engine.scheduler import Scheduler
     from batchperf.suite.cell import build_workload
     from batchperf.suite.matrix import TIERS, narrowed
@@ -90,7 +91,7 @@ def main(argv: list[str] | None = None) -> None:
         runner = backend.runner
         timer.wrap(runner, "run", "runner.run")
         timer.wrap(runner, "_forward", "forward")
-        timer.wrap(model_runner._Packed, "build", "pack")
+        timer.wrap(packing.PackedStep, "build", "pack")
         orig_schedule, orig_post = Scheduler.schedule, Scheduler.postprocess
         timer.wrap(Scheduler, "schedule", "sched")
         timer.wrap(Scheduler, "postprocess", "sched")
@@ -104,7 +105,7 @@ def main(argv: list[str] | None = None) -> None:
                 wall = time.perf_counter() - t0
         finally:
             Scheduler.schedule, Scheduler.postprocess = orig_schedule, orig_post
-            model_runner._Packed.build = model_runner._Packed.__dict__["build"]
+            packing.PackedStep.build = packing.PackedStep.__dict__["build"]
         # runner.run = pack + forward + head/sample; the rest of a step is the engine and the feed
         head = totals["runner.run"] - totals["pack"] - totals["forward"]
         rest = wall - totals["runner.run"] - totals["sched"]
@@ -113,7 +114,7 @@ def main(argv: list[str] | None = None) -> None:
               f"{totals['forward'] * per:.2f} | {head * per:.2f} | {rest * per:.2f} |")
         by_bucket: dict[str, float] = collections.defaultdict(float)
         for event in prof.key_averages():
-            if event.key.startswith(("aten::", "mkldnn::")) or "attention" in event.key:
+            if event.key.startswith(("aten::", "mkldnn::", "mkl::")) or "attention" in event.key:
                 by_bucket[_bucket(event.key)] += event.self_cpu_time_total / 1e6
         ops = sum(by_bucket.values())
         by_bucket["python + dispatch (forward - ops)"] = max(totals["forward"] + head + totals["pack"] - ops, 0.0)

@@ -114,8 +114,8 @@ def assert_matches_generate(model, request: Request, logits: list[torch.Tensor])
     budget=st.one_of(st.none(), st.integers(0, 12)),
     few_rows=st.booleans(),
 )
-def test_outputs_equal_generate_for_each_request_alone(model, shapes, seed, batch_size, block_size, spare_blocks, budget,
-                                                       few_rows):
+def test_outputs_equal_generate_for_each_request_alone(model, shapes, seed, batch_size, block_size, spare_blocks,
+                                                       budget, few_rows):
     """``few_rows``: MKL's packed GEMM for steps of at most a batch of rows where it runs (an Intel CPU in float32),
     or never (oneDNN's prepacked weights for every matmul)."""
     rng = random.Random(seed)
