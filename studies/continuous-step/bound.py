@@ -18,37 +18,9 @@ import collections
 import time
 from typing import Any
 
+from engine_profile import Timer  # beside this file
+
 CELLS = ((4, 64), (4, 256), (8, 64), (8, 256))
-
-
-class _Timed:
-    """``obj.attr`` replaced by a wrapper that adds each call's wall time to ``totals[label]``; ``undo`` restores."""
-
-    def __init__(self, totals: dict[str, float]) -> None:
-        self.totals = totals
-        self.undone: list[tuple[Any, str, Any]] = []
-
-    def wrap(self, obj: Any, attr: str, label: str) -> None:
-        inner = getattr(obj, attr)
-        totals = self.totals
-
-        def timed(*args: Any, **kwargs: Any) -> Any:
-            start = time.perf_counter()
-            try:
-                return inner(*args, **kwargs)
-            finally:
-                totals[label] += time.perf_counter() - start
-
-        self.undone.append((obj, attr, obj.__dict__.get(attr) if hasattr(obj, "__dict__") else None))
-        setattr(obj, attr, timed)
-
-    def undo(self) -> None:
-        for obj, attr, before in reversed(self.undone):
-            if before is None:
-                delattr(obj, attr)
-            else:
-                setattr(obj, attr, before)
-        self.undone.clear()
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -83,7 +55,7 @@ def main(argv: list[str] | None = None) -> None:
         for r in range(args.rounds):
             for name in (("ours", "vllm") if r % 2 == 0 else ("vllm", "ours")):
                 totals: dict[str, float] = collections.defaultdict(float)
-                timed = _Timed(totals)
+                timed = Timer(totals)
                 if name == "ours":  # the runner's matmul entry points and its attention
                     for attr in ("linear", "linear_add", "_attention"):
                         timed.wrap(runner, attr, "attention" if attr == "_attention" else "matmul")

@@ -37,23 +37,34 @@ def _bucket(name: str) -> str:
     return "other ops (norms, rotary, act, views, copies)"
 
 
-class _Timer:
-    """Wraps ``obj.attr`` so each call's wall time adds to ``totals[label]``."""
+class Timer:
+    """Wraps ``obj.attr`` so each call's wall time adds to ``totals[label]``; ``undo`` puts every attribute back
+    (a class's own classmethod or function, or an instance's attribute; one only inherited is deleted again)."""
 
     def __init__(self, totals: dict[str, float]) -> None:
         self.totals = totals
+        self._wrapped: list[tuple[Any, str, Any]] = []
 
     def wrap(self, obj: Any, attr: str, label: str) -> None:
-        inner = getattr(obj, attr)
+        inner, totals = getattr(obj, attr), self.totals
 
         def timed(*args: Any, **kwargs: Any) -> Any:
             t = time.perf_counter()
             try:
                 return inner(*args, **kwargs)
             finally:
-                self.totals[label] += time.perf_counter() - t
+                totals[label] += time.perf_counter() - t
 
+        self._wrapped.append((obj, attr, vars(obj).get(attr)))
         setattr(obj, attr, timed)
+
+    def undo(self) -> None:
+        for obj, attr, before in reversed(self._wrapped):
+            if before is None:
+                delattr(obj, attr)
+            else:
+                setattr(obj, attr, before)
+        self._wrapped.clear()
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -87,12 +98,11 @@ def main(argv: list[str] | None = None) -> None:
         backend = ContinuousBackend(loaded)
         backend.run(workload, batch, args.concurrency)  # warm-up
         totals: dict[str, float] = collections.defaultdict(float)
-        timer = _Timer(totals)
+        timer = Timer(totals)
         runner = backend.runner
         timer.wrap(runner, "run", "runner.run")
         timer.wrap(runner, "_forward", "forward")
         timer.wrap(packing.PackedStep, "build", "pack")
-        orig_schedule, orig_post = Scheduler.schedule, Scheduler.postprocess
         timer.wrap(Scheduler, "schedule", "sched")
         timer.wrap(Scheduler, "postprocess", "sched")
         steps = 0
@@ -104,8 +114,7 @@ def main(argv: list[str] | None = None) -> None:
                     steps += int(trace.counters["engine_steps"])
                 wall = time.perf_counter() - t0
         finally:
-            Scheduler.schedule, Scheduler.postprocess = orig_schedule, orig_post
-            packing.PackedStep.build = packing.PackedStep.__dict__["build"]
+            timer.undo()
         # runner.run = pack + forward + head/sample; the rest of a step is the engine and the feed
         head = totals["runner.run"] - totals["pack"] - totals["forward"]
         rest = wall - totals["runner.run"] - totals["sched"]

@@ -325,10 +325,11 @@ def test_the_fused_gate_is_silu_of_gate_times_up(rows):
     torch.testing.assert_close(got, torch.nn.functional.silu(x @ gate.T) * (x @ up.T), rtol=1e-5, atol=1e-5)
 
 
-_FEW_ROWS = few_rows_supported(torch.device("cpu"), torch.float32)
+needs_few_rows = pytest.mark.skipif(not few_rows_supported(torch.device("cpu"), torch.float32),
+                                    reason="MKL's packed GEMM for few rows runs on an Intel CPU (MKL built in)")
 
 
-@pytest.mark.skipif(not _FEW_ROWS, reason="MKL's packed GEMM for few rows runs on an Intel CPU (MKL built in)")
+@needs_few_rows
 def test_few_rows_decode_steps_cost_the_same_calls_at_any_batch_below_the_packed_rows(tiny_model):
     """With the weights packed for 4 rows, a decode step of 1 or 3 requests (both padded to 4) makes the same torch
     ops, Python calls and C calls, and every matmul of it is MKL's packed call: 4 a layer (QKV, O, gate-up, down)
@@ -350,7 +351,7 @@ def test_few_rows_decode_steps_cost_the_same_calls_at_any_batch_below_the_packed
     assert matmuls[1] == matmuls[3] == 4 * len(runner.layers) + 1
 
 
-@pytest.mark.skipif(not _FEW_ROWS, reason="MKL's packed GEMM for few rows runs on an Intel CPU (MKL built in)")
+@needs_few_rows
 def test_a_new_batch_size_repacks_and_the_same_one_does_not(tiny_model):
     runner = ModelRunner(tiny_model.model, 4, suppress_ids=[eos_of(tiny_model)])
     runner.allocate(16, batch_size=4)

@@ -89,7 +89,7 @@ def few_rows_supported(device: torch.device, dtype: torch.dtype) -> bool:
     return few_rows_unsupported(device, dtype) is None
 
 
-class Packed(NamedTuple):
+class PackedWeight(NamedTuple):
     """One weight in MKL's packed layout, with the weight itself (``_mkl_linear`` reads its shape)."""
 
     packed: torch.Tensor
@@ -105,14 +105,14 @@ class FewRows:
         self.rows = rows
         self._pads: dict[tuple[int, torch.dtype], torch.Tensor] = {}  # in-features -> [rows, in] input buffer
 
-    def pack(self, weight: torch.Tensor) -> Packed:
+    def pack(self, weight: torch.Tensor) -> PackedWeight:
         weight = weight.detach().contiguous()
-        return Packed(torch.ops.mkl._mkl_reorder_linear_weight(weight, self.rows), weight)
+        return PackedWeight(torch.ops.mkl._mkl_reorder_linear_weight(weight, self.rows), weight)
 
     def fits(self, x: torch.Tensor) -> bool:
         return x.shape[0] <= self.rows
 
-    def linear(self, x: torch.Tensor, weight: Packed, bias: torch.Tensor | None = None) -> torch.Tensor:
+    def linear(self, x: torch.Tensor, weight: PackedWeight, bias: torch.Tensor | None = None) -> torch.Tensor:
         """``x @ weight.T + bias`` for ``x`` of at most ``rows`` rows (``fits``)."""
         n = x.shape[0]
         if n != self.rows:  # MKL's packed call takes exactly the rows it was packed for

@@ -48,7 +48,7 @@ import torch.nn.functional as F
 
 from batchperf.engine.matmul import (
     FewRows,
-    Packed,
+    PackedWeight,
     few_rows_unsupported,
     linear_add,
     onednn_gated,
@@ -123,10 +123,10 @@ class _Layer:
 class _FewRowsLayer(NamedTuple):
     """A layer's weights in MKL's packed layout, for matmuls of at most a batch of rows (``FewRows``)."""
 
-    qkv: Packed
-    o: Packed
-    gate_up: Packed
-    down: Packed
+    qkv: PackedWeight
+    o: PackedWeight
+    gate_up: PackedWeight
+    down: PackedWeight
 
 
 def _linear_bias(linear: Any) -> torch.Tensor:
@@ -157,10 +157,11 @@ class ModelRunner:
         self.kv_heads = int(config.num_key_value_heads or self.heads)
         self.head_dim = int(getattr(config, "head_dim", None) or config.hidden_size // self.heads)
         self.eps = float(config.rms_norm_eps)
-        self.float32 = hf_model.dtype == torch.float32
         self.intermediate = int(config.intermediate_size)
         self.dtype = hf_model.dtype
+        self.float32 = self.dtype == torch.float32  # read on every layer of every step
         self.device = hf_model.device
+        silu = getattr(config, "hidden_act", None) == "silu"
         if prepack is None:
             prepack = prepack_supported(self.device, self.dtype)
         elif prepack and not prepack_supported(self.device, self.dtype):
@@ -177,15 +178,15 @@ class ModelRunner:
         self.use_few_rows = few_rows
         self.few: FewRows | None = None  # set by allocate(batch_size=...) where few_rows is supported
         self._few_layers: list[_FewRowsLayer] = []
-        self._few_head: Packed | None = None
+        self._few_head: PackedWeight | None = None
         self._hf_model = hf_model  # the weights FewRows packs, once the batch size is known
-        self.fuse_gate = prepack and getattr(config, "hidden_act", None) == "silu"
+        self.fuse_gate = prepack and silu
         inner = hf_model.model
         with torch.no_grad():
             self.embed = inner.embed_tokens.weight.detach()
             self.layers = [self._layer(layer) for layer in inner.layers]
             # the functional form of SiLU: the nn.Module's call took ~10 us a layer on a decode step
-            self.act = F.silu if getattr(config, "hidden_act", None) == "silu" else inner.layers[0].mlp.act_fn
+            self.act = F.silu if silu else inner.layers[0].mlp.act_fn
             self.norm = _RMSNorm.of(inner.norm.weight, self.eps, folded=True)
             self.lm_head = self._matrix(self.norm.fold(hf_model.lm_head.weight))
             # cos/sin of every position, from the model's own rotary module (so rope scaling is honoured)
@@ -223,6 +224,11 @@ class ModelRunner:
         return ln.fold(torch.cat([self._interleaved(attn.q_proj.weight.detach()),
                                   self._interleaved(attn.k_proj.weight.detach()), attn.v_proj.weight.detach()]))
 
+    @staticmethod
+    def _gate_up_weight(mlp: Any, ln: _RMSNorm) -> torch.Tensor:
+        """The concatenated gate and up weights, the norm before them folded in."""
+        return ln.fold(torch.cat([mlp.gate_proj.weight, mlp.up_proj.weight]))
+
     def _layer(self, layer: Any) -> _Layer:
         attn, mlp = layer.self_attn, layer.mlp
         ln_attn = _RMSNorm.of(layer.input_layernorm.weight, self.eps, folded=True)
@@ -233,8 +239,7 @@ class ModelRunner:
                 self._interleaved(_linear_bias(attn.q_proj)), self._interleaved(_linear_bias(attn.k_proj)),
                 _linear_bias(attn.v_proj)]),
             w_o=self._matrix(attn.o_proj.weight.detach()),
-            w_gate_up=None if self.fuse_gate else self._matrix(
-                ln_mlp.fold(torch.cat([mlp.gate_proj.weight, mlp.up_proj.weight]))),
+            w_gate_up=None if self.fuse_gate else self._matrix(self._gate_up_weight(mlp, ln_mlp)),
             w_down=self._matrix(mlp.down_proj.weight.detach()),
             ln_attn=ln_attn,
             ln_mlp=ln_mlp,
@@ -279,7 +284,7 @@ class ModelRunner:
             self._few_layers.append(_FewRowsLayer(
                 qkv=few.pack(self._qkv_weight(attn, ours.ln_attn)),
                 o=few.pack(attn.o_proj.weight),
-                gate_up=few.pack(ours.ln_mlp.fold(torch.cat([mlp.gate_proj.weight, mlp.up_proj.weight]))),
+                gate_up=few.pack(self._gate_up_weight(mlp, ours.ln_mlp)),
                 down=few.pack(mlp.down_proj.weight)))
         self._few_head = few.pack(self.norm.fold(self._hf_model.lm_head.weight))
 
@@ -341,15 +346,22 @@ class ModelRunner:
             else:  # from here on only the sampled rows matter
                 attn = self._attention(p, q, k, v, k_cache, v_cache, sampled_only=True)  # [n, H, D]
                 x = x[p.keep_rows]
-            if few is not None and self.few.fits(x):  # the last layer's sampled rows, or a decode step
-                x = x + self.few.linear(attn.reshape(-1, H * D), few.o)
-                gate_up = self.few.linear(layer.ln_mlp(x), few.gate_up)
-                n = self.intermediate
-                gate, up = gate_up.narrow(1, 0, n), gate_up.narrow(1, n, n)
-                x = x + self.few.linear(self.act(gate) * up, few.down)
-            else:
-                x = self._mlp(self.linear_add(x, attn.reshape(-1, H * D), layer.w_o), layer)
+            x = self._after_attention(x, attn.reshape(-1, H * D), layer, few)
         return x
+
+    def _after_attention(self, x: torch.Tensor, attn: torch.Tensor, layer: _Layer,
+                         few: _FewRowsLayer | None) -> torch.Tensor:
+        """The output projection and the MLP, each with its residual add: on MKL's few-rows weights where the rows
+        fit (a decode step, the last layer's sampled rows), else on ``self.linear``'s (the MLP in slices)."""
+        if few is not None and self.few.fits(x):
+            x = x + self.few.linear(attn, few.o)
+            return x + self.few.linear(self._act_times_up(self.few.linear(layer.ln_mlp(x), few.gate_up)), few.down)
+        return self._mlp(self.linear_add(x, attn, layer.w_o), layer)
+
+    def _act_times_up(self, gate_up: torch.Tensor) -> torch.Tensor:
+        """``act(gate) * up`` from one matmul's ``[rows, 2 * intermediate]`` output."""
+        n = self.intermediate
+        return self.act(gate_up.narrow(1, 0, n)) * gate_up.narrow(1, n, n)
 
     def _mlp(self, x: torch.Tensor, layer: _Layer) -> torch.Tensor:
         """``x + down(act(gate(h)) * up(h))``, ``h = ln_mlp(x)``; on the CPU a prefill's rows ``MLP_ROWS`` at a time,
@@ -363,8 +375,7 @@ class ModelRunner:
         """The MLP's ``act(gate) * up``, before its down projection."""
         if layer.w_gate_up is None:
             return onednn_gated(h, layer.w_gate, layer.w_up)
-        gate, up = self.linear(h, layer.w_gate_up).chunk(2, -1)
-        return self.act(gate) * up
+        return self._act_times_up(self.linear(h, layer.w_gate_up))
 
     def _attention(self, p: PackedStep, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor,
                    k_cache: torch.Tensor, v_cache: torch.Tensor, sampled_only: bool = False) -> torch.Tensor:

@@ -34,7 +34,7 @@ class PackedStep:
     write_slots: torch.Tensor  # [T]: pool slot of each new token's K/V
     keep_rows: torch.Tensor  # [n]: the last row of each item that samples, in packed order
     num_decode: int
-    decode_slots: torch.Tensor | None  # [B, L_max]: pool slots each decode row reads (padding: slot 0)
+    decode_slots: torch.Tensor | None  # [B, L_max]: pool slots each decode row reads (masked past its length)
     decode_mask: torch.Tensor | None  # [B, 1, 1, L_max]: 0 where a key is real, -inf where it is padding
     decode_sampling: torch.Tensor | None  # decode rows that sample, when not all of them do
     prompts: list[tuple[int, int, torch.Tensor | None, torch.Tensor | None, bool]]  # start, end, slots, mask, samples
@@ -55,7 +55,6 @@ class PackedStep:
         writes: list[int] = [] if decode is None else decode.writes
         keep_rows = [] if decode is None else decode.keep_rows
         prompts = []
-        offsets = np.arange(block_size)
         for item in items[num_decode:]:  # prompts and prompt chunks: each gets its own attention call anyway
             req, start = item.request, len(ids)
             if item.num_new == 1:
@@ -72,7 +71,7 @@ class PackedStep:
                 prompts.append((start, len(ids), None, None, item.samples))
             else:
                 total = first + item.num_new
-                slots = (table[:, None] * block_size + offsets).reshape(-1)[:total]
+                slots = (table[:, None] * block_size + _offsets(block_size)).reshape(-1)[:total]
                 # query i (position first + i) sees keys 0..first + i
                 mask = np.arange(total)[None, :] <= pos[:, None]
                 prompts.append((start, len(ids), torch.from_numpy(slots).to(device),
@@ -121,15 +120,15 @@ class _DecodeRows:
                            for r, c in zip(reqs, positions)], dtype=np.int64)  # [B, width]
         slots = np.ascontiguousarray(
             (tables[:, :, None] * block_size + _offsets(block_size)).reshape(len(reqs), -1)[:, :L])
-        valid = _offsets(L)[None, :] <= np.array(positions)[:, None]
+        valid = np.arange(L)[None, :] <= np.array(positions)[:, None]
         keep = [i for i, it in enumerate(items) if it.samples]
         sampling = None if len(keep) == len(items) else np.array(keep, dtype=np.int64)
         return cls(ids, positions, writes, keep, slots, valid[:, None, None, :], sampling)
 
 
 @functools.cache
-def _offsets(n: int) -> np.ndarray:
-    """``np.arange(n)``, made once per ``n`` (read-only)."""
-    offsets = np.arange(n)
+def _offsets(block_size: int) -> np.ndarray:
+    """A block's slot offsets, ``np.arange(block_size)``, made once per block size (read-only)."""
+    offsets = np.arange(block_size)
     offsets.flags.writeable = False
     return offsets
