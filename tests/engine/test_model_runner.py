@@ -26,7 +26,7 @@ from hypothesis import strategies as st
 from batchperf.engine.block_manager import BlockManager, blocks_for
 from batchperf.engine.matmul import few_rows_supported, onednn_gated, prepack_supported, prepacked
 from batchperf.engine.model_runner import ModelRunner, _RMSNorm
-from batchperf.engine.request import Request
+from batchperf.engine.request import Request, Status
 from batchperf.engine.scheduler import Scheduled, Scheduler, SchedulerConfig
 
 # The tiny model's logits are O(1) (|logit| <= ~1.2), where one bf16 step is 2^-7 = 0.0078. On the CPU the two
@@ -215,10 +215,10 @@ class _CountOps(torch.utils._python_dispatch.TorchDispatchMode):
 
 
 def _decode_step(runner: ModelRunner, blocks: BlockManager, batch: int) -> list[Scheduled]:
-    """``batch`` requests with caches of different lengths, each about to decode one token."""
+    """``batch`` running requests with caches of different lengths, each about to decode one token."""
     step = []
     for i in range(batch):
-        request = Request(i, tuple(range(1, 6 + 3 * i)), 4)
+        request = Request(i, tuple(range(1, 6 + 3 * i)), 4, status=Status.RUNNING)
         blocks.reserve(request, request.num_tokens)
         runner.run([Scheduled.of(request, request.num_tokens)])
         request.num_cached = request.num_tokens

@@ -46,6 +46,7 @@ from typing import Any, NamedTuple
 import torch
 import torch.nn.functional as F
 
+from batchperf.engine.lanes import KVLanes
 from batchperf.engine.matmul import (
     FewRows,
     PackedWeight,
@@ -263,17 +264,22 @@ class ModelRunner:
         self._kv = pool
         # each layer's K and V views, made once: indexing the pool per layer and step cost ~1 us a view
         self._kv_views = [] if pool is None else [(layer[0], layer[1]) for layer in pool]
+        self.lanes: KVLanes | None = None  # made by allocate(batch_size=...) on the CPU
 
     def allocate(self, num_blocks: int, batch_size: int | None = None) -> None:
         """The KV pool: ``[layers, 2 (K, V), num_blocks * block_size (slots), kv_heads, head_dim]``; with
         ``batch_size`` (the most requests a step runs), the weights packed for matmuls of that many rows where
-        ``few_rows`` is supported (every decode step's, the last layer's sampled rows', the LM head's)."""
+        ``few_rows`` is supported (every decode step's, the last layer's sampled rows', the LM head's), and on the
+        CPU ``KVLanes`` for that many requests, as long as the pool divided among them."""
         if batch_size is not None and self.use_few_rows and (self.few is None or self.few.rows != batch_size):
             self._pack_few_rows(batch_size)
         shape = (len(self.layers), 2, num_blocks * self.block_size, self.kv_heads, self.head_dim)
         if self.kv is None or self.kv.shape != shape:
             self.kv = None  # free the old pool before allocating the new one
             self.kv = torch.zeros(shape, dtype=self.dtype, device=self.device)
+        self.lanes = None
+        if batch_size is not None and self.device.type == "cpu":
+            self.lanes = KVLanes(batch_size, max(num_blocks // batch_size, 1) * self.block_size, self.kv)
 
     @torch.no_grad()
     def _pack_few_rows(self, rows: int) -> None:
@@ -302,9 +308,17 @@ class ModelRunner:
         """Run the step's forward pass; the items that sample, and their next-token logits ``[n, vocab]``."""
         if self.kv is None:
             raise RuntimeError("allocate() the KV pool before running a step")
-        # decode rows first, so they are one contiguous slice of the packed tokens
-        order = [i for i, it in enumerate(step) if it.num_new == 1] + [i for i, it in enumerate(step) if it.num_new != 1]
-        packed = PackedStep.build([step[i] for i in order], self.block_size, self.device, self.dtype)
+        # decode rows first, so they are one contiguous slice of the packed tokens; with lanes, in lane order
+        decode = [i for i, it in enumerate(step) if it.num_new == 1]
+        order = decode + [i for i, it in enumerate(step) if it.num_new != 1]
+        if self.lanes is None:
+            packed = PackedStep.build([step[i] for i in order], self.block_size, self.device, self.dtype)
+        else:
+            lanes = self.lanes.assign(step)
+            decode.sort(key=lanes.__getitem__)
+            order = decode + order[len(decode):]
+            packed = PackedStep.build([step[i] for i in order], self.block_size, self.device, self.dtype,
+                                      [lanes[i] for i in order], self.lanes.lane_slots, self.lanes.scratch_slot)
         hidden = self._forward(packed)  # [sampling items, hidden], in packed order
         hidden = self.norm(hidden)
         if self.few is not None and self.few.fits(hidden):
@@ -341,10 +355,16 @@ class ModelRunner:
             v = qkv.narrow(1, (H + KVH) * D, KVH * D).view(T, KVH, D)
             k_cache.index_copy_(0, p.write_slots, k)  # [slots, KVH, D]
             v_cache.index_copy_(0, p.write_slots, v)
+            lanes = None
+            if p.lane_writes is not None:
+                lane_k, lane_v = self.lanes.writes[index]
+                lane_k.index_copy_(0, p.lane_writes, k)
+                lane_v.index_copy_(0, p.lane_writes, v)
+                lanes = self.lanes.views[index]
             if index < last:
-                attn = self._attention(p, q, k, v, k_cache, v_cache)  # [T, H, D]
+                attn = self._attention(p, q, k, v, k_cache, v_cache, lanes)  # [T, H, D]
             else:  # from here on only the sampled rows matter
-                attn = self._attention(p, q, k, v, k_cache, v_cache, sampled_only=True)  # [n, H, D]
+                attn = self._attention(p, q, k, v, k_cache, v_cache, lanes, sampled_only=True)  # [n, H, D]
                 x = x[p.keep_rows]
             x = self._after_attention(x, attn.reshape(-1, H * D), layer, few)
         return x
@@ -378,11 +398,19 @@ class ModelRunner:
         return self._act_times_up(self.linear(h, layer.w_gate_up))
 
     def _attention(self, p: PackedStep, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor,
-                   k_cache: torch.Tensor, v_cache: torch.Tensor, sampled_only: bool = False) -> torch.Tensor:
-        """Attention output ``[rows, H, D]`` of every row, or with ``sampled_only`` of ``p.keep_rows``."""
+                   k_cache: torch.Tensor, v_cache: torch.Tensor, lanes: tuple[torch.Tensor, torch.Tensor] | None,
+                   sampled_only: bool = False) -> torch.Tensor:
+        """Attention output ``[rows, H, D]`` of every row, or with ``sampled_only`` of ``p.keep_rows``; ``lanes``:
+        this layer's K and V in ``KVLanes`` (``[lanes, lane_slots, KVH, D]``), read where ``p.dense``."""
         H, KVH, D = self.heads, self.kv_heads, self.head_dim
         parts = []
-        if p.num_decode:
+        if p.dense:  # decode rows in lanes 0 .. B-1: their keys and values are views, padded and masked to L
+            B, L = p.num_decode, p.decode_mask.shape[-1]
+            keys, values = (kv.narrow(0, 0, B).narrow(1, 0, L).transpose(1, 2) for kv in lanes)
+            query = q.narrow(0, 0, B).view(B, KVH, H // KVH, D)
+            out = F.scaled_dot_product_attention(query, keys, values, attn_mask=p.decode_mask)
+            parts.append(out.view(B, H, D))
+        elif p.num_decode:
             rows, slots, mask = slice(0, p.num_decode), p.decode_slots, p.decode_mask
             if sampled_only and p.decode_sampling is not None:  # a 1-token prompt chunk that does not sample
                 rows, slots, mask = p.decode_sampling, slots[p.decode_sampling], mask[p.decode_sampling]

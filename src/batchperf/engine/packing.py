@@ -38,17 +38,26 @@ class PackedStep:
     decode_mask: torch.Tensor | None  # [B, 1, 1, L_max]: 0 where a key is real, -inf where it is padding
     decode_sampling: torch.Tensor | None  # decode rows that sample, when not all of them do
     prompts: list[tuple[int, int, torch.Tensor | None, torch.Tensor | None, bool]]  # start, end, slots, mask, samples
+    lane_writes: torch.Tensor | None = None  # [T]: slot of each new token's K/V in the lanes (``KVLanes``)
+    dense: bool = False  # the decode rows sit in lanes 0 .. B-1 in order and all sample: their keys are a view
     # the masks are additive (0 / -inf), in the model's dtype, built once a step: SDPA turns a boolean mask into
     # that form on every call, which took 40% of a decode row's attention call (studies/continuous-step)
 
     @classmethod
     def build(cls, items: Sequence[Scheduled], block_size: int, device: Any,
-              dtype: torch.dtype = torch.float32) -> PackedStep:
+              dtype: torch.dtype = torch.float32, lanes: Sequence[int] | None = None, lane_slots: int = 0,
+              scratch_slot: int = 0) -> PackedStep:
         """Pack ``items``, decode rows (one new token each) first. The decode rows are packed with array
         operations only: no Python call per request, so a decode step's host work does not grow with the batch
-        beyond reading each request's fields (tests/engine/test_model_runner.py counts it)."""
+        beyond reading each request's fields (tests/engine/test_model_runner.py counts it).
+
+        ``lanes``: each item's lane in ``KVLanes`` (-1: none), whose lanes hold ``lane_slots`` positions each and
+        whose ``scratch_slot`` takes the rows without one; a step whose decode rows are ``dense`` gets no gather
+        slots for them."""
         num_decode = next((i for i, it in enumerate(items) if it.num_new != 1), len(items))
-        decode = _DecodeRows.build(items[:num_decode], block_size) if num_decode else None
+        dense = (lanes is not None and num_decode > 0 and list(lanes[:num_decode]) == list(range(num_decode))
+                 and all([it.samples for it in items[:num_decode]]))
+        decode = _DecodeRows.build(items[:num_decode], block_size, slots=not dense) if num_decode else None
         # Python lists until one tensor each: a decode step's few rows cost less so than as numpy arrays
         ids: list[int] = [] if decode is None else decode.ids
         positions: list[int] = [] if decode is None else decode.positions
@@ -90,7 +99,22 @@ class PackedStep:
             decode_mask=None if decode is None else _additive(decode.mask, device, dtype),
             decode_sampling=tensor(None if decode is None else decode.sampling),
             prompts=prompts,
+            lane_writes=None if lanes is None else torch.tensor(
+                _lane_writes(items, lanes, lane_slots, scratch_slot), dtype=torch.long, device=device),
+            dense=dense,
         )
+
+
+def _lane_writes(items: Sequence[Scheduled], lanes: Sequence[int], lane_slots: int, scratch_slot: int) -> list[int]:
+    """The lane slot of every new token, in packed order (``scratch_slot`` for an item without a lane); the decode
+    rows (one token each, first) with no call per row."""
+    num_decode = next((i for i, it in enumerate(items) if it.num_new != 1), len(items))
+    writes = [lane * lane_slots + it.request.num_cached if lane >= 0 else scratch_slot
+              for it, lane in zip(items[:num_decode], lanes[:num_decode])]
+    for item, lane in zip(items[num_decode:], lanes[num_decode:]):
+        first = lane * lane_slots + item.request.num_cached
+        writes.extend([scratch_slot] * item.num_new if lane < 0 else range(first, first + item.num_new))
+    return writes
 
 
 @dataclass(frozen=True, slots=True)
@@ -101,12 +125,13 @@ class _DecodeRows:
     positions: list[int]  # [B]
     writes: list[int]  # [B] pool slot of each new token's K/V
     keep_rows: list[int]  # rows that sample
-    slots: np.ndarray  # [B, L_max] pool slots each row reads (past a row's length: slots of its blocks or block 0)
+    slots: np.ndarray | None  # [B, L_max] pool slots each row reads (past a row's length: its blocks' or block 0's)
     mask: np.ndarray  # [B, 1, 1, L_max] True where a key is real
     sampling: np.ndarray | None  # rows that sample, when not all of them do
 
     @classmethod
-    def build(cls, items: Sequence[Scheduled], block_size: int) -> _DecodeRows:
+    def build(cls, items: Sequence[Scheduled], block_size: int, slots: bool = True) -> _DecodeRows:
+        """``slots``: also the [B, L_max] pool slots the rows read (not needed when their keys are in lanes)."""
         # the only per-request work: reading each request's fields and slicing its block table (comprehensions,
         # no call per request); then a fixed number of numpy calls for the [B, L_max] slots and mask
         reqs = [it.request for it in items]
@@ -114,16 +139,18 @@ class _DecodeRows:
         ids = [r.tokens[c] for r, c in zip(reqs, positions)]
         writes = [r.block_table[c // block_size] * block_size + c % block_size for r, c in zip(reqs, positions)]
         L = max(positions) + 1
-        width = (L - 1) // block_size + 1
-        pad = [0] * width  # each row's blocks, then block 0 up to the widest row
-        tables = np.array([r.block_table[:c // block_size + 1] + pad[c // block_size + 1:]
-                           for r, c in zip(reqs, positions)], dtype=np.int64)  # [B, width]
-        slots = np.ascontiguousarray(
-            (tables[:, :, None] * block_size + _offsets(block_size)).reshape(len(reqs), -1)[:, :L])
+        read = None
+        if slots:
+            width = (L - 1) // block_size + 1
+            pad = [0] * width  # each row's blocks, then block 0 up to the widest row
+            tables = np.array([r.block_table[:c // block_size + 1] + pad[c // block_size + 1:]
+                               for r, c in zip(reqs, positions)], dtype=np.int64)  # [B, width]
+            read = np.ascontiguousarray(
+                (tables[:, :, None] * block_size + _offsets(block_size)).reshape(len(reqs), -1)[:, :L])
         valid = np.arange(L)[None, :] <= np.array(positions)[:, None]
         keep = [i for i, it in enumerate(items) if it.samples]
         sampling = None if len(keep) == len(items) else np.array(keep, dtype=np.int64)
-        return cls(ids, positions, writes, keep, slots, valid[:, None, None, :], sampling)
+        return cls(ids, positions, writes, keep, read, valid[:, None, None, :], sampling)
 
 
 @functools.cache
