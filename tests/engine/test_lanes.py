@@ -158,3 +158,26 @@ def test_lanes_give_the_pools_logits(tiny_model, seed, monkeypatch):
         assert len(with_lanes[request_id]) == len(rows)
         for mine, theirs in zip(with_lanes[request_id], rows):
             torch.testing.assert_close(mine, theirs, rtol=0, atol=1e-6)
+
+
+def test_a_dense_decode_step_is_padded_to_the_packed_rows_and_writes_only_its_own():
+    reqs = [_running(i, 4 + i, num_cached=4 + i) for i in range(3)]
+    blocks = BlockManager(16, 4, 1)
+    for r in reqs:
+        r.tokens.append(5)
+        blocks.reserve(r, r.num_tokens)
+    cpu = torch.device("cpu")
+    step = [Scheduled.of(r, 1) for r in reqs]
+    p = PackedStep.build(step, 4, cpu, lanes=[0, 1, 2], lane_slots=8, scratch_slot=40, pad_to=5)
+    assert p.input_ids.numel() == p.positions.numel() == 5 and p.rows == 3 and p.keep_all
+    assert p.write_slots.numel() == p.lane_writes.numel() == 3
+    mask = p.decode_mask  # [5, 1, 1, L]: the padding rows attend to their lane's first key only
+    assert mask.shape == (5, 1, 1, 7)
+    assert bool((mask[3:, ..., 0] == 0).all()) and bool(torch.isinf(mask[3:, ..., 1:]).all())
+    assert bool((mask[2, ..., :7] == 0).all()) and bool(torch.isinf(mask[0, ..., 5:]).all())
+    # a step with a prompt in it is not padded (its matmuls run on oneDNN anyway)
+    prompt = _running(3, 4)
+    blocks.reserve(prompt, 4)
+    mixed = PackedStep.build(step + [Scheduled.of(prompt, 4)], 4, cpu, lanes=[0, 1, 2, 3], lane_slots=8,
+                             scratch_slot=40, pad_to=5)
+    assert mixed.input_ids.numel() == mixed.rows == 7 and not mixed.keep_all

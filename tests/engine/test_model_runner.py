@@ -375,7 +375,7 @@ def test_few_rows_is_refused_where_mkl_cannot_run_it(tiny_model, monkeypatch):
 
 
 def test_prompts_longer_than_an_mlp_slice_match_generate(tiny_model):
-    """Two prompts of 300 and 230 tokens in one step (530 rows): the MLP runs over ``MLP_ROWS`` rows at a time."""
+    """Two prompts of 300 and 230 tokens in one step (530 rows): the MLP runs over two slices of 265 rows."""
     from batchperf.engine.model_runner import MLP_ROWS
 
     rng = random.Random(11)
@@ -386,3 +386,21 @@ def test_prompts_longer_than_an_mlp_slice_match_generate(tiny_model):
     logits, _ = run_engine(runner, requests, SchedulerConfig(2), num_blocks=64)
     for request in requests:
         assert_matches_generate(tiny_model, request, logits[request.request_id])
+
+
+def test_the_mlp_slices_are_of_one_size_and_give_the_whole_mlp(tiny_model, monkeypatch):
+    """1027 rows (four 256-token prompts and three decode rows) run as 4 slices of 256-257 rows, not 4 of 256 and one
+    of 3; the result is the MLP over all rows at once."""
+    from batchperf.engine.model_runner import MLP_ROWS
+
+    runner = ModelRunner(tiny_model.model, 16)
+    layer = runner.layers[0]
+    x = torch.randn(4 * MLP_ROWS + 3, tiny_model.model.config.hidden_size)
+    with torch.inference_mode():
+        whole = runner.linear_add(x, runner._gated(layer.ln_mlp(x), layer), layer.w_down)
+        sizes = []
+        gated = runner._gated
+        monkeypatch.setattr(runner, "_gated", lambda h, lay: sizes.append(h.shape[0]) or gated(h, lay))
+        sliced = runner._mlp(x, layer)
+    assert sizes == [MLP_ROWS + 1] * 3 + [MLP_ROWS]
+    torch.testing.assert_close(sliced, whole, rtol=1e-5, atol=1e-5)

@@ -61,8 +61,8 @@ from batchperf.engine.matmul import (
 from batchperf.engine.packing import PackedStep
 from batchperf.engine.scheduler import Scheduled
 
-# on the CPU a prefill's MLP runs over this many rows at a time (4 x 256-token prompts in one step: 0.95x the
-# step's time; 128 rows: no gain); on a GPU over all of them, in one launch each
+# on the CPU a prefill's MLP runs over slices of this many rows (to twice as many, all of one size; 4 x 256-token
+# prompts in one step: 0.95x the step's time; 128 rows: no gain); on a GPU over all of them, in one launch each
 MLP_ROWS = 256
 SUPPORTED_MODEL_TYPES = frozenset({"qwen2", "qwen3", "llama", "mistral"})
 
@@ -318,13 +318,16 @@ class ModelRunner:
             decode.sort(key=lanes.__getitem__)
             order = decode + order[len(decode):]
             packed = PackedStep.build([step[i] for i in order], self.block_size, self.device, self.dtype,
-                                      [lanes[i] for i in order], self.lanes.lane_slots, self.lanes.scratch_slot)
+                                      [lanes[i] for i in order], self.lanes.lane_slots, self.lanes.scratch_slot,
+                                      pad_to=0 if self.few is None else self.few.rows)
         hidden = self._forward(packed)  # [sampling items, hidden], in packed order
         hidden = self.norm(hidden)
         if self.few is not None and self.few.fits(hidden):
             logits = self.few.linear(hidden, self._few_head)
         else:
             logits = self.linear(hidden, self.lm_head)
+        if logits.shape[0] > packed.rows:  # a padded decode step
+            logits = logits.narrow(0, 0, packed.rows)
         if self.suppress.numel():
             logits.index_fill_(1, self.suppress, float("-inf"))  # EOS cannot come before the target length
         return [i for i in order if step[i].samples], logits
@@ -353,6 +356,8 @@ class ModelRunner:
                 qk = qk.to(self.dtype)
             q, k = qk.narrow(1, 0, H), qk.narrow(1, H, KVH)
             v = qkv.narrow(1, (H + KVH) * D, KVH * D).view(T, KVH, D)
+            if p.rows < T:  # padding rows write no K/V
+                k, v = k.narrow(0, 0, p.rows), v.narrow(0, 0, p.rows)
             k_cache.index_copy_(0, p.write_slots, k)  # [slots, KVH, D]
             v_cache.index_copy_(0, p.write_slots, v)
             lanes = None
@@ -365,7 +370,8 @@ class ModelRunner:
                 attn = self._attention(p, q, k, v, k_cache, v_cache, lanes)  # [T, H, D]
             else:  # from here on only the sampled rows matter
                 attn = self._attention(p, q, k, v, k_cache, v_cache, lanes, sampled_only=True)  # [n, H, D]
-                x = x[p.keep_rows]
+                if not p.keep_all:
+                    x = x[p.keep_rows]
             x = self._after_attention(x, attn.reshape(-1, H * D), layer, few)
         return x
 
@@ -384,12 +390,15 @@ class ModelRunner:
         return self.act(gate_up.narrow(1, 0, n)) * gate_up.narrow(1, n, n)
 
     def _mlp(self, x: torch.Tensor, layer: _Layer) -> torch.Tensor:
-        """``x + down(act(gate(h)) * up(h))``, ``h = ln_mlp(x)``; on the CPU a prefill's rows ``MLP_ROWS`` at a time,
+        """``x + down(act(gate(h)) * up(h))``, ``h = ln_mlp(x)``; on the CPU a prefill's rows in slices of
+        ``MLP_ROWS`` to ``2 * MLP_ROWS - 1`` rows,
         so its ``[rows, intermediate]`` temporaries are small enough to stay in the cache and in the allocator's heap
-        (a fresh 8 MB block is page-faulted in at each allocation)."""
-        if x.shape[0] <= MLP_ROWS or self.device.type != "cpu":
+        (a fresh 8 MB block is page-faulted in at each allocation); of equal sizes (4 x 256 prompt tokens and 3
+        decode rows: 4 slices of 256 and 257 rows, not a fifth of 3, whose matmuls' set-up cost ~0.2 ms a layer)."""
+        rows = x.shape[0]
+        if rows < 2 * MLP_ROWS or self.device.type != "cpu":
             return self.linear_add(x, self._gated(layer.ln_mlp(x), layer), layer.w_down)
-        return torch.cat([self._mlp(x[start:start + MLP_ROWS], layer) for start in range(0, x.shape[0], MLP_ROWS)])
+        return torch.cat([self._mlp(part, layer) for part in x.tensor_split(rows // MLP_ROWS)])
 
     def _gated(self, h: torch.Tensor, layer: _Layer) -> torch.Tensor:
         """The MLP's ``act(gate) * up``, before its down projection."""
@@ -405,7 +414,7 @@ class ModelRunner:
         H, KVH, D = self.heads, self.kv_heads, self.head_dim
         parts = []
         if p.dense:  # decode rows in lanes 0 .. B-1: their keys and values are views, padded and masked to L
-            B, L = p.num_decode, p.decode_mask.shape[-1]
+            B, L = p.decode_mask.shape[0], p.decode_mask.shape[-1]  # padding rows too
             keys, values = (kv.narrow(0, 0, B).narrow(1, 0, L).transpose(1, 2) for kv in lanes)
             query = q.narrow(0, 0, B).view(B, KVH, H // KVH, D)
             out = F.scaled_dot_product_attention(query, keys, values, attn_mask=p.decode_mask)

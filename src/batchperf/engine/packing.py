@@ -40,20 +40,23 @@ class PackedStep:
     prompts: list[tuple[int, int, torch.Tensor | None, torch.Tensor | None, bool]]  # start, end, slots, mask, samples
     lane_writes: torch.Tensor | None = None  # [T]: slot of each new token's K/V in the lanes (``KVLanes``)
     dense: bool = False  # the decode rows sit in lanes 0 .. B-1 in order and all sample: their keys are a view
+    rows: int = 0  # the rows with a token; a dense decode step padded to ``pad_to`` runs more (the rest are padding)
+    keep_all: bool = False  # every row is kept (one decode row a request, padding after them): no gather of rows
     # the masks are additive (0 / -inf), in the model's dtype, built once a step: SDPA turns a boolean mask into
     # that form on every call, which took 40% of a decode row's attention call (studies/continuous-step)
 
     @classmethod
     def build(cls, items: Sequence[Scheduled], block_size: int, device: Any,
               dtype: torch.dtype = torch.float32, lanes: Sequence[int] | None = None, lane_slots: int = 0,
-              scratch_slot: int = 0) -> PackedStep:
+              scratch_slot: int = 0, pad_to: int = 0) -> PackedStep:
         """Pack ``items``, decode rows (one new token each) first. The decode rows are packed with array
         operations only: no Python call per request, so a decode step's host work does not grow with the batch
         beyond reading each request's fields (tests/engine/test_model_runner.py counts it).
 
         ``lanes``: each item's lane in ``KVLanes`` (-1: none), whose lanes hold ``lane_slots`` positions each and
         whose ``scratch_slot`` takes the rows without one; a step whose decode rows are ``dense`` gets no gather
-        slots for them."""
+        slots for them, and a dense step of decode rows only is padded to ``pad_to`` rows (token 0 at position 0,
+        attending to its lane's first key), so that matmuls packed for that many rows take it whole."""
         num_decode = next((i for i, it in enumerate(items) if it.num_new != 1), len(items))
         dense = (lanes is not None and num_decode > 0 and list(lanes[:num_decode]) == list(range(num_decode))
                  and all([it.samples for it in items[:num_decode]]))
@@ -63,6 +66,13 @@ class PackedStep:
         positions: list[int] = [] if decode is None else decode.positions
         writes: list[int] = [] if decode is None else decode.writes
         keep_rows = [] if decode is None else decode.keep_rows
+        decode_mask = None if decode is None else decode.mask
+        pad = pad_to - num_decode if dense and num_decode == len(items) else 0
+        if pad > 0:
+            ids, positions = ids + [0] * pad, positions + [0] * pad
+            padding = np.zeros((pad,) + decode_mask.shape[1:], dtype=bool)
+            padding[..., 0] = True
+            decode_mask = np.concatenate([decode_mask, padding])
         prompts = []
         for item in items[num_decode:]:  # prompts and prompt chunks: each gets its own attention call anyway
             req, start = item.request, len(ids)
@@ -96,12 +106,14 @@ class PackedStep:
             keep_rows=torch.tensor(keep_rows, dtype=torch.long, device=device),
             num_decode=num_decode,
             decode_slots=tensor(None if decode is None else decode.slots),
-            decode_mask=None if decode is None else _additive(decode.mask, device, dtype),
+            decode_mask=None if decode_mask is None else _additive(decode_mask, device, dtype),
             decode_sampling=tensor(None if decode is None else decode.sampling),
             prompts=prompts,
             lane_writes=None if lanes is None else torch.tensor(
                 _lane_writes(items, lanes, lane_slots, scratch_slot), dtype=torch.long, device=device),
             dense=dense,
+            rows=len(writes),
+            keep_all=dense and num_decode == len(items),
         )
 
 
