@@ -171,9 +171,8 @@ def test_a_dense_decode_step_is_padded_to_the_packed_rows_and_writes_only_its_ow
     p = PackedStep.build(step, 4, cpu, lanes=[0, 1, 2], lane_slots=8, scratch_slot=40, pad_to=5)
     assert p.input_ids.numel() == p.positions.numel() == 5 and p.rows == 3 and p.keep_all
     assert p.write_slots.numel() == p.lane_writes.numel() == 3
-    mask = p.decode_mask  # [5, 1, 1, L]: the padding rows attend to their lane's first key only
-    assert mask.shape == (5, 1, 1, 7)
-    assert bool((mask[3:, ..., 0] == 0).all()) and bool(torch.isinf(mask[3:, ..., 1:]).all())
+    mask = p.decode_mask  # [3, 1, 1, L]: the padding rows attend to nothing (the runner skips them)
+    assert mask.shape == (3, 1, 1, 7)
     assert bool((mask[2, ..., :7] == 0).all()) and bool(torch.isinf(mask[0, ..., 5:]).all())
     # a step with a prompt in it is not padded (its matmuls run on oneDNN anyway)
     prompt = _running(3, 4)

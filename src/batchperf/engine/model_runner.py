@@ -414,11 +414,12 @@ class ModelRunner:
         H, KVH, D = self.heads, self.kv_heads, self.head_dim
         parts = []
         if p.dense:  # decode rows in lanes 0 .. B-1: their keys and values are views, padded and masked to L
-            B, L = p.decode_mask.shape[0], p.decode_mask.shape[-1]  # padding rows too
+            B, L = p.num_decode, p.decode_mask.shape[-1]
             keys, values = (kv.narrow(0, 0, B).narrow(1, 0, L).transpose(1, 2) for kv in lanes)
             query = q.narrow(0, 0, B).view(B, KVH, H // KVH, D)
-            out = F.scaled_dot_product_attention(query, keys, values, attn_mask=p.decode_mask)
-            parts.append(out.view(B, H, D))
+            out = F.scaled_dot_product_attention(query, keys, values, attn_mask=p.decode_mask).view(B, H, D)
+            # a padded step's padding rows (after the decode rows): zeros, not attended
+            parts.append(out if p.rows == q.shape[0] else F.pad(out, (0, 0, 0, 0, 0, q.shape[0] - B)))
         elif p.num_decode:
             rows, slots, mask = slice(0, p.num_decode), p.decode_slots, p.decode_mask
             if sampled_only and p.decode_sampling is not None:  # a 1-token prompt chunk that does not sample

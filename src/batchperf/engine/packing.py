@@ -55,8 +55,8 @@ class PackedStep:
 
         ``lanes``: each item's lane in ``KVLanes`` (-1: none), whose lanes hold ``lane_slots`` positions each and
         whose ``scratch_slot`` takes the rows without one; a step whose decode rows are ``dense`` gets no gather
-        slots for them, and a dense step of decode rows only is padded to ``pad_to`` rows (token 0 at position 0,
-        attending to its lane's first key), so that matmuls packed for that many rows take it whole."""
+        slots for them, and a dense step of decode rows only is padded to ``pad_to`` rows (token 0 at position 0;
+        no K/V written, no attention computed), so that matmuls packed for that many rows take it whole."""
         num_decode = next((i for i, it in enumerate(items) if it.num_new != 1), len(items))
         dense = (lanes is not None and num_decode > 0 and list(lanes[:num_decode]) == list(range(num_decode))
                  and all([it.samples for it in items[:num_decode]]))
@@ -66,13 +66,8 @@ class PackedStep:
         positions: list[int] = [] if decode is None else decode.positions
         writes: list[int] = [] if decode is None else decode.writes
         keep_rows = [] if decode is None else decode.keep_rows
-        decode_mask = None if decode is None else decode.mask
-        pad = pad_to - num_decode if dense and num_decode == len(items) else 0
-        if pad > 0:
-            ids, positions = ids + [0] * pad, positions + [0] * pad
-            padding = np.zeros((pad,) + decode_mask.shape[1:], dtype=bool)
-            padding[..., 0] = True
-            decode_mask = np.concatenate([decode_mask, padding])
+        if dense and num_decode == len(items) and pad_to > num_decode:
+            ids, positions = ids + [0] * (pad_to - num_decode), positions + [0] * (pad_to - num_decode)
         prompts = []
         for item in items[num_decode:]:  # prompts and prompt chunks: each gets its own attention call anyway
             req, start = item.request, len(ids)
@@ -106,7 +101,7 @@ class PackedStep:
             keep_rows=torch.tensor(keep_rows, dtype=torch.long, device=device),
             num_decode=num_decode,
             decode_slots=tensor(None if decode is None else decode.slots),
-            decode_mask=None if decode_mask is None else _additive(decode_mask, device, dtype),
+            decode_mask=None if decode is None else _additive(decode.mask, device, dtype),
             decode_sampling=tensor(None if decode is None else decode.sampling),
             prompts=prompts,
             lane_writes=None if lanes is None else torch.tensor(
