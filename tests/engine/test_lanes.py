@@ -81,8 +81,12 @@ def test_lanes_grow_for_a_longer_request_and_keep_what_they_hold():
     long = _running(2, 9)
     b.status = Status.FINISHED
     assert lanes.assign([Scheduled.of(long, 9)]) == [1]
-    assert lanes.lane_slots >= 9 and lanes.views[0][0].shape[:2] == (2, lanes.lane_slots)
-    assert bool((lanes.views[0][0][0, :3] == 1.0).all()) and bool((lanes.views[1][1][0, :3] == 1.0).all())
+    assert lanes.lane_slots >= 9
+    keys, values = lanes.keys_values(1, 2, lanes.lane_slots)  # [lanes, kv heads, positions, head dim]
+    assert keys.shape == (2, 1, lanes.lane_slots, 2)
+    assert bool((keys[0, :, :3] == 1.0).all()) and bool((values[0, :, :3] == 1.0).all())
+    assert bool((keys[0, :, 3:] == 0.0).all())
+    assert bool((keys[1, :, :4] == 2.0).all()) and bool((keys[1, :, 4:] == 0.0).all())  # copied whole, stale or not
 
 
 def test_packing_marks_a_step_dense_only_when_its_decode_rows_fill_lanes_0_to_b():

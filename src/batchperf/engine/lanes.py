@@ -41,8 +41,7 @@ class KVLanes:
         self._lane_of = _LaneOf()  # request id -> lane (-1: none)
         self.lane_slots = 0
         self.kv: torch.Tensor | None = None
-        self.writes: list[tuple[torch.Tensor, torch.Tensor]] = []  # per layer: K and V, [slots + 1, KVH, D]
-        self.views: list[tuple[torch.Tensor, torch.Tensor]] = []  # per layer: K and V, [count, lane_slots, KVH, D]
+        self.layers: list[torch.Tensor] = []  # per layer: K and V, [2, count * lane_slots + 1, KVH, D]
         self._grow(max(lane_slots, 1))
 
     @property
@@ -131,9 +130,18 @@ class KVLanes:
             kv.narrow(2, 0, self.count * lane_slots).view(layers, 2, self.count, lane_slots, kv_heads,
                                                           head_dim).narrow(3, 0, self.lane_slots).copy_(old)
         self.kv, self.lane_slots = kv, lane_slots
-        self.writes = [(layer[0], layer[1]) for layer in kv]
-        by_lane = kv.narrow(2, 0, self.count * lane_slots).view(layers, 2, self.count, lane_slots, kv_heads, head_dim)
-        self.views = [(layer[0], layer[1]) for layer in by_lane]
+        self.layers = list(kv)
+        slot = kv_heads * head_dim
+        self._strides = (lane_slots * slot, head_dim, slot, 1)  # [lane, kv head, position, dim]
+        self._offsets = [(2 * layer * kv.shape[2] * slot, (2 * layer + 1) * kv.shape[2] * slot) for layer in range(layers)]
+
+    def keys_values(self, layer: int, lanes: int, length: int) -> tuple[torch.Tensor, torch.Tensor]:
+        """Lanes ``0 .. lanes-1``'s first ``length`` keys and values in ``layer``, ``[lanes, KVH, length, D]`` each:
+        views (one op each), as SDPA reads them."""
+        _, _, _, kv_heads, head_dim = self.kv.shape
+        size = (lanes, kv_heads, length, head_dim)
+        k, v = self._offsets[layer]
+        return self.kv.as_strided(size, self._strides, k), self.kv.as_strided(size, self._strides, v)
 
 
 class _LaneOf(dict[int, int]):

@@ -263,7 +263,7 @@ class ModelRunner:
     def kv(self, pool: torch.Tensor | None) -> None:
         self._kv = pool
         # each layer's K and V views, made once: indexing the pool per layer and step cost ~1 us a view
-        self._kv_views = [] if pool is None else [(layer[0], layer[1]) for layer in pool]
+        self._kv_views = [] if pool is None else [(layer, layer[0], layer[1]) for layer in pool]
         self.lanes: KVLanes | None = None  # made by allocate(batch_size=...) on the CPU
 
     def allocate(self, num_blocks: int, batch_size: int | None = None) -> None:
@@ -339,41 +339,42 @@ class ModelRunner:
         x = F.embedding(p.input_ids, self.embed)  # [T, hidden]
         last = len(self.layers) - 1
         # the hot loop slices with narrow() and reads views made once: Python's tensor indexing costs ~2-5 us a call
-        for index, (layer, (k_cache, v_cache)) in enumerate(zip(self.layers, self._kv_views)):
+        for index, (layer, (pool, k_cache, v_cache)) in enumerate(zip(self.layers, self._kv_views)):
             few = self._few_layers[index] if self.few is not None else None
             h = layer.ln_attn(x)
             if few is not None and self.few.fits(h):
                 qkv = self.few.linear(h, few.qkv, layer.b_qkv)  # [T, (H + 2 KVH) D]
             else:
                 qkv = self.linear(h, layer.w_qkv, layer.b_qkv)
-            qk = qkv.narrow(1, 0, (H + KVH) * D).view(T, H + KVH, D)
-            if layer.q_norm is not None:  # Qwen3: each head normalised on its own
-                qk = torch.cat([layer.q_norm(qk[:, :H]), layer.k_norm(qk[:, H:])], 1)
-            # rotary, q and k at once: each (x_j, x_{j+D/2}) pair times e^(i theta_j), in float32
-            pairs = torch.view_as_complex((qk if self.float32 else qk.float()).view(T, H + KVH, D // 2, 2))
-            qk = torch.view_as_real(pairs * rotary).view(T, H + KVH, D)
-            if not self.float32:
-                qk = qk.to(self.dtype)
-            q, k = qk.narrow(1, 0, H), qk.narrow(1, H, KVH)
-            v = qkv.narrow(1, (H + KVH) * D, KVH * D).view(T, KVH, D)
+            self._rotate(qkv.narrow(1, 0, (H + KVH) * D), rotary, layer)  # in place: q and k stay in qkv
+            q = qkv.narrow(1, 0, H * D)  # [T, H * D]
+            kv = qkv.narrow(1, H * D, 2 * KVH * D).view(T, 2, KVH, D)
             if p.rows < T:  # padding rows write no K/V
-                k, v = k.narrow(0, 0, p.rows), v.narrow(0, 0, p.rows)
-            k_cache.index_copy_(0, p.write_slots, k)  # [slots, KVH, D]
-            v_cache.index_copy_(0, p.write_slots, v)
-            lanes = None
+                kv = kv.narrow(0, 0, p.rows)
+            pool.index_copy_(1, p.write_slots, kv.transpose(0, 1))  # K and V, [2, slots, KVH, D], in one op
             if p.lane_writes is not None:
-                lane_k, lane_v = self.lanes.writes[index]
-                lane_k.index_copy_(0, p.lane_writes, k)
-                lane_v.index_copy_(0, p.lane_writes, v)
-                lanes = self.lanes.views[index]
+                self.lanes.layers[index].index_copy_(1, p.lane_writes, kv.transpose(0, 1))
             if index < last:
-                attn = self._attention(p, q, k, v, k_cache, v_cache, lanes)  # [T, H, D]
+                attn = self._attention(p, q, kv, k_cache, v_cache, index)  # [T, H, D]
             else:  # from here on only the sampled rows matter
-                attn = self._attention(p, q, k, v, k_cache, v_cache, lanes, sampled_only=True)  # [n, H, D]
+                attn = self._attention(p, q, kv, k_cache, v_cache, index, sampled_only=True)  # [n, H, D]
                 if not p.keep_all:
                     x = x[p.keep_rows]
             x = self._after_attention(x, attn.reshape(-1, H * D), layer, few)
         return x
+
+    def _rotate(self, qk: torch.Tensor, rotary: torch.Tensor, layer: _Layer) -> None:
+        """Rotary on ``qk`` (``[T, (H + KVH) * D]``, the query and key columns of a QKV output) in place: q and k at
+        once, each (x_j, x_{j+D/2}) pair times e^(i theta_j), in float32; Qwen3's per-head norms first."""
+        T, H, KVH, D = qk.shape[0], self.heads, self.kv_heads, self.head_dim
+        if layer.q_norm is not None:  # Qwen3: each head normalised on its own
+            heads = qk.view(T, H + KVH, D)
+            qk.copy_(torch.cat([layer.q_norm(heads[:, :H]), layer.k_norm(heads[:, H:])], 1).view(T, -1))
+        if self.float32:
+            torch.view_as_complex(qk.view(T, H + KVH, D // 2, 2)).mul_(rotary)
+        else:
+            pairs = torch.view_as_complex(qk.float().view(T, H + KVH, D // 2, 2))
+            qk.copy_(torch.view_as_real(pairs * rotary).view(T, -1))
 
     def _after_attention(self, x: torch.Tensor, attn: torch.Tensor, layer: _Layer,
                          few: _FewRowsLayer | None) -> torch.Tensor:
@@ -406,16 +407,16 @@ class ModelRunner:
             return onednn_gated(h, layer.w_gate, layer.w_up)
         return self._act_times_up(self.linear(h, layer.w_gate_up))
 
-    def _attention(self, p: PackedStep, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor,
-                   k_cache: torch.Tensor, v_cache: torch.Tensor, lanes: tuple[torch.Tensor, torch.Tensor] | None,
-                   sampled_only: bool = False) -> torch.Tensor:
-        """Attention output ``[rows, H, D]`` of every row, or with ``sampled_only`` of ``p.keep_rows``; ``lanes``:
-        this layer's K and V in ``KVLanes`` (``[lanes, lane_slots, KVH, D]``), read where ``p.dense``."""
+    def _attention(self, p: PackedStep, q: torch.Tensor, kv: torch.Tensor, k_cache: torch.Tensor,
+                   v_cache: torch.Tensor, layer: int, sampled_only: bool = False) -> torch.Tensor:
+        """Attention output ``[rows, H, D]`` of every row, or with ``sampled_only`` of ``p.keep_rows``: ``q``
+        ``[T, H * D]``, ``kv`` the step's new K and V ``[rows, 2, KVH, D]``; where ``p.dense`` the decode rows read
+        ``layer``'s lanes."""
         H, KVH, D = self.heads, self.kv_heads, self.head_dim
         parts = []
         if p.dense:  # decode rows in lanes 0 .. B-1: their keys and values are views, padded and masked to L
             B, L = p.num_decode, p.decode_mask.shape[-1]
-            keys, values = (kv.narrow(0, 0, B).narrow(1, 0, L).transpose(1, 2) for kv in lanes)
+            keys, values = self.lanes.keys_values(layer, B, L)
             query = q.narrow(0, 0, B).view(B, KVH, H // KVH, D)
             out = F.scaled_dot_product_attention(query, keys, values, attn_mask=p.decode_mask).view(B, H, D)
             # a padded step's padding rows (after the decode rows): zeros, not attended
@@ -436,11 +437,11 @@ class ModelRunner:
             if sampled_only and not samples:
                 continue
             if sampled_only:  # the last token attends to every key: no mask
-                query, mask = q[end - 1:end].transpose(0, 1)[None], None
+                query, mask = q[end - 1:end].view(1, H, D).transpose(0, 1)[None], None
             else:
-                query = q[start:end].transpose(0, 1)[None]  # [1, H, n, D]
+                query = q[start:end].view(-1, H, D).transpose(0, 1)[None]  # [1, H, n, D]
             if slots is None:  # a whole prompt: its fresh K/V are all it attends to
-                keys, values = k[start:end], v[start:end]
+                keys, values = kv[start:end].unbind(1)
             else:  # a later chunk: the request's blocks, already holding this chunk too
                 keys, values = k_cache.index_select(0, slots), v_cache.index_select(0, slots)
             out = F.scaled_dot_product_attention(
