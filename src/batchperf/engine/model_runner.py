@@ -201,7 +201,11 @@ class ModelRunner:
             # rotary as one complex product: x * cos + rotate_half(x) * sin pairs dim j with dim j + D/2, so the
             # query and key rows of the QKV weight are reordered (``_interleaved``) to hold each pair side by side
             self.rotary = torch.complex(cos[:, :half], sin[:, :half])  # [max_pos, D/2]
-        self.suppress = torch.tensor(sorted(set(suppress_ids)), dtype=torch.long, device=self.device)
+        # EOS cannot come before the target length: -inf in the LM head's bias (x + -inf = -inf, x + 0 = x), no op
+        self.head_bias: torch.Tensor | None = None
+        if suppress_ids:
+            self.head_bias = torch.zeros(hf_model.lm_head.out_features, dtype=self.dtype, device=self.device)
+            self.head_bias[sorted(set(suppress_ids))] = float("-inf")
         self.kv = None
 
     def _matrix(self, weight: torch.Tensor) -> torch.Tensor:
@@ -323,13 +327,11 @@ class ModelRunner:
         hidden = self._forward(packed)  # [sampling items, hidden], in packed order
         hidden = self.norm(hidden)
         if self.few is not None and self.few.fits(hidden):
-            logits = self.few.linear(hidden, self._few_head)
+            logits = self.few.linear(hidden, self._few_head, self.head_bias)
         else:
-            logits = self.linear(hidden, self.lm_head)
+            logits = self.linear(hidden, self.lm_head, self.head_bias)
         if logits.shape[0] > packed.rows:  # a padded decode step
             logits = logits.narrow(0, 0, packed.rows)
-        if self.suppress.numel():
-            logits.index_fill_(1, self.suppress, float("-inf"))  # EOS cannot come before the target length
         return [i for i in order if step[i].samples], logits
 
     def _forward(self, p: PackedStep) -> torch.Tensor:
@@ -351,16 +353,17 @@ class ModelRunner:
             kv = qkv.narrow(1, H * D, 2 * KVH * D).view(T, 2, KVH, D)
             if p.rows < T:  # padding rows write no K/V
                 kv = kv.narrow(0, 0, p.rows)
-            pool.index_copy_(1, p.write_slots, kv.transpose(0, 1))  # K and V, [2, slots, KVH, D], in one op
+            both = kv.transpose(0, 1)  # [2, rows, KVH, D]
+            pool.index_copy_(1, p.write_slots, both)  # K and V, [2, slots, KVH, D], in one op
             if p.lane_writes is not None:
-                self.lanes.layers[index].index_copy_(1, p.lane_writes, kv.transpose(0, 1))
+                self.lanes.layers[index].index_copy_(1, p.lane_writes, both)
             if index < last:
-                attn = self._attention(p, q, kv, k_cache, v_cache, index)  # [T, H, D]
+                attn = self._attention(p, q, kv, k_cache, v_cache, index)  # [T, H * D]
             else:  # from here on only the sampled rows matter
-                attn = self._attention(p, q, kv, k_cache, v_cache, index, sampled_only=True)  # [n, H, D]
+                attn = self._attention(p, q, kv, k_cache, v_cache, index, sampled_only=True)  # [n, H * D]
                 if not p.keep_all:
                     x = x[p.keep_rows]
-            x = self._after_attention(x, attn.reshape(-1, H * D), layer, few)
+            x = self._after_attention(x, attn, layer, few)
         return x
 
     def _rotate(self, qk: torch.Tensor, rotary: torch.Tensor, layer: _Layer) -> None:
@@ -409,7 +412,7 @@ class ModelRunner:
 
     def _attention(self, p: PackedStep, q: torch.Tensor, kv: torch.Tensor, k_cache: torch.Tensor,
                    v_cache: torch.Tensor, layer: int, sampled_only: bool = False) -> torch.Tensor:
-        """Attention output ``[rows, H, D]`` of every row, or with ``sampled_only`` of ``p.keep_rows``: ``q``
+        """Attention output ``[rows, H * D]`` of every row, or with ``sampled_only`` of ``p.keep_rows``: ``q``
         ``[T, H * D]``, ``kv`` the step's new K and V ``[rows, 2, KVH, D]``; where ``p.dense`` the decode rows read
         ``layer``'s lanes."""
         H, KVH, D = self.heads, self.kv_heads, self.head_dim
@@ -417,10 +420,10 @@ class ModelRunner:
         if p.dense:  # decode rows in lanes 0 .. B-1: their keys and values are views, padded and masked to L
             B, L = p.num_decode, p.decode_mask.shape[-1]
             keys, values = self.lanes.keys_values(layer, B, L)
-            query = q.narrow(0, 0, B).view(B, KVH, H // KVH, D)
-            out = F.scaled_dot_product_attention(query, keys, values, attn_mask=p.decode_mask).view(B, H, D)
+            query = (q if B == q.shape[0] else q.narrow(0, 0, B)).view(B, KVH, H // KVH, D)
+            out = F.scaled_dot_product_attention(query, keys, values, attn_mask=p.decode_mask).view(B, H * D)
             # a padded step's padding rows (after the decode rows): zeros, not attended
-            parts.append(out if p.rows == q.shape[0] else F.pad(out, (0, 0, 0, 0, 0, q.shape[0] - B)))
+            parts.append(out if p.rows == q.shape[0] else F.pad(out, (0, 0, 0, q.shape[0] - B)))
         elif p.num_decode:
             rows, slots, mask = slice(0, p.num_decode), p.decode_slots, p.decode_mask
             if sampled_only and p.decode_sampling is not None:  # a 1-token prompt chunk that does not sample
@@ -432,7 +435,7 @@ class ModelRunner:
                 values = v_cache.index_select(0, flat).view(B, L, KVH, D).transpose(1, 2)
                 query = (q.narrow(0, 0, B) if isinstance(rows, slice) else q[rows]).reshape(B, KVH, H // KVH, D)
                 out = F.scaled_dot_product_attention(query, keys, values, attn_mask=mask)
-                parts.append(out.reshape(B, H, D))
+                parts.append(out.reshape(B, H * D))
         for start, end, slots, mask, samples in p.prompts:
             if sampled_only and not samples:
                 continue
@@ -448,7 +451,7 @@ class ModelRunner:
                 query, keys.transpose(0, 1)[None], values.transpose(0, 1)[None],
                 attn_mask=mask, is_causal=mask is None and not sampled_only, enable_gqa=True,
             )
-            parts.append(out[0].transpose(0, 1))
+            parts.append(out[0].transpose(0, 1).reshape(-1, H * D))
         if not parts:
-            return q.new_empty(0, H, D)
+            return q.new_empty(0, H * D)
         return parts[0] if len(parts) == 1 else torch.cat(parts)
