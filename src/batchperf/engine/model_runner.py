@@ -419,28 +419,28 @@ class ModelRunner:
                    v_cache: torch.Tensor, layer: int, sampled_only: bool = False) -> torch.Tensor:
         """Attention output ``[rows, H * D]`` of every row, or with ``sampled_only`` of ``p.keep_rows``: ``q``
         ``[T, H * D]``, ``kv`` the step's new K and V ``[rows, 2, KVH, D]``; where ``p.dense`` the decode rows read
-        ``layer``'s lanes."""
+        ``layer``'s lanes. Each part (the decode rows, each prompt) is written once into the output."""
         H, KVH, D = self.heads, self.kv_heads, self.head_dim
-        parts = []
-        if p.dense:  # decode rows in lanes 0 .. B-1: their keys and values are views, padded and masked to L
-            B, L = p.num_decode, p.decode_mask.shape[-1]
-            keys, values = self.lanes.keys_values(layer, B, L)
-            query = (q if B == q.shape[0] else q.narrow(0, 0, B)).view(B, KVH, H // KVH, D)
-            out = F.scaled_dot_product_attention(query, keys, values, attn_mask=p.decode_mask).view(B, H * D)
-            # a padded step's padding rows (after the decode rows): zeros, not attended
-            parts.append(out if p.rows == q.shape[0] else F.pad(out, (0, 0, 0, q.shape[0] - B)))
+        T = q.shape[0]
+        if p.keep_all:  # a dense step of decode rows only: one SDPA call is the output (padding rows: zeros)
+            B = p.num_decode
+            out = self._lane_attention(q if B == T else q.narrow(0, 0, B), p.decode_mask, layer)
+            return out if B == T else F.pad(out, (0, 0, 0, T - B))
+        out = q.new_empty(p.keep_rows.shape[0] if sampled_only else T, H, D)
+        at = 0
+        if p.dense:  # the decode rows sit in lanes 0 .. B-1, and all sample
+            at = p.num_decode
+            out[:at] = self._lane_attention(q.narrow(0, 0, at), p.decode_mask, layer).view(at, H, D)
         elif p.num_decode:
             rows, slots, mask = slice(0, p.num_decode), p.decode_slots, p.decode_mask
             if sampled_only and p.decode_sampling is not None:  # a 1-token prompt chunk that does not sample
                 rows, slots, mask = p.decode_sampling, slots[p.decode_sampling], mask[p.decode_sampling]
-            B, L = slots.shape
-            if B:
-                flat = slots.view(-1)
-                keys = k_cache.index_select(0, flat).view(B, L, KVH, D).transpose(1, 2)
-                values = v_cache.index_select(0, flat).view(B, L, KVH, D).transpose(1, 2)
-                query = (q.narrow(0, 0, B) if isinstance(rows, slice) else q[rows]).reshape(B, KVH, H // KVH, D)
-                out = F.scaled_dot_product_attention(query, keys, values, attn_mask=mask)
-                parts.append(out.reshape(B, H * D))
+            at, L = slots.shape
+            flat = slots.view(-1)
+            keys = k_cache.index_select(0, flat).view(at, L, KVH, D).transpose(1, 2)
+            values = v_cache.index_select(0, flat).view(at, L, KVH, D).transpose(1, 2)
+            query = (q.narrow(0, 0, at) if isinstance(rows, slice) else q[rows]).reshape(at, KVH, H // KVH, D)
+            out[:at] = F.scaled_dot_product_attention(query, keys, values, attn_mask=mask).view(at, H, D)
         for start, end, slots, mask, samples in p.prompts:
             if sampled_only and not samples:
                 continue
@@ -453,28 +453,38 @@ class ModelRunner:
             else:  # a later chunk: the request's blocks, already holding this chunk too
                 keys, values = k_cache.index_select(0, slots), v_cache.index_select(0, slots)
             keys, values = keys.transpose(0, 1)[None], values.transpose(0, 1)[None]
-            if slots is None and not sampled_only and end - start > PROMPT_ROWS and self.device.type == "cpu":
-                out = self._causal_in_rows(query, keys, values)
+            n = query.shape[2]
+            into = out[at:at + n].transpose(0, 1)[None]  # [1, H, n, D], written in place
+            if slots is None and not sampled_only and n > PROMPT_ROWS and self.device.type == "cpu":
+                self._causal_in_rows(query, keys, values, into)
             else:
-                out = F.scaled_dot_product_attention(query, keys, values, attn_mask=mask,
-                                                     is_causal=mask is None and not sampled_only, enable_gqa=True)
-            parts.append(out[0].transpose(0, 1).reshape(-1, H * D))
-        if not parts:
-            return q.new_empty(0, H * D)
-        return parts[0] if len(parts) == 1 else torch.cat(parts)
+                into.copy_(F.scaled_dot_product_attention(query, keys, values, attn_mask=mask,
+                                                          is_causal=mask is None and not sampled_only, enable_gqa=True))
+            at += n
+        return out.view(-1, H * D)
 
-    def _causal_in_rows(self, query: torch.Tensor, keys: torch.Tensor, values: torch.Tensor) -> torch.Tensor:
-        """A whole prompt's causal attention ``[1, H, n, D]``, ``PROMPT_ROWS`` queries at a time, each block against
-        the keys up to its last query (an additive mask on the block's own keys): the CPU's flash kernel takes as
-        long causal as not, so the full call computes every key for every query."""
+    def _lane_attention(self, query: torch.Tensor, mask: torch.Tensor, layer: int) -> torch.Tensor:
+        """``[B, H * D]``: decode rows ``query`` ``[B, H * D]``, request ``i`` in lane ``i``, against ``layer``'s
+        lanes up to the mask's length (views of the lanes, no copy)."""
+        B, H, KVH, D = query.shape[0], self.heads, self.kv_heads, self.head_dim
+        keys, values = self.lanes.keys_values(layer, B, mask.shape[-1])
+        out = F.scaled_dot_product_attention(query.view(B, KVH, H // KVH, D), keys, values, attn_mask=mask)
+        return out.view(B, H * D)
+
+    def _causal_in_rows(self, query: torch.Tensor, keys: torch.Tensor, values: torch.Tensor,
+                        into: torch.Tensor) -> None:
+        """A whole prompt's causal attention, ``[1, H, n, D]`` written ``into``, ``PROMPT_ROWS`` queries at a time,
+        each block against the keys up to its last query (an additive mask on the block's own keys): the CPU's
+        flash kernel takes as long causal as not, so one call computes every key for every query."""
         n = query.shape[2]
-        parts = [F.scaled_dot_product_attention(query[:, :, :PROMPT_ROWS], keys[:, :, :PROMPT_ROWS],
-                                                values[:, :, :PROMPT_ROWS], is_causal=True, enable_gqa=True)]
+        into[:, :, :PROMPT_ROWS] = F.scaled_dot_product_attention(
+            query[:, :, :PROMPT_ROWS], keys[:, :, :PROMPT_ROWS], values[:, :, :PROMPT_ROWS], is_causal=True,
+            enable_gqa=True)
         for start in range(PROMPT_ROWS, n, PROMPT_ROWS):
             end = min(start + PROMPT_ROWS, n)
-            parts.append(F.scaled_dot_product_attention(query[:, :, start:end], keys[:, :, :end], values[:, :, :end],
-                                                        attn_mask=self._block_mask(start, end), enable_gqa=True))
-        return torch.cat(parts, 2)
+            into[:, :, start:end] = F.scaled_dot_product_attention(
+                query[:, :, start:end], keys[:, :, :end], values[:, :, :end], attn_mask=self._block_mask(start, end),
+                enable_gqa=True)
 
     def _block_mask(self, start: int, end: int) -> torch.Tensor:
         """Queries ``start .. end-1`` against keys ``0 .. end-1``, causal: ``[end - start, end]``, 0 or -inf; kept
