@@ -4,7 +4,8 @@ Runs the backend on each cell as the suite does (one warm-up run, then ``--runs`
 wall time of its steps two ways:
 
 - by phase (wall clock, ``time.perf_counter`` around each part of a step): the torch-free scheduler
-  (``schedule`` + ``postprocess``), packing (``PackedStep.build``: lists -> index tensors), the forward pass, the
+  (``schedule`` + ``postprocess``), packing (``PackedStep.build``: lists -> index tensors; and the K/V lanes'
+  ``assign`` where the engine has them), the forward pass, the
   LM head and sampling;
 - by op (``torch.profiler``, self CPU time of the ops the forward pass runs): matmuls (linear/addmm/mm), attention
   (SDPA and what it calls), KV writes and gathers (index_copy/index_select), elementwise (norms, rotary, act),
@@ -79,6 +80,11 @@ def main(argv: list[str] | None = None) -> None:
 
     from batchperf.backends.continuous import ContinuousBackend
     from batchperf.engine import packing
+
+    try:
+        from batchperf.engine import lanes
+    except ImportError:  # an engine from before the lanes
+        lanes = None
     from batchperf.engine.scheduler import Scheduler
     from batchperf.suite.cell import build_workload
     from batchperf.suite.matrix import TIERS, narrowed
@@ -103,6 +109,8 @@ def main(argv: list[str] | None = None) -> None:
         timer.wrap(runner, "run", "runner.run")
         timer.wrap(runner, "_forward", "forward")
         timer.wrap(packing.PackedStep, "build", "pack")
+        if lanes is not None:  # the K/V lanes' bookkeeping is part of packing a step (engines since issue 40's s5)
+            timer.wrap(lanes.KVLanes, "assign", "pack")
         timer.wrap(Scheduler, "schedule", "sched")
         timer.wrap(Scheduler, "postprocess", "sched")
         steps = 0
