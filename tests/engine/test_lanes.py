@@ -184,3 +184,5 @@ def test_a_dense_decode_step_is_padded_to_the_packed_rows_and_writes_only_its_ow
     mixed = PackedStep.build(step + [Scheduled.of(prompt, 4)], 4, cpu, lanes=[0, 1, 2, 3], lane_slots=8,
                              scratch_slot=40, pad_to=5)
     assert mixed.input_ids.numel() == mixed.rows == 7 and not mixed.keep_all
+    # the decode rows' lane slots one by one, the prompt's as one span: rows 3..6 to lane 3's first slots
+    assert mixed.lane_writes.numel() == 3 and mixed.lane_spans == ((3, 24, 4),)

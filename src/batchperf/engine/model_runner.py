@@ -360,8 +360,12 @@ class ModelRunner:
                 kv = kv.narrow(0, 0, p.rows)
             both = kv.transpose(0, 1)  # [2, rows, KVH, D]
             pool.index_copy_(1, p.write_slots, both)  # K and V, [2, slots, KVH, D], in one op
-            if p.lane_writes is not None:
-                self.lanes.layers[index].index_copy_(1, p.lane_writes, both)
+            if p.lane_writes is not None:  # the decode rows (first) one by one, each prompt as one copy
+                lanes = self.lanes.layers[index]
+                if p.num_decode:
+                    lanes.index_copy_(1, p.lane_writes, both if p.rows == p.num_decode else both[:, :p.num_decode])
+                for row, slot, n in p.lane_spans:
+                    lanes.narrow(1, slot, n).copy_(both.narrow(1, row, n))
             if index < last:
                 attn = self._attention(p, q, kv, k_cache, v_cache, index)  # [T, H * D]
             else:  # from here on only the sampled rows matter

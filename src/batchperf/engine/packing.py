@@ -38,7 +38,8 @@ class PackedStep:
     decode_mask: torch.Tensor | None  # [B, 1, 1, L_max]: 0 where a key is real, -inf where it is padding
     decode_sampling: torch.Tensor | None  # decode rows that sample, when not all of them do
     prompts: list[tuple[int, int, torch.Tensor | None, torch.Tensor | None, bool]]  # start, end, slots, mask, samples
-    lane_writes: torch.Tensor | None = None  # [T]: slot of each new token's K/V in the lanes (``KVLanes``)
+    lane_writes: torch.Tensor | None = None  # [num_decode]: each decode row's K/V slot in the lanes (``KVLanes``)
+    lane_spans: tuple[tuple[int, int, int], ...] = ()  # (first row, first lane slot, rows) of each prompt in a lane
     dense: bool = False  # the decode rows sit in lanes 0 .. B-1 in order and all sample: their keys are a view
     rows: int = 0  # the rows with a token; a dense decode step padded to ``pad_to`` runs more (the rest are padding)
     keep_all: bool = False  # every row is kept (one decode row a request, padding after them): no gather of rows
@@ -54,7 +55,7 @@ class PackedStep:
         beyond reading each request's fields (tests/engine/test_model_runner.py counts it).
 
         ``lanes``: each item's lane in ``KVLanes`` (-1: none), whose lanes hold ``lane_slots`` positions each and
-        whose ``scratch_slot`` takes the rows without one; a step whose decode rows are ``dense`` gets no gather
+        whose ``scratch_slot`` takes the decode rows without one (a prompt without one is not written there); a step whose decode rows are ``dense`` gets no gather
         slots for them, and a dense step of decode rows only is padded to ``pad_to`` rows (token 0 at position 0;
         no K/V written, no attention computed), so that matmuls packed for that many rows take it whole."""
         num_decode = next((i for i, it in enumerate(items) if it.num_new != 1), len(items))
@@ -105,23 +106,26 @@ class PackedStep:
             decode_sampling=tensor(None if decode is None else decode.sampling),
             prompts=prompts,
             lane_writes=None if lanes is None else torch.tensor(
-                _lane_writes(items, lanes, lane_slots, scratch_slot), dtype=torch.long, device=device),
+                [lane * lane_slots + it.request.num_cached if lane >= 0 else scratch_slot
+                 for it, lane in zip(items[:num_decode], lanes[:num_decode])], dtype=torch.long, device=device),
+            lane_spans=() if lanes is None else _lane_spans(items[num_decode:], lanes[num_decode:], num_decode,
+                                                            lane_slots),
             dense=dense,
             rows=len(writes),
             keep_all=dense and num_decode == len(items),
         )
 
 
-def _lane_writes(items: Sequence[Scheduled], lanes: Sequence[int], lane_slots: int, scratch_slot: int) -> list[int]:
-    """The lane slot of every new token, in packed order (``scratch_slot`` for an item without a lane); the decode
-    rows (one token each, first) with no call per row."""
-    num_decode = next((i for i, it in enumerate(items) if it.num_new != 1), len(items))
-    writes = [lane * lane_slots + it.request.num_cached if lane >= 0 else scratch_slot
-              for it, lane in zip(items[:num_decode], lanes[:num_decode])]
-    for item, lane in zip(items[num_decode:], lanes[num_decode:]):
-        first = lane * lane_slots + item.request.num_cached
-        writes.extend([scratch_slot] * item.num_new if lane < 0 else range(first, first + item.num_new))
-    return writes
+def _lane_spans(prompts: Sequence[Scheduled], lanes: Sequence[int], first_row: int,
+                lane_slots: int) -> tuple[tuple[int, int, int], ...]:
+    """Where each prompt (chunk) that holds a lane goes in it: its rows are consecutive positions, one copy each
+    (a slice copy of a 256-token prompt's K/V took a third of an ``index_copy_`` of the same rows)."""
+    spans, row = [], first_row
+    for item, lane in zip(prompts, lanes):
+        if lane >= 0:
+            spans.append((row, lane * lane_slots + item.request.num_cached, item.num_new))
+        row += item.num_new
+    return tuple(spans)
 
 
 @dataclass(frozen=True, slots=True)
