@@ -137,7 +137,8 @@ def main(argv: list[str] | None = None) -> None:
         print(f"tiny-qwen2, {R} decode rows, ~{packed.decode_mask.shape[-1]} keys, torch threads 1; compiled in "
               f"{took:.1f} s; next tokens the runner's: {torch.equal(got, expected)}")
         print(f"runner's whole step {_best_us(lambda: runner.logits(step)):.0f} us; compiled forward "
-              f"{_best_us(lambda: compiled(*inputs)):.0f} us; the module eager {_best_us(lambda: module(*inputs)):.0f} us")
+              f"{_best_us(lambda: compiled(*inputs)):.0f} us; the module eager "
+              f"{_best_us(lambda: module(*inputs)):.0f} us")
 
 
 if __name__ == "__main__":

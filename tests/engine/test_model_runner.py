@@ -420,3 +420,29 @@ def test_a_prompts_attention_in_query_blocks_is_the_causal_attention(tiny_model,
     into = torch.full_like(whole, float("nan"))
     runner._causal_in_rows(query, keys, values, into)
     torch.testing.assert_close(into, whole, rtol=1e-6, atol=1e-6)
+
+
+@pytest.mark.parametrize("batch_size", [None, 2])
+def test_a_step_whose_only_one_token_rows_do_not_sample_gives_the_prompts_logits(tiny_model, batch_size):
+    """A 1-token prompt chunk that does not sample rides with the decode rows; when it is the only such row, the
+    last layer attends for no decode row at all, and the step's logits are the other prompt's, as run alone."""
+    runner = ModelRunner(tiny_model.model, 4, suppress_ids=[eos_of(tiny_model)])
+    runner.allocate(32, batch_size)
+    blocks = BlockManager(32, 4, runner.bytes_per_block)
+    chunked = Request(0, (5, 6, 7, 8, 9), 2, status=Status.RUNNING)
+    blocks.reserve(chunked, 3)
+    runner.run([Scheduled.of(chunked, 3)])  # its first 3 tokens
+    chunked.num_cached = 3
+    blocks.reserve(chunked, 4)
+    prompt = Request(1, (11, 12, 13, 14), 2, status=Status.RUNNING)
+    blocks.reserve(prompt, 4)
+    step = [Scheduled.of(chunked, 1), Scheduled.of(prompt, 4)]  # the chunk reaches token 4 of 5: no sample
+    assert not step[0].samples and step[1].samples
+    sampling, logits = runner.logits(step)
+    alone = ModelRunner(tiny_model.model, 4, suppress_ids=[eos_of(tiny_model)])
+    alone.allocate(32)
+    other = BlockManager(32, 4, alone.bytes_per_block)
+    again = Request(1, (11, 12, 13, 14), 2)
+    other.reserve(again, 4)
+    assert sampling == [1]
+    torch.testing.assert_close(logits, alone.logits([Scheduled.of(again, 4)])[1], rtol=0, atol=1e-5)

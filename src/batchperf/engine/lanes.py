@@ -34,7 +34,8 @@ class KVLanes:
         if count < 1:
             raise ValueError(f"count must be >= 1 lane, got {count}")
         self.count = count
-        self._like = like
+        self._shape = (like.shape[0], like.shape[3], like.shape[4])  # layers, kv heads, head dim
+        self._empty = like.new_empty(0)  # new lanes take its dtype and device (the pool itself is not held)
         self._owner: list[Request | None] = [None] * count  # the request in each lane
         self._epoch = [0] * count  # its preemptions when it got the lane
         self._filled = [0] * count  # leading positions of the lane that hold its K/V
@@ -61,8 +62,9 @@ class KVLanes:
             self._compact({r.request_id for r in requests})
         # the same request, not preempted since, and its lane holds at least its cached positions (a step run
         # again writes the same positions again)
-        lanes = [lane if lane >= 0 and owner[lane] is r and epoch[lane] == r.preemptions and filled[lane] >= r.num_cached
-                 else -1 for r, lane in zip(requests, [self._lane_of[r.request_id] for r in requests])]
+        lanes = [lane if lane >= 0 and owner[lane] is r and epoch[lane] == r.preemptions
+                 and filled[lane] >= r.num_cached else -1
+                 for r, lane in zip(requests, [self._lane_of[r.request_id] for r in requests])]
         if -1 in lanes:
             self._admit(requests, lanes)
         for item, lane in zip(items, lanes):
@@ -122,8 +124,8 @@ class KVLanes:
         self._owner[lane] = None
 
     def _grow(self, lane_slots: int) -> None:
-        layers, _, _, kv_heads, head_dim = self._like.shape
-        kv = self._like.new_zeros(layers, 2, self.count * lane_slots + 1, kv_heads, head_dim)  # + the scratch slot
+        layers, kv_heads, head_dim = self._shape
+        kv = self._empty.new_zeros(layers, 2, self.count * lane_slots + 1, kv_heads, head_dim)  # + the scratch slot
         if self.kv is not None:  # the lanes' contents, each at the start of its longer lane
             old = self.kv.narrow(2, 0, self.count * self.lane_slots).view(layers, 2, self.count, self.lane_slots,
                                                                            kv_heads, head_dim)
@@ -133,7 +135,8 @@ class KVLanes:
         self.layers = list(kv)
         slot = kv_heads * head_dim
         self._strides = (lane_slots * slot, head_dim, slot, 1)  # [lane, kv head, position, dim]
-        self._offsets = [(2 * layer * kv.shape[2] * slot, (2 * layer + 1) * kv.shape[2] * slot) for layer in range(layers)]
+        per_tensor = kv.shape[2] * slot  # one layer's K (or V): every slot, the scratch one too
+        self._offsets = [(2 * layer * per_tensor, (2 * layer + 1) * per_tensor) for layer in range(layers)]
 
     def keys_values(self, layer: int, lanes: int, length: int) -> tuple[torch.Tensor, torch.Tensor]:
         """Lanes ``0 .. lanes-1``'s first ``length`` keys and values in ``layer``, ``[lanes, KVH, length, D]`` each:

@@ -67,7 +67,7 @@ MLP_ROWS = 256
 # on the CPU a whole prompt's causal attention runs this many queries at a time (4 x 64 for a 256-token prompt:
 # 0.84x its time, the same values; 32: 0.87x, 128: 0.90x)
 PROMPT_ROWS = 64
-MASKS_KEPT = 1024
+MASKS_KEPT = 1024  # the blocks' masks are kept for prompts up to this many tokens (2.2 MB in float32)
 SUPPORTED_MODEL_TYPES = frozenset({"qwen2", "qwen3", "llama", "mistral"})
 
 
@@ -440,11 +440,12 @@ class ModelRunner:
             if sampled_only and p.decode_sampling is not None:  # a 1-token prompt chunk that does not sample
                 rows, slots, mask = p.decode_sampling, slots[p.decode_sampling], mask[p.decode_sampling]
             at, L = slots.shape
-            flat = slots.view(-1)
-            keys = k_cache.index_select(0, flat).view(at, L, KVH, D).transpose(1, 2)
-            values = v_cache.index_select(0, flat).view(at, L, KVH, D).transpose(1, 2)
-            query = (q.narrow(0, 0, at) if isinstance(rows, slice) else q[rows]).reshape(at, KVH, H // KVH, D)
-            out[:at] = F.scaled_dot_product_attention(query, keys, values, attn_mask=mask).view(at, H, D)
+            if at:  # (none, when every decode row is a 1-token prompt chunk that does not sample)
+                flat = slots.view(-1)
+                keys = k_cache.index_select(0, flat).view(at, L, KVH, D).transpose(1, 2)
+                values = v_cache.index_select(0, flat).view(at, L, KVH, D).transpose(1, 2)
+                query = (q.narrow(0, 0, at) if isinstance(rows, slice) else q[rows]).reshape(at, KVH, H // KVH, D)
+                out[:at] = F.scaled_dot_product_attention(query, keys, values, attn_mask=mask).view(at, H, D)
         for start, end, slots, mask, samples in p.prompts:
             if sampled_only and not samples:
                 continue

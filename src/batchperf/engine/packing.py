@@ -55,9 +55,10 @@ class PackedStep:
         beyond reading each request's fields (tests/engine/test_model_runner.py counts it).
 
         ``lanes``: each item's lane in ``KVLanes`` (-1: none), whose lanes hold ``lane_slots`` positions each and
-        whose ``scratch_slot`` takes the decode rows without one (a prompt without one is not written there); a step whose decode rows are ``dense`` gets no gather
-        slots for them, and a dense step of decode rows only is padded to ``pad_to`` rows (token 0 at position 0;
-        no K/V written, no attention computed), so that matmuls packed for that many rows take it whole."""
+        whose ``scratch_slot`` takes the decode rows without one (a prompt without one is not written there). A
+        step whose decode rows are ``dense`` gets no gather slots for them, and a dense step of decode rows only is
+        padded to ``pad_to`` rows (token 0 at position 0; no K/V written, no attention computed), so that matmuls
+        packed for that many rows take it whole."""
         num_decode = next((i for i, it in enumerate(items) if it.num_new != 1), len(items))
         dense = (lanes is not None and num_decode > 0 and list(lanes[:num_decode]) == list(range(num_decode))
                  and all([it.samples for it in items[:num_decode]]))
