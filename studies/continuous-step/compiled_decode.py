@@ -20,20 +20,8 @@ from __future__ import annotations
 
 import argparse
 import time
-from collections.abc import Callable
-from typing import Any
 
-
-def _best_us(call: Callable[[], Any], n: int = 300) -> float:
-    for _ in range(30):
-        call()
-    best = float("inf")
-    for _ in range(5):
-        start = time.perf_counter()
-        for _ in range(n):
-            call()
-        best = min(best, (time.perf_counter() - start) / n)
-    return best * 1e6
+from compile_overhead import best_us  # beside this file
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -59,15 +47,15 @@ def main(argv: list[str] | None = None) -> None:
     runner = ModelRunner(loaded.model, block, suppress_ids=[0])
     runner.allocate(512, batch_size=R)
     blocks = BlockManager(512, block, runner.bytes_per_block)
-    step = []
-    for i in range(R):  # each request prefilled alone, so it holds lane i; then one decode row each
-        request = Request(i, tuple(range(1, 250 + 3 * i)), 4, status=Status.RUNNING)
+    requests = [Request(i, tuple(range(1, 250 + 3 * i)), 4, status=Status.RUNNING) for i in range(R)]
+    for request in requests:
         blocks.reserve(request, request.num_tokens)
-        runner.run([Scheduled.of(request, request.num_tokens)])
+    runner.run([Scheduled.of(r, r.num_tokens) for r in requests])  # one prefill: request i gets lane i
+    for request in requests:  # then one decode row each
         request.num_cached = request.num_tokens
         request.tokens.append(7)
         blocks.reserve(request, request.num_tokens)
-        step.append(Scheduled.of(request, 1))
+    step = [Scheduled.of(r, 1) for r in requests]
     H, KVH, D, inter = runner.heads, runner.kv_heads, runner.head_dim, runner.intermediate
 
     # the schema given: this module's annotations are strings (from __future__ import annotations)
@@ -136,9 +124,9 @@ def main(argv: list[str] | None = None) -> None:
         took = time.perf_counter() - start
         print(f"tiny-qwen2, {R} decode rows, ~{packed.decode_mask.shape[-1]} keys, torch threads 1; compiled in "
               f"{took:.1f} s; next tokens the runner's: {torch.equal(got, expected)}")
-        print(f"runner's whole step {_best_us(lambda: runner.logits(step)):.0f} us; compiled forward "
-              f"{_best_us(lambda: compiled(*inputs)):.0f} us; the module eager "
-              f"{_best_us(lambda: module(*inputs)):.0f} us")
+        print(f"runner's whole step {best_us(lambda: runner.logits(step), 300):.0f} us; compiled forward "
+              f"{best_us(lambda: compiled(*inputs), 300):.0f} us; the module eager "
+              f"{best_us(lambda: module(*inputs), 300):.0f} us")
 
 
 if __name__ == "__main__":

@@ -14,22 +14,14 @@ fastest runs and the median of the paired ratios.
 from __future__ import annotations
 
 import argparse
-import importlib.util
 import statistics
 import sys
 import time
 from pathlib import Path
-from typing import Any
+
+from runner_ab import load_module  # beside this file
 
 ENGINE_MODULES = ("packing", "matmul", "lanes")  # the runner's own modules, taken from OLD where it has them
-
-
-def _load(path: Path, name: str) -> Any:
-    spec = importlib.util.spec_from_file_location(name, path)
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[name] = module  # dataclasses look their module up while the class is built
-    spec.loader.exec_module(module)
-    return module
 
 
 def old_runner_class(old: Path) -> type:
@@ -44,9 +36,9 @@ def old_runner_class(old: Path) -> type:
         key = f"batchperf.engine.{name}"
         if (engine / f"{name}.py").is_file():
             saved[key] = sys.modules.get(key)
-            sys.modules[key] = _load(engine / f"{name}.py", f"old_engine_{name}")
+            sys.modules[key] = load_module(engine / f"{name}.py", f"old_engine_{name}")
     try:
-        return _load(engine / "model_runner.py", "old_engine_model_runner").ModelRunner
+        return load_module(engine / "model_runner.py", "old_engine_model_runner").ModelRunner
     finally:
         for key, module in saved.items():
             if module is None:

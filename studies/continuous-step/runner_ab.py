@@ -23,7 +23,8 @@ from pathlib import Path
 from typing import Any
 
 
-def _module(path: str, name: str) -> Any:
+def load_module(path: str | Path, name: str) -> Any:
+    """The Python file at ``path`` as module ``name`` (in ``sys.modules``)."""
     spec = importlib.util.spec_from_file_location(name, path)
     module = importlib.util.module_from_spec(spec)
     sys.modules[name] = module  # dataclasses look their module up while the class is built
@@ -73,7 +74,7 @@ def main(argv: list[str] | None = None) -> None:
             blocks.reserve(request, 256)
         return runner, decode, [Scheduled.of(prompt, 64)], [Scheduled.of(r, 256) for r in long]
 
-    versions = {"A": setup(_module(old, "runner_a")), "B": setup(_module(new, "runner_b"))}
+    versions = {"A": setup(load_module(old, "runner_a")), "B": setup(load_module(new, "runner_b"))}
 
     def block(runner: Any, step: list[Scheduled], n: int) -> float:
         times = []

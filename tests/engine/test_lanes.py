@@ -14,7 +14,7 @@ from batchperf.engine.packing import PackedStep
 from batchperf.engine.request import Request, Status
 from batchperf.engine.scheduler import Scheduled, SchedulerConfig
 
-from .test_model_runner import _CountOps, eos_of, run_engine
+from .test_model_runner import _CountOps, _decode_step, eos_of, run_engine
 
 
 def _running(request_id: int, prompt_len: int, num_cached: int = 0) -> Request:
@@ -109,16 +109,7 @@ def test_a_dense_decode_step_gathers_nothing(tiny_model):
     """With lanes, a decode step of every running request reads its keys as views: no index_select in it."""
     runner = ModelRunner(tiny_model.model, 4, suppress_ids=[eos_of(tiny_model)], few_rows=False)
     runner.allocate(64, batch_size=3)
-    blocks = BlockManager(64, 4, runner.bytes_per_block)
-    step = []
-    for i in range(3):
-        r = _running(i, 5 + 4 * i)
-        blocks.reserve(r, r.num_tokens)
-        runner.run([Scheduled.of(r, r.num_tokens)])
-        r.num_cached = r.num_tokens
-        r.tokens.append(7)
-        blocks.reserve(r, r.num_tokens)
-        step.append(Scheduled.of(r, 1))
+    step = _decode_step(runner, BlockManager(64, 4, runner.bytes_per_block), 3)  # each prefilled alone: lanes 0..2
 
     class Gathers(_CountOps):
         def __torch_dispatch__(self, func, types, args=(), kwargs=None):
