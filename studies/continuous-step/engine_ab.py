@@ -53,11 +53,14 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--rounds", type=int, default=7, help="runs of each version per cell (default 7)")
     parser.add_argument("--cells", default="4x256,8x256,4x64,8x64", help="batch x prompt, comma-separated")
     parser.add_argument("--concurrency", type=int, default=16)
+    parser.add_argument("--no-few-rows", action="store_true",
+                        help="both runners without MKL's few-rows path (oneDNN for every matmul: the AMD CPU's path)")
     args = parser.parse_args(argv)
 
     import torch
 
     from batchperf.backends.continuous import ContinuousBackend, _eos_ids
+    from batchperf.engine.model_runner import ModelRunner
     from batchperf.suite.cell import build_workload
     from batchperf.suite.matrix import TIERS, narrowed
     from batchperf.suite.models import get_model_spec, load_model
@@ -66,8 +69,12 @@ def main(argv: list[str] | None = None) -> None:
     torch.set_num_threads(1)
     loaded = load_model(get_model_spec("tiny-qwen2"))
     new, old = ContinuousBackend(loaded), ContinuousBackend(loaded)
-    old.runner = OldRunner(loaded.model, old.block_size, suppress_ids=_eos_ids(loaded))
-    print(f"tiny-qwen2, torch threads 1, c{args.concurrency}, {args.rounds} alternating runs of each; old: {args.old}")
+    few_rows = False if args.no_few_rows else None
+    old.runner = OldRunner(loaded.model, old.block_size, suppress_ids=_eos_ids(loaded), few_rows=few_rows)
+    if args.no_few_rows:
+        new.runner = ModelRunner(loaded.model, new.block_size, suppress_ids=_eos_ids(loaded), few_rows=False)
+    print(f"tiny-qwen2, torch threads 1, c{args.concurrency}, {args.rounds} alternating runs of each; old: {args.old}"
+          f"{'; no few-rows path' if args.no_few_rows else ''}")
     for text in args.cells.split(","):
         batch, prompt = (int(v) for v in text.split("x"))
         tier = narrowed(TIERS["cpu"], backends="continuous", batch_sizes=str(batch), prompt_lens=str(prompt),
