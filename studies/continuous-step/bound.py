@@ -57,8 +57,9 @@ def main(argv: list[str] | None = None) -> None:
                 totals: dict[str, float] = collections.defaultdict(float)
                 timed = Timer(totals)
                 if name == "ours":  # the runner's matmul entry points and its attention
-                    for attr in ("linear", "linear_add", "_attention"):
-                        timed.wrap(runner, attr, "attention" if attr == "_attention" else "matmul")
+                    attention = "attention" if hasattr(runner, "attention") else "_attention"  # (before: a method)
+                    for attr in ("linear", "linear_add", attention):
+                        timed.wrap(runner, attr, "attention" if attr == attention else "matmul")
                     gated = "onednn_gated" if hasattr(model_runner, "onednn_gated") else "_onednn_gated"  # (before)
                     timed.wrap(model_runner, gated, "matmul")
                     if getattr(runner, "few", None) is not None:  # (not in engines before it)

@@ -3,7 +3,7 @@
 ``runner_ab.py`` times a decode step and a prefill of two ``model_runner.py`` files; this times whole runs of the
 ``continuous`` backend (the suite's workload of each cell, scheduler and all), one backend on this checkout's
 runner and one on the runner of another checkout (``OLD``: a ``git worktree`` of an earlier commit), with that
-checkout's ``packing``, ``matmul`` and ``lanes`` modules where it has them. Runs alternate, the first of each
+checkout's ``packing``, ``matmul``, ``lanes`` and ``attention`` modules where it has them. Runs alternate, the first of each
 pair swapping, after one warm-up run of each; prints each version's fastest run and new/old: the ratio of the
 fastest runs and the median of the paired ratios.
 
@@ -21,7 +21,7 @@ from pathlib import Path
 
 from runner_ab import load_module  # beside this file
 
-ENGINE_MODULES = ("packing", "matmul", "lanes")  # the runner's own modules, taken from OLD where it has them
+ENGINE_MODULES = ("packing", "matmul", "lanes", "attention")  # the runner's own modules, from OLD where it has them
 
 
 def old_runner_class(old: Path) -> type:

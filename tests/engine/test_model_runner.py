@@ -406,22 +406,6 @@ def test_the_mlp_slices_are_of_one_size_and_give_the_whole_mlp(tiny_model, monke
     torch.testing.assert_close(sliced, whole, rtol=1e-5, atol=1e-5)
 
 
-@pytest.mark.parametrize("n", [65, 200, 256])
-def test_a_prompts_attention_in_query_blocks_is_the_causal_attention(tiny_model, n):
-    """On the CPU a whole prompt attends ``PROMPT_ROWS`` queries at a time, each block masked to its own keys: the
-    same output as one causal call (grouped-query, 8 query heads on 2 key heads), for lengths that do not divide."""
-    from batchperf.engine.model_runner import PROMPT_ROWS
-
-    assert n > PROMPT_ROWS
-    runner = ModelRunner(tiny_model.model, 16)
-    torch.manual_seed(n)
-    query, keys, values = torch.randn(1, 8, n, 32), torch.randn(1, 2, n, 32), torch.randn(1, 2, n, 32)
-    whole = torch.nn.functional.scaled_dot_product_attention(query, keys, values, is_causal=True, enable_gqa=True)
-    into = torch.full_like(whole, float("nan"))
-    runner._causal_in_rows(query, keys, values, into)
-    torch.testing.assert_close(into, whole, rtol=1e-6, atol=1e-6)
-
-
 @pytest.mark.parametrize("batch_size", [None, 2])
 def test_a_step_whose_only_one_token_rows_do_not_sample_gives_the_prompts_logits(tiny_model, batch_size):
     """A 1-token prompt chunk that does not sample rides with the decode rows; when it is the only such row, the

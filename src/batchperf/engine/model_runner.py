@@ -5,20 +5,13 @@ the loaded Hugging Face model, so batching is under our control: the tokens of
 every scheduled request — whole prompts, prompt chunks, single decode tokens —
 are packed into one ``[T, hidden]`` matrix, and every matmul (QKV, output
 projection, MLP, LM head) runs once over all of them, however ragged the batch
-(on the CPU a prefill's MLP over ``MLP_ROWS`` rows at a time). Only attention
-is per request, against that request's own KV blocks:
+(on the CPU a prefill's MLP in slices of ``MLP_ROWS`` to twice as many rows). Only attention is per request
+(:mod:`batchperf.engine.attention`): the decode rows share one SDPA call, against their K/V lanes on the CPU
+(:mod:`batchperf.engine.lanes`) or keys gathered from the pool; each prompt gets its own causal call.
 
-- decode rows (one new token each) share ONE SDPA call: their keys are
-  gathered from the pool through the block tables, padded to the longest and
-  masked; the query heads of a KV head are folded into the query axis
-  (``[B, kv_heads, group, head_dim]``), so grouped-query attention needs no
-  repeated keys;
-- a prompt (or prompt chunk) gets its own causal SDPA call; a whole prompt
-  attends to its fresh K/V directly, a later chunk to its gathered blocks.
-
-New K/V are written into the pool in place (``index_copy_``); nothing is ever
-concatenated, and no request's cache is copied except by the per-step gather
-of the keys a decode row reads.
+New K/V are written into the pool in place, K and V with one ``index_copy_`` (and on the CPU into their lanes);
+nothing is ever concatenated. On Intel CPUs a dense decode step is padded to the rows MKL's packed weights were
+packed for (``PackedStep``'s ``pad_to``).
 
 The last layer only has to write every token's K/V: its attention, output
 projection and MLP run just for the rows whose logits are sampled (one per
@@ -32,8 +25,8 @@ engine does (``onednn_mm``), with the residual adds and the MLP's
 ``silu(gate) * up`` as its post-ops; on Intel CPUs the matmuls of at most a
 batch of rows (every decode step, the last layer's sampled rows, the LM head)
 run on MKL's packed GEMM instead (``few_rows``; :mod:`batchperf.engine.matmul`).
-RMSNorm, rotary (one complex product, on query and key rows reordered once:
-``_interleaved``) and the attention masks are written to make few ops.
+RMSNorm, rotary (one complex product, in place, on query and key rows reordered once:
+``_interleaved``), the EOS mask (the LM head's bias) and the attention masks are written to make few ops.
 """
 
 from __future__ import annotations
@@ -46,6 +39,7 @@ from typing import Any, NamedTuple
 import torch
 import torch.nn.functional as F
 
+from batchperf.engine.attention import StepAttention
 from batchperf.engine.lanes import KVLanes
 from batchperf.engine.matmul import (
     FewRows,
@@ -64,10 +58,6 @@ from batchperf.engine.scheduler import Scheduled
 # on the CPU a prefill's MLP runs over slices of this many rows (to twice as many, all of one size; 4 x 256-token
 # prompts in one step: 0.95x the step's time; 128 rows: no gain); on a GPU over all of them, in one launch each
 MLP_ROWS = 256
-# on the CPU a whole prompt's causal attention runs this many queries at a time (4 x 64 for a 256-token prompt:
-# 0.84x its time, the same values; 32: 0.87x, 128: 0.90x)
-PROMPT_ROWS = 64
-MASKS_KEPT = 1024  # the blocks' masks are kept for prompts up to this many tokens (2.2 MB in float32)
 SUPPORTED_MODEL_TYPES = frozenset({"qwen2", "qwen3", "llama", "mistral"})
 
 
@@ -211,7 +201,7 @@ class ModelRunner:
             self.head_bias = torch.zeros(hf_model.lm_head.out_features, dtype=self.dtype, device=self.device)
             self.head_bias[sorted(set(suppress_ids))] = float("-inf")
         self.kv = None
-        self._block_masks: dict[tuple[int, int], torch.Tensor] = {}  # _block_mask's, by (first query, end)
+        self.attention = StepAttention(self.heads, self.kv_heads, self.head_dim, self.device, self.dtype)
 
     def _matrix(self, weight: torch.Tensor) -> torch.Tensor:
         """A weight as ``self.linear`` reads it."""
@@ -367,9 +357,9 @@ class ModelRunner:
                 for row, slot, n in p.lane_spans:
                     lanes.narrow(1, slot, n).copy_(both.narrow(1, row, n))
             if index < last:
-                attn = self._attention(p, q, kv, k_cache, v_cache, index)  # [T, H * D]
+                attn = self.attention(p, q, kv, k_cache, v_cache, self.lanes, index)  # [T, H * D]
             else:  # from here on only the sampled rows matter
-                attn = self._attention(p, q, kv, k_cache, v_cache, index, sampled_only=True)  # [n, H * D]
+                attn = self.attention(p, q, kv, k_cache, v_cache, self.lanes, index, sampled_only=True)  # [n, H*D]
                 if not p.keep_all:
                     x = x[p.keep_rows]
             x = self._after_attention(x, attn, layer, few)
@@ -418,85 +408,3 @@ class ModelRunner:
         if layer.w_gate_up is None:
             return onednn_gated(h, layer.w_gate, layer.w_up)
         return self._act_times_up(self.linear(h, layer.w_gate_up))
-
-    def _attention(self, p: PackedStep, q: torch.Tensor, kv: torch.Tensor, k_cache: torch.Tensor,
-                   v_cache: torch.Tensor, layer: int, sampled_only: bool = False) -> torch.Tensor:
-        """Attention output ``[rows, H * D]`` of every row, or with ``sampled_only`` of ``p.keep_rows``: ``q``
-        ``[T, H * D]``, ``kv`` the step's new K and V ``[rows, 2, KVH, D]``; where ``p.dense`` the decode rows read
-        ``layer``'s lanes. Each part (the decode rows, each prompt) is written once into the output."""
-        H, KVH, D = self.heads, self.kv_heads, self.head_dim
-        T = q.shape[0]
-        if p.keep_all:  # a dense step of decode rows only: one SDPA call is the output (padding rows: zeros)
-            B = p.num_decode
-            out = self._lane_attention(q if B == T else q.narrow(0, 0, B), p.decode_mask, layer)
-            return out if B == T else F.pad(out, (0, 0, 0, T - B))
-        out = q.new_empty(p.keep_rows.shape[0] if sampled_only else T, H, D)
-        at = 0
-        if p.dense:  # the decode rows sit in lanes 0 .. B-1, and all sample
-            at = p.num_decode
-            out[:at] = self._lane_attention(q.narrow(0, 0, at), p.decode_mask, layer).view(at, H, D)
-        elif p.num_decode:
-            rows, slots, mask = slice(0, p.num_decode), p.decode_slots, p.decode_mask
-            if sampled_only and p.decode_sampling is not None:  # a 1-token prompt chunk that does not sample
-                rows, slots, mask = p.decode_sampling, slots[p.decode_sampling], mask[p.decode_sampling]
-            at, L = slots.shape
-            if at:  # (none, when every decode row is a 1-token prompt chunk that does not sample)
-                flat = slots.view(-1)
-                keys = k_cache.index_select(0, flat).view(at, L, KVH, D).transpose(1, 2)
-                values = v_cache.index_select(0, flat).view(at, L, KVH, D).transpose(1, 2)
-                query = (q.narrow(0, 0, at) if isinstance(rows, slice) else q[rows]).reshape(at, KVH, H // KVH, D)
-                out[:at] = F.scaled_dot_product_attention(query, keys, values, attn_mask=mask).view(at, H, D)
-        for start, end, slots, mask, samples in p.prompts:
-            if sampled_only and not samples:
-                continue
-            if sampled_only:  # the last token attends to every key: no mask
-                query, mask = q[end - 1:end].view(1, H, D).transpose(0, 1)[None], None
-            else:
-                query = q[start:end].view(-1, H, D).transpose(0, 1)[None]  # [1, H, n, D]
-            if slots is None:  # a whole prompt: its fresh K/V are all it attends to
-                keys, values = kv[start:end].unbind(1)
-            else:  # a later chunk: the request's blocks, already holding this chunk too
-                keys, values = k_cache.index_select(0, slots), v_cache.index_select(0, slots)
-            keys, values = keys.transpose(0, 1)[None], values.transpose(0, 1)[None]
-            n = query.shape[2]
-            into = out[at:at + n].transpose(0, 1)[None]  # [1, H, n, D], written in place
-            if slots is None and not sampled_only and n > PROMPT_ROWS and self.device.type == "cpu":
-                self._causal_in_rows(query, keys, values, into)
-            else:
-                into.copy_(F.scaled_dot_product_attention(query, keys, values, attn_mask=mask,
-                                                          is_causal=mask is None and not sampled_only, enable_gqa=True))
-            at += n
-        return out.view(-1, H * D)
-
-    def _lane_attention(self, query: torch.Tensor, mask: torch.Tensor, layer: int) -> torch.Tensor:
-        """``[B, H * D]``: decode rows ``query`` ``[B, H * D]``, request ``i`` in lane ``i``, against ``layer``'s
-        lanes up to the mask's length (views of the lanes, no copy)."""
-        B, H, KVH, D = query.shape[0], self.heads, self.kv_heads, self.head_dim
-        keys, values = self.lanes.keys_values(layer, B, mask.shape[-1])
-        out = F.scaled_dot_product_attention(query.view(B, KVH, H // KVH, D), keys, values, attn_mask=mask)
-        return out.view(B, H * D)
-
-    def _causal_in_rows(self, query: torch.Tensor, keys: torch.Tensor, values: torch.Tensor,
-                        into: torch.Tensor) -> None:
-        """A whole prompt's causal attention, ``[1, H, n, D]`` written ``into``, ``PROMPT_ROWS`` queries at a time,
-        each block against the keys up to its last query (an additive mask on the block's own keys): the CPU's
-        flash kernel takes as long causal as not, so one call computes every key for every query."""
-        n = query.shape[2]
-        into[:, :, :PROMPT_ROWS] = F.scaled_dot_product_attention(
-            query[:, :, :PROMPT_ROWS], keys[:, :, :PROMPT_ROWS], values[:, :, :PROMPT_ROWS], is_causal=True,
-            enable_gqa=True)
-        for start in range(PROMPT_ROWS, n, PROMPT_ROWS):
-            end = min(start + PROMPT_ROWS, n)
-            into[:, :, start:end] = F.scaled_dot_product_attention(
-                query[:, :, start:end], keys[:, :, :end], values[:, :, :end], attn_mask=self._block_mask(start, end),
-                enable_gqa=True)
-
-    def _block_mask(self, start: int, end: int) -> torch.Tensor:
-        """Queries ``start .. end-1`` against keys ``0 .. end-1``, causal: ``[end - start, end]``, 0 or -inf; kept
-        for prompts of up to ``MASKS_KEPT`` tokens (2.2 MB of masks in float32), made anew for longer ones."""
-        mask = self._block_masks.get((start, end))
-        if mask is None:
-            mask = torch.full((end - start, end), float("-inf"), dtype=self.dtype, device=self.device).triu(start + 1)
-            if end <= MASKS_KEPT:
-                self._block_masks[(start, end)] = mask
-        return mask
