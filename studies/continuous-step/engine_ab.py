@@ -3,12 +3,13 @@
 ``runner_ab.py`` times a decode step and a prefill of two ``model_runner.py`` files; this times whole runs of the
 ``continuous`` backend (the suite's workload of each cell, scheduler and all), one backend on this checkout's
 runner and one on the runner of another checkout (``OLD``: a ``git worktree`` of an earlier commit), with that
-checkout's ``packing``, ``matmul``, ``lanes`` and ``attention`` modules where it has them. Runs alternate, the first of each
-pair swapping, after one warm-up run of each; prints each version's fastest run and new/old: the ratio of the
-fastest runs and the median of the paired ratios.
+checkout's ``packing``, ``matmul``, ``lanes`` and ``attention`` modules where it has them. Runs alternate, the
+first of each pair swapping, after one warm-up run of each; prints each version's fastest run and new/old: the
+ratio of the fastest runs and the median of the paired ratios.
 
     git worktree add /tmp/old <commit>
-    OMP_NUM_THREADS=1 PYTHONPATH=src python studies/continuous-step/engine_ab.py /tmp/old [--rounds 7] [--cells 4x256,8x256]
+    OMP_NUM_THREADS=1 PYTHONPATH=src python studies/continuous-step/engine_ab.py /tmp/old [--rounds 7] \
+        [--cells 4x256,8x256] [--no-few-rows]
 """
 
 from __future__ import annotations
