@@ -177,3 +177,15 @@ def test_a_dense_decode_step_is_padded_to_the_packed_rows_and_writes_only_its_ow
     assert mixed.input_ids.numel() == mixed.rows == 7 and not mixed.keep_all
     # the decode rows' lane slots one by one, the prompt's as one span: rows 3..6 to lane 3's first slots
     assert mixed.lane_writes.numel() == 3 and mixed.lane_spans == ((3, 24, 4),)
+
+
+def test_a_steps_kv_lands_in_the_lanes_decode_rows_by_slot_and_prompts_as_spans():
+    lanes = KVLanes(2, 8, _pool())
+    kv = torch.arange(2 * 5 * 2, dtype=torch.float32).view(2, 5, 1, 2)  # [K/V, rows, kv heads, head dim]
+    # row 0 decodes into lane 1 position 3 (slot 11); rows 1..4 are a prompt starting lane 0 (slots 0..3)
+    lanes.write(1, kv, torch.tensor([11]), [(1, 0, 4)])
+    written = lanes.layers[1]
+    assert torch.equal(written[:, 11], kv[:, 0]) and torch.equal(written[:, 0:4], kv[:, 1:5])
+    assert bool((lanes.layers[0] == 0).all())  # another layer untouched
+    keys, values = lanes.keys_values(1, 2, 4)
+    assert torch.equal(keys[1, 0, 3], kv[0, 0, 0]) and torch.equal(values[0, 0, :4], kv[1, 1:5, 0])

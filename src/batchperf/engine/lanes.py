@@ -138,6 +138,17 @@ class KVLanes:
         per_tensor = kv.shape[2] * slot  # one layer's K (or V): every slot, the scratch one too
         self._offsets = [(2 * layer * per_tensor, (2 * layer + 1) * per_tensor) for layer in range(layers)]
 
+    def write(self, layer: int, kv: torch.Tensor, decode_slots: torch.Tensor,
+              spans: Sequence[tuple[int, int, int]]) -> None:
+        """Write a step's new K/V (``kv``, ``[2, rows, KVH, D]``, decode rows first) into ``layer``'s lanes: the
+        decode rows one by one at ``decode_slots``, each prompt's rows as one copy (``spans``: first row, first
+        lane slot, rows; a slice copy of a 256-token prompt took a third of an ``index_copy_`` of its rows)."""
+        lanes, decode = self.layers[layer], decode_slots.shape[0]
+        if decode:
+            lanes.index_copy_(1, decode_slots, kv if kv.shape[1] == decode else kv.narrow(1, 0, decode))
+        for row, slot, n in spans:
+            lanes.narrow(1, slot, n).copy_(kv.narrow(1, row, n))
+
     def keys_values(self, layer: int, lanes: int, length: int) -> tuple[torch.Tensor, torch.Tensor]:
         """Lanes ``0 .. lanes-1``'s first ``length`` keys and values in ``layer``, ``[lanes, KVH, length, D]`` each:
         views (one op each), as SDPA reads them."""

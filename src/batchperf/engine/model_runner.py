@@ -350,12 +350,8 @@ class ModelRunner:
                 kv = kv.narrow(0, 0, p.rows)
             both = kv.transpose(0, 1)  # [2, rows, KVH, D]
             pool.index_copy_(1, p.write_slots, both)  # K and V, [2, slots, KVH, D], in one op
-            if p.lane_writes is not None:  # the decode rows (first) one by one, each prompt as one copy
-                lanes = self.lanes.layers[index]
-                if p.num_decode:
-                    lanes.index_copy_(1, p.lane_writes, both if p.rows == p.num_decode else both[:, :p.num_decode])
-                for row, slot, n in p.lane_spans:
-                    lanes.narrow(1, slot, n).copy_(both.narrow(1, row, n))
+            if p.lane_writes is not None:
+                self.lanes.write(index, both, p.lane_writes, p.lane_spans)
             if index < last:
                 attn = self.attention(p, q, kv, k_cache, v_cache, self.lanes, index)  # [T, H * D]
             else:  # from here on only the sampled rows matter
@@ -393,11 +389,11 @@ class ModelRunner:
         return self.act(gate_up.narrow(1, 0, n)) * gate_up.narrow(1, n, n)
 
     def _mlp(self, x: torch.Tensor, layer: _Layer) -> torch.Tensor:
-        """``x + down(act(gate(h)) * up(h))``, ``h = ln_mlp(x)``; on the CPU a prefill's rows in slices of
-        ``MLP_ROWS`` to ``2 * MLP_ROWS - 1`` rows,
-        so its ``[rows, intermediate]`` temporaries are small enough to stay in the cache and in the allocator's heap
-        (a fresh 8 MB block is page-faulted in at each allocation); of equal sizes (4 x 256 prompt tokens and 3
-        decode rows: 4 slices of 256 and 257 rows, not a fifth of 3, whose matmuls' set-up cost ~0.2 ms a layer)."""
+        """``x + down(act(gate(h)) * up(h))``, ``h = ln_mlp(x)``; on the CPU a prefill's rows in slices of one size,
+        ``MLP_ROWS`` to ``2 * MLP_ROWS - 1`` rows, so its ``[rows, intermediate]`` temporaries are small enough to
+        stay in the cache and in the allocator's heap (a fresh 8 MB block is page-faulted in at each allocation);
+        4 x 256 prompt tokens and 3 decode rows run as 4 slices of 256-257 rows, not a fifth of 3 (whose matmuls'
+        set-up cost ~0.2 ms a layer)."""
         rows = x.shape[0]
         if rows < 2 * MLP_ROWS or self.device.type != "cpu":
             return self.linear_add(x, self._gated(layer.ln_mlp(x), layer), layer.w_down)

@@ -42,7 +42,6 @@ class PackedStep:
     lane_spans: tuple[tuple[int, int, int], ...] = ()  # (first row, first lane slot, rows) of each prompt in a lane
     dense: bool = False  # the decode rows sit in lanes 0 .. B-1 in order and all sample: their keys are a view
     rows: int = 0  # the rows with a token; a dense decode step padded to ``pad_to`` runs more (the rest are padding)
-    keep_all: bool = False  # every row is kept (one decode row a request, padding after them): no gather of rows
     # the masks are additive (0 / -inf), in the model's dtype, built once a step: SDPA turns a boolean mask into
     # that form on every call, which took 40% of a decode row's attention call (studies/continuous-step)
 
@@ -113,14 +112,18 @@ class PackedStep:
                                                             lane_slots),
             dense=dense,
             rows=len(writes),
-            keep_all=dense and num_decode == len(items),
         )
+
+    @property
+    def keep_all(self) -> bool:
+        """A dense step of decode rows only: every row is kept (one a request, padding after them), no gather."""
+        return self.dense and not self.prompts
 
 
 def _lane_spans(prompts: Sequence[Scheduled], lanes: Sequence[int], first_row: int,
                 lane_slots: int) -> tuple[tuple[int, int, int], ...]:
-    """Where each prompt (chunk) that holds a lane goes in it: its rows are consecutive positions, one copy each
-    (a slice copy of a 256-token prompt's K/V took a third of an ``index_copy_`` of the same rows)."""
+    """Where each prompt (chunk) that holds a lane goes in it: its rows are consecutive positions (``KVLanes.write``
+    copies each span as one slice)."""
     spans, row = [], first_row
     for item, lane in zip(prompts, lanes):
         if lane >= 0:
