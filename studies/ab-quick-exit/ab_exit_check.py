@@ -20,7 +20,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from batchperf.ab.detector import DETECTOR_CELLS  # the detector's cells: the same selection, one definition
+from batchperf.calibrate.cells import DETECTOR_CELLS  # the detector's cells: the same selection, one definition
 from batchperf.ab.env import Environment, default_checkout
 from batchperf.launch.phases import ENV as PHASES_ENV
 

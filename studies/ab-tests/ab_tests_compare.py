@@ -6,7 +6,7 @@ simulates sequences of pair log-ratios ``d = ln(B/A)`` and judges them as ``ab``
 stop at the first call), printing two Markdown tables:
 
 - **false alarms** under the null (no change) for three laws of the pairs: normal, heavy-tailed t(2) and
-  two-point outliers (N(0, 0.02) plus ±0.3 one time in ten), the laws ``tests/ab/test_stats.py`` uses: the share
+  two-point outliers (N(0, 0.02) plus ±0.3 one time in ten), the laws ``tests/ab/test_stats_signed_rank.py`` uses: the share
   of sequences whose interval excludes 0 at some look (either side), and the share that end "no change";
 - **power** against a 5% slowdown (d shifted by ln 0.95), normal pairs at sd 0.05 / 0.07 / 0.10 and the
   outlier law: the share called "regression" within the budget and by pair 10, the median pairs to that
@@ -27,15 +27,15 @@ import sys
 
 import numpy as np
 
-from batchperf.ab import judge as ab_judge
-from batchperf.ab import stats as ab_stats
-from batchperf.ab import ttest
+from batchperf.ab import stats as ab_test
+from batchperf.ab.stats import signed_rank
+from batchperf.ab.stats import ttest
 
 LAWS = ("normal", "t(2)", "two-point outliers")
 
 
 def draws(law: str, rng: np.random.Generator, shape: tuple[int, int], sd: float = 0.07) -> np.ndarray:
-    """Null pairs of ``law`` (normal and t(2) scaled to ``sd``; the outlier law as tests/ab/test_stats.py has it)."""
+    """Null pairs of ``law`` (normal and t(2) scaled to ``sd``; the outlier law as tests/ab/test_stats_signed_rank.py has it)."""
     if law == "normal":
         return rng.normal(0, sd, shape)
     if law == "t(2)":
@@ -43,7 +43,7 @@ def draws(law: str, rng: np.random.Generator, shape: tuple[int, int], sd: float 
     return rng.normal(0, 0.02, shape) + rng.choice([-0.3, 0.3], shape) * (rng.random(shape) < 0.1)
 
 
-def intervals(judge: ab_judge.Judge, data: np.ndarray, n: int) -> tuple[np.ndarray, np.ndarray]:
+def intervals(judge: ab_test.Judge, data: np.ndarray, n: int) -> tuple[np.ndarray, np.ndarray]:
     """Every sequence's interval (log scale) at look ``n``, as ``judge.interval`` gives it, all sequences at once.
 
     Signed-rank: with distinct Walsh averages the inverted test accepts exactly the shifts between the
@@ -57,7 +57,7 @@ def intervals(judge: ab_judge.Judge, data: np.ndarray, n: int) -> tuple[np.ndarr
             return np.full(len(data), -np.inf), np.full(len(data), np.inf)
         half = crit * head.std(axis=1, ddof=1) / math.sqrt(n)
         return head.mean(axis=1) - half, head.mean(axis=1) + half
-    table = ab_stats.pvalue_table(n)
+    table = signed_rank.pvalue_table(n)
     total = n * (n + 1) // 2
     lower = [t for t in range(total // 2 + 1) if table[t] <= judge.level]
     if not lower:
@@ -68,7 +68,7 @@ def intervals(judge: ab_judge.Judge, data: np.ndarray, n: int) -> tuple[np.ndarr
     return walsh[:, c], walsh[:, total - 1 - c]
 
 
-def simulate(judge: ab_judge.Judge, data: np.ndarray, margin: float) -> dict[str, float]:
+def simulate(judge: ab_test.Judge, data: np.ndarray, margin: float) -> dict[str, float]:
     """``ab``'s calls on every sequence: looks after every pair, stops at the first call (``stats.call``)."""
     sims, max_pairs = data.shape
     open_ = np.ones(sims, dtype=bool)
@@ -95,11 +95,11 @@ def simulate(judge: ab_judge.Judge, data: np.ndarray, margin: float) -> dict[str
             "by 10": float((regression & (pairs <= 10)).mean()), "spent": float(spent.mean())}
 
 
-def judges(max_pairs: int, alpha: float) -> list[tuple[str, ab_judge.Judge]]:
+def judges(max_pairs: int, alpha: float) -> list[tuple[str, ab_test.Judge]]:
     """ab's two tests, and the t-test with Pocock-type spending (not offered by ab: shown for the choice)."""
-    return [("t (O'Brien-Fleming)", ab_judge.make("t", max_pairs, alpha)),
-            ("t (Pocock)", ab_judge.Judge("t", crit=ttest.boundaries(max_pairs, alpha, "pocock"))),
-            ("signed-rank", ab_judge.make("signed-rank", max_pairs, alpha))]
+    return [("t (O'Brien-Fleming)", ab_test.make("t", max_pairs, alpha)),
+            ("t (Pocock)", ab_test.Judge("t", crit=ttest.boundaries(max_pairs, alpha, "pocock"))),
+            ("signed-rank", ab_test.make("signed-rank", max_pairs, alpha))]
 
 
 def main() -> int:

@@ -15,7 +15,7 @@ whose pairs' results files are not there as they were. ``tables`` prints from th
   the higher, with the pairs' own B/A range), the record's account of which
   part of the engine changed (steps of the engine, tokens a step, requests running, vLLM's own prefill and decode
   time per request, preemptions, prefix hits, CPU time per output token);
-- **where the noise is**: :func:`batchperf.ab.stats.process_noise` on each step's per-round throughput (a round's
+- **where the noise is**: :func:`batchperf.ab.stats.signed_rank.process_noise` on each step's per-round throughput (a round's
   sd within its process, and a process's own level beyond what its rounds explain).
 
 ``batchperf report DEST`` draws the release-over-release plot from the same folder.
@@ -30,7 +30,7 @@ import statistics
 import sys
 from pathlib import Path
 
-from batchperf.ab.stats import process_noise
+from batchperf.ab.stats.signed_rank import process_noise
 from batchperf.results.io import read_results
 
 ROUND_METRICS = ("output_throughput", "p50_ttft_ms", "p99_ttft_ms", "p50_tpot_ms", "p99_itl_ms")

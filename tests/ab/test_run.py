@@ -17,7 +17,7 @@ from batchperf.ab.pairs import order_of
 from batchperf.ab.report import render_markdown
 from batchperf.ab.run import resolve_design, run_ab
 from batchperf.ab.settings import Settings, UsageProblem
-from batchperf.ab.ttest import MIN_PAIRS as MIN_T_PAIRS
+from batchperf.ab.stats.ttest import MIN_PAIRS as MIN_T_PAIRS
 from batchperf.launch.kept_server import keep_from_env, reuse_or_start
 from batchperf.measure.catalogue import AB_WITH_LATENCY
 from batchperf.regress.fingerprint import GPU, Fingerprint, HardwareIdentity

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from batchperf.ab.stats import min_pairs, per_look_level
+from batchperf.ab.stats.signed_rank import min_pairs, per_look_level
 from batchperf.cli import main
 from batchperf.results.io import read_results
 

@@ -1,5 +1,5 @@
 """The sequential t-interval (``--test t``): its false-alarm rate under peeking, by simulation with the laws
-tests/ab/test_stats.py uses, its spending boundaries, its interval, and bad input."""
+tests/ab/test_stats_signed_rank.py uses, its spending boundaries, its interval, and bad input."""
 
 from __future__ import annotations
 
@@ -9,8 +9,8 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from batchperf.ab import judge as ab_judge
-from batchperf.ab import ttest
+from batchperf.ab import stats as ab_test
+from batchperf.ab.stats import ttest
 
 
 @pytest.fixture(autouse=True)
@@ -124,16 +124,16 @@ def test_t_interval_by_hand() -> None:
 
 
 def test_the_judge_replays_from_what_ab_json_records() -> None:
-    t = ab_judge.make("t", 14, 0.05)
-    assert ab_judge.from_settings(t.to_dict()).crit == t.crit
+    t = ab_test.make("t", 14, 0.05)
+    assert ab_test.from_settings(t.to_dict()).crit == t.crit
     assert t.needs == ttest.first_look(t.crit) and t.needs >= ttest.MIN_PAIRS
     old = {"per_look_level": 0.01}  # an ab.json from before --test: signed-rank
-    assert ab_judge.from_settings(old).test == "signed-rank"
+    assert ab_test.from_settings(old).test == "signed-rank"
     d = [-0.06, -0.05, -0.07, -0.04, -0.05, -0.06, -0.05, -0.06, -0.05, -0.04, -0.06, -0.05, -0.05, -0.06]
     assert t.interval(d).high < 0  # a steady 5% slowdown is excluded from zero by the t judge
     with pytest.raises(ValueError, match="unknown test"):
-        ab_judge.make("bayes", 14, 0.05)
+        ab_test.make("bayes", 14, 0.05)
 
 
 def test_fewest_max_pairs_of_the_t_test() -> None:
-    assert ab_judge.fewest_max_pairs("t", 0.05) == ttest.MIN_PAIRS
+    assert ab_test.fewest_max_pairs("t", 0.05) == ttest.MIN_PAIRS

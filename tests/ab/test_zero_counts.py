@@ -4,13 +4,13 @@ the pair in silence."""
 
 from __future__ import annotations
 
-from batchperf.ab import judge as ab_judge
+from batchperf.ab import stats as ab_test
 from batchperf.ab.judging import judge_metric
 from batchperf.ab.result import PairSeries
 from batchperf.measure.catalogue import Direction
 from batchperf.regress.verdict import Verdict
 
-JUDGE = ab_judge.Judge("signed-rank", level=0.03125)
+JUDGE = ab_test.Judge("signed-rank", level=0.03125)
 
 
 def series(a: list[float], b: list[float]) -> PairSeries:

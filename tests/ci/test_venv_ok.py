@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 from paths import REPO
 
-from batchperf.ab import lock
+from batchperf.envs import lock
 
 SCRIPT = REPO / "ci" / "venv_ok.sh"
 pytestmark = pytest.mark.skipif(any(shutil.which(t) is None for t in ("bash", "make", "sha256sum")),

@@ -23,7 +23,7 @@ def test_a_dir_that_is_a_file_is_exit_3(tmp_path: Path, capsys) -> None:
 
 
 def test_a_release_that_cannot_be_installed_here_is_exit_3_naming_the_pin(tmp_path: Path, capsys, monkeypatch) -> None:
-    from batchperf.ab import venv
+    from batchperf.envs import venv
 
     # the wheel's metadata as pip would report it; no network in tests
     monkeypatch.setattr(venv, "pip_requires", lambda python: lambda spec: ["torch==2.12.0+cpu", "numpy"])

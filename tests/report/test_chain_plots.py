@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from batchperf.ab.chain_report import Level
+from batchperf.releases.chain_report import Level
 from batchperf.cli import main
 from batchperf.report.chain_plots import file_name, release_plot
 

@@ -1,8 +1,8 @@
-"""The upgrade A/B: two environments run the same cells alternately in fresh processes (:mod:`.run`, the loop;
+"""One upgrade A/B: two environments run the same cells alternately in fresh processes (:mod:`.run`, the loop;
 :mod:`.pairs`, one pair; :mod:`.judging`, a cell's verdict; :mod:`.result`, what the run holds and writes), how a
-pair's two processes share the machine (:mod:`.designs`), the statistics of the paired ratios (:mod:`.stats`), its
-report (:mod:`.report`), bisection over an ordered list of environments (:mod:`.bisect`), and the environments
-themselves (:mod:`.env`: probe, collect; :mod:`.venv`: ``batchperf env make``; :mod:`.lock`: requirements.lock).
+pair's two processes share the machine (:mod:`.designs`), the statistics of the paired ratios (:mod:`.stats`:
+the sequential test, signed-rank or t), the sides as processes see them (:mod:`.env`: probe, collect) and its
+report (:mod:`.report`).
 
-Nothing is imported here: ``python -m batchperf.ab.lock`` runs with the system interpreter, before any environment
-exists."""
+What runs many A/Bs (release chains, bisection) is :mod:`batchperf.releases`; what builds the environments
+compared (the lock, ``env make``) is :mod:`batchperf.envs`."""

@@ -6,8 +6,8 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from batchperf.ab import judge as ab_judge
-from batchperf.ab import stats as ab_stats
+from batchperf.ab import stats as ab_test
+from batchperf.ab.stats import signed_rank
 from batchperf.ab.result import CellState, PairSeries
 from batchperf.ab.settings import Settings, per_tenant_name
 from batchperf.measure.catalogue import AB_PER_TENANT, GATED, TENANT_METRICS, Direction, Metric
@@ -93,7 +93,7 @@ def missing_deciders(cell: CellState, settings: Settings, a: CellRecord, b: Cell
         cell.metrics[name] = PairSeries(name, rules[base].direction, True, settings.margin_of(name), caveat=why)
 
 
-def judge_metric(result: PairSeries, judge: ab_judge.Judge) -> None:
+def judge_metric(result: PairSeries, judge: ab_test.Judge) -> None:
     if result.direction is Direction.EXACT:
         result.call, result.note = exact_call(result.a, result.b)
         if result.call is Verdict.NOT_JUDGED:
@@ -111,7 +111,7 @@ def judge_metric(result: PairSeries, judge: ab_judge.Judge) -> None:
     if not ratios:
         return
     result.interval = judge.interval(ratios)
-    result.call = ab_stats.call(result.interval, result.direction is Direction.HIGHER, result.margin)
+    result.call = signed_rank.call(result.interval, result.direction is Direction.HIGHER, result.margin)
 
 
 def exact_call(a: Sequence[float], b: Sequence[float]) -> tuple[Verdict, str]:
@@ -138,7 +138,7 @@ def cell_verdict(metrics: Sequence[PairSeries]) -> Verdict:
     return combine((m.call for m in metrics if m.deciding), empty=Verdict.INCONCLUSIVE)
 
 
-def judge_cell(cell: CellState, judge: ab_judge.Judge, pairs: int) -> None:
+def judge_cell(cell: CellState, judge: ab_test.Judge, pairs: int) -> None:
     """Re-judge an unsettled cell on its pairs so far; freeze it once its verdict is clear."""
     if cell.settled:
         return

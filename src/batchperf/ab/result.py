@@ -12,11 +12,11 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
-from batchperf.ab import judge as ab_judge
-from batchperf.ab import stats as ab_stats
+from batchperf.ab import stats as ab_test
+from batchperf.ab.stats import signed_rank
 from batchperf.ab.env import Probe, SideRun
 from batchperf.ab.settings import Settings
-from batchperf.ab.stats import Interval
+from batchperf.ab.stats.signed_rank import Interval
 from batchperf.ab.warmup import RoundsChoice, Warmup
 from batchperf.measure.catalogue import Direction
 from batchperf.regress.fingerprint import version_diff
@@ -55,10 +55,10 @@ class PairSeries:
         iv = self.interval
         a = statistics.median(self.a) if self.a else None
         b = statistics.median(self.b) if self.b else None
-        change = ab_stats.relative(iv.estimate) if iv else math.nan
+        change = signed_rank.relative(iv.estimate) if iv else math.nan
         return MetricVerdict(self.metric, self.direction, self.call, a, b, change,
                              math.nan if self.direction is Direction.EXACT else self.margin,
-                             interval=(ab_stats.relative(iv.low), ab_stats.relative(iv.high)) if iv else None,
+                             interval=(signed_rank.relative(iv.low), signed_rank.relative(iv.high)) if iv else None,
                              pairs=len(self.a), deciding=self.deciding, note=self.shown_note)
 
     def to_dict(self) -> dict[str, Any]:
@@ -67,8 +67,8 @@ class PairSeries:
             "metric": self.metric, "direction": self.direction.value, "deciding": self.deciding,
             "margin": self.margin, "a": self.a, "b": self.b, "ratios": [y / x if x else None for x, y in zip(self.a, self.b)],
             "n": len(self.a), "call": self.call.value, **({"note": self.shown_note} if self.shown_note else {}),
-            **({"estimate": ab_stats.relative(iv.estimate), "low": ab_stats.relative(iv.low),
-                "high": ab_stats.relative(iv.high)} if iv else {}),
+            **({"estimate": signed_rank.relative(iv.estimate), "low": signed_rank.relative(iv.low),
+                "high": signed_rank.relative(iv.high)} if iv else {}),
         }
 
 
@@ -121,7 +121,7 @@ class Pair:
 class AbResult:
     settings: Settings
     probes: dict[str, Probe]
-    judge: ab_judge.Judge  # the test behind each deciding metric's interval (its level or boundaries)
+    judge: ab_test.Judge  # the test behind each deciding metric's interval (its level or boundaries)
     level_method: str
     cells: dict[str, CellState]
     pairs: list[Pair] = field(default_factory=list)

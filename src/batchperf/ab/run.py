@@ -5,7 +5,7 @@ machine's speed within a pair cancels over pairs), each writing an ordinary resu
 first and is discarded, and the rounds per process are chosen from its costs when not given
 (:mod:`batchperf.ab.warmup`). Per cell
 and per metric, each pair gives a log-ratio ln(B/A) of the process medians; after every pair
-:mod:`batchperf.ab.stats` turns them into an estimate, an interval and a call:
+:mod:`batchperf.ab.stats.signed_rank` turns them into an estimate, an interval and a call:
 
 - a *deciding* metric (``--metrics``, default output throughput alone) is judged at the
   per-look level that keeps the whole run's false-alarm rate at ``alpha`` (split over cells × deciding
@@ -33,9 +33,9 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 
-from batchperf.ab import judge as ab_judge
+from batchperf.ab import stats as ab_test
 from batchperf.ab import outdir
-from batchperf.ab import stats as ab_stats
+from batchperf.ab.stats import signed_rank
 from batchperf.ab.designs import duet_cores, run_cells, run_resident
 from batchperf.ab.env import Environment, EnvironmentProblem, Probe, SideRun, collect, probe
 from batchperf.ab.pairs import absorb, check_identity, measuring, order_of
@@ -82,14 +82,14 @@ def prepare(settings: Settings, prober: Prober = probe, collector: Collector = c
             raise UsageProblem(str(exc)) from None
     deciding = len(settings.metrics)  # the exact metrics decide too, but by equality: no error to share
     family = settings.alpha / (len(shared) * deciding)
-    needed = ab_judge.fewest_max_pairs(settings.test, family)
+    needed = ab_test.fewest_max_pairs(settings.test, family)
     if settings.max_pairs < needed:
-        fix = (f"give --max-pairs {needed} or more" if needed <= ab_stats.MAX_PAIRS
+        fix = (f"give --max-pairs {needed} or more" if needed <= signed_rank.MAX_PAIRS
                else "no --max-pairs allowed is enough")
         raise BudgetTooSmall(f"--max-pairs {settings.max_pairs}: a verdict on {len(shared)} cell(s) x {deciding} "
                              f"deciding metric(s) at --alpha {settings.alpha} needs at least {needed} pairs ({fix}; "
                              "or fewer cells, fewer --metrics, or a larger --alpha)")
-    judge = ab_judge.make(settings.test, settings.max_pairs, family)
+    judge = ab_test.make(settings.test, settings.max_pairs, family)
     cells = {cid: CellState(cid, found["A"][cid]) for cid in shared}
     only = {label: sorted(set(found[label]) - set(found[other]))
             for label, other in (("A", "B"), ("B", "A")) if set(found[label]) - set(found[other])}
@@ -321,7 +321,7 @@ def progress_line(result: AbResult, pair: Pair, elapsed_s: float) -> str:
         if head is None or head.interval is None:
             parts.append(f"{cell.id}: {cell.verdict.value}")
             continue
-        est, low, high = (ab_stats.relative(x) for x in (head.interval.estimate, head.interval.low, head.interval.high))
+        est, low, high = (signed_rank.relative(x) for x in (head.interval.estimate, head.interval.low, head.interval.high))
         parts.append(f"{cell.id}: {head.metric} {est:+.1%} [{low:+.1%}, {high:+.1%}] {cell.verdict.value}")
     load = f" load {pair.load_avg_1m}" if pair.load_avg_1m is not None else ""
     return f"[pair {pair.index}/{result.settings.max_pairs}] {sides}{load} {elapsed_s / 60:.1f} min | " + " | ".join(parts)

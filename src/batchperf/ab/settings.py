@@ -6,8 +6,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from batchperf.ab import judge as ab_judge
-from batchperf.ab import stats as ab_stats
+from batchperf.ab import stats as ab_test
+from batchperf.ab.stats import signed_rank
 from batchperf.ab.env import Environment
 from batchperf.measure.catalogue import AB_DEFAULT, AB_PER_TENANT, GATED, Direction
 
@@ -46,7 +46,7 @@ class Settings:
     process_minutes: float | None = None  # a process longer than this hangs: stopped, the run fails (None: max_minutes)
     rounds: int | None = None  # None: chosen from the warm-up's costs (batchperf.ab.warmup), unless the pytest args say
     warmup: bool = True  # a warm-up pair before pair 1, discarded (--no-warmup: none)
-    test: str = ab_judge.DEFAULT_TEST  # the interval of each look: "t" (sequential t) or "signed-rank"
+    test: str = ab_test.DEFAULT_TEST  # the interval of each look: "t" (sequential t) or "signed-rank"
     design: str = "auto"  # how a pair's two processes run (DESIGNS); auto: resident, sequential where a GPU is seen
     keep_servers: bool = False  # each side's server started once and kept across its pairs (launch.kept_server)
     command: str = ""  # the command line, recorded so the run can be repeated
@@ -56,8 +56,8 @@ class Settings:
         if self.max_pairs < 1:
             problems.append(f"--max-pairs {self.max_pairs}: a budget of zero pairs measures nothing; give 1 or more "
                             "(a verdict needs about 10 at the default alpha)")
-        elif self.max_pairs > ab_stats.MAX_PAIRS:
-            problems.append(f"--max-pairs {self.max_pairs}: at most {ab_stats.MAX_PAIRS} (a run that needs more pairs "
+        elif self.max_pairs > signed_rank.MAX_PAIRS:
+            problems.append(f"--max-pairs {self.max_pairs}: at most {signed_rank.MAX_PAIRS} (a run that needs more pairs "
                             "has an effect smaller than this machine can show; widen --margin or use fewer cells)")
         if self.max_minutes is not None and not self.max_minutes > 0:
             problems.append(f"--max-minutes {self.max_minutes}: a budget of zero minutes measures nothing")
@@ -68,8 +68,8 @@ class Settings:
         for name, value in {"": self.margin, **self.margins}.items():
             if not 0 <= value < 1:
                 problems.append(f"--margin {name + '=' if name else ''}{value}: must be a fraction in [0, 1)")
-        if self.test not in ab_judge.TESTS:
-            problems.append(f"--test {self.test}: unknown; give one of {', '.join(ab_judge.TESTS)}")
+        if self.test not in ab_test.TESTS:
+            problems.append(f"--test {self.test}: unknown; give one of {', '.join(ab_test.TESTS)}")
         if self.design not in DESIGNS:
             problems.append(f"--design {self.design}: unknown; give one of {', '.join(DESIGNS)}")
         if self.rounds is not None and self.rounds < 1:

@@ -7,7 +7,7 @@
 Each ``--python`` (or ``--dir``) is one environment, in order; a single ``--python`` or ``--dir`` is
 shared by all. Every step is one ``batchperf ab`` (same options) in OUT/step-NN-…; OUT/bisect.json holds
 the steps. Exit codes: 0 the first bad one found, 2 only narrowed to a range (an inconclusive step, or
-skipped environments in between), 3 usage error, 130 interrupted (143 by SIGTERM). Logic in :mod:`batchperf.ab.bisect`.
+skipped environments in between), 3 usage error, 130 interrupted (143 by SIGTERM). Logic in :mod:`batchperf.releases.bisect`.
 """
 
 from __future__ import annotations
@@ -55,7 +55,7 @@ def environments(pythons: list[Path], dirs: list[Path], env: list[str]) -> list[
 
 
 def main(args: argparse.Namespace) -> int:
-    from batchperf.ab.bisect import run_bisect
+    from batchperf.releases.bisect import run_bisect
 
     out = args.out or Path("results") / f"bisect-{time.strftime('%Y%m%d-%H%M%S')}"
     try:

@@ -8,7 +8,7 @@ virtualenv's folder). Every step is one ``batchperf ab`` (same options) in OUT/s
 in OUT/first-last-…/; OUT/chain.json and OUT/chain.md hold the summary. Run it again with the same arguments to resume
 after an interruption. Exit codes (docs/upgrades.md): 0 no regression in any step, 1 a regression, 2 an inconclusive
 step (and none failed), 3 usage error (nothing ran), 4 a step failed (the chain went on), 130/143 interrupted by
-SIGINT/SIGTERM (resume it). Logic in :mod:`batchperf.ab.chain`.
+SIGINT/SIGTERM (resume it). Logic in :mod:`batchperf.releases.chain`.
 """
 
 from __future__ import annotations
@@ -44,8 +44,8 @@ def default_labels(envs: list[Environment]) -> list[str]:
 
 
 def main(args: argparse.Namespace) -> int:
-    from batchperf.ab.chain import run_chain
-    from batchperf.ab.chain_report import Chain, render_markdown
+    from batchperf.releases.chain import run_chain
+    from batchperf.releases.chain_report import Chain, render_markdown
 
     out = args.out or Path("results") / f"chain-{time.strftime('%Y%m%d-%H%M%S')}"
     try:

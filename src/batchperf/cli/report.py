@@ -22,7 +22,7 @@ def add_cli_args(parser: argparse.ArgumentParser) -> None:
 
 def chain_report(inputs: list[Path], out: Path, page: str) -> Path:
     """One release-over-release PNG per cell of the chain ``inputs`` hold, and ``out/page``."""
-    from batchperf.ab.chain_report import levels, load, render_markdown
+    from batchperf.releases.chain_report import levels, load, render_markdown
     from batchperf.report.chain_plots import file_name, release_plot, write_chain_page
 
     chain = load(inputs)
@@ -32,7 +32,7 @@ def chain_report(inputs: list[Path], out: Path, page: str) -> Path:
 
 
 def main(args: argparse.Namespace) -> int:
-    from batchperf.ab.chain_report import is_chain_input
+    from batchperf.releases.chain_report import is_chain_input
     from batchperf.report import build_report
 
     chains = [p for p in args.results if is_chain_input(p)]

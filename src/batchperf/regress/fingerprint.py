@@ -26,7 +26,7 @@ from dataclasses import asdict, dataclass, field
 from importlib import metadata
 from typing import Any
 
-from batchperf.regress.lock_marker import installed_digest
+from batchperf.envs.lock_marker import installed_digest
 from batchperf.results.io import fingerprint_problem
 from batchperf.results.record import CellRecord
 from batchperf.telemetry.nvml import Nvml, Unavailable, open_nvml, slowdowns, text

@@ -5,7 +5,7 @@ step's verdict, the ±margin band shaded. Right, the level of each release again
 of the step ratios, and at the last release the measured first → last with its interval beside it (asv's history
 and Pinpoint's per-step answer in one figure). Labels are users' strings: drawn as plain text (``_pyplot``).
 
-What a cell's picture needs is the :class:`ChainLevel` protocol; ``batchperf.ab.chain_report.Level`` is one (the
+What a cell's picture needs is the :class:`ChainLevel` protocol; ``batchperf.releases.chain_report.Level`` is one (the
 report stage reads a chain's numbers, never the ab stage that measured them).
 """
 

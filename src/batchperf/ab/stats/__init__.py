@@ -4,10 +4,10 @@ One :class:`Judge` per run, made once for the run's family error (``alpha`` over
 budget (``max_pairs``), recorded in ``ab.json`` (:meth:`Judge.to_dict`) so a replay (``tools/ab_detector.py``)
 judges exactly as the run did (:func:`from_settings`).
 
-- ``signed-rank``: :func:`batchperf.ab.stats.signed_rank_interval` at Pocock's constant per-look level
-  (:func:`batchperf.ab.stats.per_look_level`); honest for any symmetric noise.
-- ``t``: :func:`batchperf.ab.ttest.t_interval` at Lan-DeMets O'Brien-Fleming-type boundaries
-  (:func:`batchperf.ab.ttest.boundaries`); exact for normal pairs, conservative for the heavy-tailed laws
+- ``signed-rank``: :func:`batchperf.ab.stats.signed_rank.signed_rank_interval` at Pocock's constant per-look level
+  (:func:`batchperf.ab.stats.signed_rank.per_look_level`); honest for any symmetric noise.
+- ``t``: :func:`batchperf.ab.stats.ttest.t_interval` at Lan-DeMets O'Brien-Fleming-type boundaries
+  (:func:`batchperf.ab.stats.ttest.boundaries`); exact for normal pairs, conservative for the heavy-tailed laws
   simulated in docs/ab.md; more power at the end of a fixed budget, later calls (docs/ab.md, "Which test").
 """
 
@@ -18,9 +18,9 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from batchperf.ab import stats as ab_stats
-from batchperf.ab import ttest
-from batchperf.ab.stats import Interval
+from batchperf.ab.stats import signed_rank
+from batchperf.ab.stats import ttest
+from batchperf.ab.stats.signed_rank import Interval
 
 TESTS = ("signed-rank", "t")
 # resolves sooner at the same alpha and budget (fewer pairs spent on average), and far better with outliers;
@@ -37,7 +37,7 @@ class Judge:
 
     def interval(self, log_ratios: Sequence[float]) -> Interval:
         if self.test == "signed-rank":
-            return ab_stats.signed_rank_interval(log_ratios, self.level or 0.0)
+            return signed_rank.signed_rank_interval(log_ratios, self.level or 0.0)
         n = len(log_ratios)
         return ttest.t_interval(log_ratios, self.crit[n - 1] if n <= len(self.crit) else self.crit[-1])
 
@@ -45,7 +45,7 @@ class Judge:
     def needs(self) -> int | None:
         """Fewest pairs whose interval can exclude anything; None when no number of pairs can."""
         if self.test == "signed-rank":
-            return ab_stats.min_pairs(self.level or 0.0)
+            return signed_rank.min_pairs(self.level or 0.0)
         return ttest.first_look(self.crit)
 
     def describe(self) -> str:
@@ -65,7 +65,7 @@ class Judge:
 def make(test: str, max_pairs: int, family: float) -> Judge:
     """The judge of ``test`` for a budget of ``max_pairs`` looks at family error ``family`` (per metric and cell)."""
     if test == "signed-rank":
-        level, how = ab_stats.per_look_level(max_pairs, family)
+        level, how = signed_rank.per_look_level(max_pairs, family)
         return Judge(test, level=level, method=how)
     if test == "t":
         crit = ttest.boundaries(max_pairs, family, "obf")
@@ -76,11 +76,11 @@ def make(test: str, max_pairs: int, family: float) -> Judge:
 def fewest_max_pairs(test: str, family: float) -> int:
     """The smallest budget whose judge can give a verdict at some look."""
     if test == "signed-rank":
-        return ab_stats.fewest_max_pairs(family)
-    for m in range(ttest.MIN_PAIRS, ab_stats.MAX_PAIRS + 1):
+        return signed_rank.fewest_max_pairs(family)
+    for m in range(ttest.MIN_PAIRS, signed_rank.MAX_PAIRS + 1):
         if ttest.first_look(ttest.boundaries(m, family, "obf")) is not None:
             return m
-    return ab_stats.MAX_PAIRS + 1
+    return signed_rank.MAX_PAIRS + 1
 
 
 def from_settings(settings: Mapping[str, Any]) -> Judge:

@@ -37,7 +37,7 @@ def _cell(bs: str, prompt: str, conc: str) -> tuple[str, ...]:
 
 def _vllm_cell(cell_id: str) -> tuple[str, ...]:
     """A vLLM cell of the CPU tier by its id: ``-k`` matches a substring, so the id without the tier and model
-    prefix selects that cell and no other (tests/ab/test_detector.py collects each selection to hold it)."""
+    prefix selects that cell and no other (tests/calibrate/test_cells.py collects each selection to hold it)."""
     return ("-m", "cpu", "-k", cell_id)
 
 

@@ -11,8 +11,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from scipy import stats
 
-from batchperf.ab import stats as ab_stats
-from batchperf.ab.stats import Interval, call, process_noise, signed_rank_interval
+from batchperf.ab.stats import signed_rank
+from batchperf.ab.stats.signed_rank import Interval, call, process_noise, signed_rank_interval
 from batchperf.regress.verdict import Verdict
 
 finite = st.floats(min_value=-0.5, max_value=0.5, allow_nan=False, width=32)
@@ -32,7 +32,7 @@ def test_interval_by_hand() -> None:
 def test_too_few_pairs_give_an_unbounded_interval() -> None:
     iv = signed_rank_interval([0.1, 0.2, 0.3], 0.05)  # smallest p with 3 pairs is 0.25
     assert iv.low == -math.inf and iv.high == math.inf
-    assert ab_stats.min_pairs(0.05) == 6 and ab_stats.min_pvalue(6) <= 0.05 < ab_stats.min_pvalue(5)
+    assert signed_rank.min_pairs(0.05) == 6 and signed_rank.min_pvalue(6) <= 0.05 < signed_rank.min_pvalue(5)
 
 
 @settings(max_examples=60, deadline=None)
@@ -94,8 +94,8 @@ def test_call_of_an_interval(low: float, high: float, higher_is_better: bool, ex
 
 
 def test_union_bound_counts_only_the_looks_that_can_reject() -> None:
-    level = ab_stats.union_bound_level(30, 0.01)
-    looks = sum(1 for n in range(1, 31) if ab_stats.min_pvalue(n) <= level)
+    level = signed_rank.union_bound_level(30, 0.01)
+    looks = sum(1 for n in range(1, 31) if signed_rank.min_pvalue(n) <= level)
     assert level == pytest.approx(0.01 / looks)
 
 
@@ -103,7 +103,7 @@ def sequential_false_alarms(draws: np.ndarray, level: float) -> float:
     """Share of null sequences in which some look 1..N has a p-value <= level (the interval excludes the truth)."""
     hit = np.zeros(len(draws), dtype=bool)
     for n in range(1, draws.shape[1] + 1):
-        if ab_stats.min_pvalue(n) <= level:
+        if signed_rank.min_pvalue(n) <= level:
             hit |= np.atleast_1d(stats.wilcoxon(draws[:, :n], axis=1).pvalue) <= level
     return float(hit.mean())
 
@@ -121,7 +121,7 @@ def test_peeking_after_every_pair_keeps_the_error_honest(law: str) -> None:
     else:  # mostly small noise, sometimes a process a neighbour slowed by 30%: symmetric about 0 still
         draws = rng.normal(0, 0.02, (sims, max_pairs)) + rng.choice([-0.3, 0.3], (sims, max_pairs)) * (
             rng.random((sims, max_pairs)) < 0.1)
-    level, _ = ab_stats.per_look_level(max_pairs, alpha)
+    level, _ = signed_rank.per_look_level(max_pairs, alpha)
     slack = 3 * math.sqrt(alpha * (1 - alpha) / sims)  # Monte Carlo error of the check itself
     honest = sequential_false_alarms(draws, level)
     assert honest <= alpha + slack, f"{law}: {honest:.3f} false alarms at per-look level {level:.4f}"
@@ -131,68 +131,68 @@ def test_peeking_after_every_pair_keeps_the_error_honest(law: str) -> None:
 
 def test_per_look_level_is_cached_on_disk(tmp_path: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("BATCHPERF_CACHE", str(tmp_path))
-    ab_stats.per_look_level.cache_clear()
-    level, how = ab_stats.per_look_level(12, 0.1)
+    signed_rank.per_look_level.cache_clear()
+    level, how = signed_rank.per_look_level(12, 0.1)
     assert "simulated" in how and 0 < level < 0.1
-    assert (tmp_path / ab_stats.LEVELS_FILE).exists()
-    ab_stats.per_look_level.cache_clear()
-    assert ab_stats.per_look_level(12, 0.1)[0] == level
-    assert "union bound" in ab_stats.per_look_level(12, 1e-4)[1]
+    assert (tmp_path / signed_rank.LEVELS_FILE).exists()
+    signed_rank.per_look_level.cache_clear()
+    assert signed_rank.per_look_level(12, 0.1)[0] == level
+    assert "union bound" in signed_rank.per_look_level(12, 1e-4)[1]
     with pytest.raises(ValueError, match="max_pairs"):
-        ab_stats.per_look_level(0, 0.05)
+        signed_rank.per_look_level(0, 0.05)
 
 
 def _argsort_level(max_pairs: int, alpha: float, sims: int) -> float:
     """The per-look level computed the plain way (ranks by double argsort, all draws at once): the reference."""
-    data = np.random.default_rng(ab_stats.SEED).standard_normal((sims, max_pairs))
+    data = np.random.default_rng(signed_rank.SEED).standard_normal((sims, max_pairs))
     smallest = np.ones(sims)
     for n in range(2, max_pairs + 1):
         head = data[:, :n]
         ranks = np.argsort(np.argsort(np.abs(head), axis=1), axis=1) + 1
-        smallest = np.minimum(smallest, ab_stats.pvalue_table(n)[np.where(head > 0, ranks, 0).sum(axis=1)])
+        smallest = np.minimum(smallest, signed_rank.pvalue_table(n)[np.where(head > 0, ranks, 0).sum(axis=1)])
     candidates = np.unique(smallest)
     rates = np.searchsorted(np.sort(smallest), candidates, side="right") / sims
     return float(candidates[rates <= alpha][-1])
 
 
 def test_the_incremental_simulation_gives_the_plain_one_s_level(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(ab_stats, "CHUNK", 700)  # several chunks, the last one short
-    assert ab_stats.simulated_level(12, 0.05, 2500) == _argsort_level(12, 0.05, 2500)
+    monkeypatch.setattr(signed_rank, "CHUNK", 700)  # several chunks, the last one short
+    assert signed_rank.simulated_level(12, 0.05, 2500) == _argsort_level(12, 0.05, 2500)
 
 
 def test_max_pairs_is_bounded() -> None:
-    with pytest.raises(ValueError, match=f"max_pairs <= {ab_stats.MAX_PAIRS}"):
-        ab_stats.per_look_level(ab_stats.MAX_PAIRS + 1, 0.05)
+    with pytest.raises(ValueError, match=f"max_pairs <= {signed_rank.MAX_PAIRS}"):
+        signed_rank.per_look_level(signed_rank.MAX_PAIRS + 1, 0.05)
     with pytest.raises(ValueError, match="max_pairs must be"):
-        ab_stats.simulated_level(100_000, 0.05, 1000)
+        signed_rank.simulated_level(100_000, 0.05, 1000)
 
 
 def test_a_level_of_zero_admits_no_number_of_pairs() -> None:
     """A level of 0 (too few pairs to conclude) said "needs at least 1076 pairs": 2/2**n underflowing to 0."""
-    assert ab_stats.min_pairs(0.0) is None and ab_stats.min_pairs(math.nan) is None
-    assert ab_stats.min_pairs(2.0 ** -6) == 7 and ab_stats.min_pairs(0.05) == 6
+    assert signed_rank.min_pairs(0.0) is None and signed_rank.min_pairs(math.nan) is None
+    assert signed_rank.min_pairs(2.0 ** -6) == 7 and signed_rank.min_pairs(0.05) == 6
 
 
 def test_the_fewest_max_pairs_is_the_first_budget_that_can_conclude(tmp_path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("BATCHPERF_CACHE", str(tmp_path))
-    ab_stats.per_look_level.cache_clear()
+    signed_rank.per_look_level.cache_clear()
     family = 0.05 / 3  # one cell, the three default deciding metrics
-    fewest = ab_stats.fewest_max_pairs(family)
+    fewest = signed_rank.fewest_max_pairs(family)
     assert fewest == 7  # 2/2**7 = 0.0156 <= 0.0167 < 2/2**6
-    assert ab_stats.per_look_level(fewest - 1, family)[0] < ab_stats.min_pvalue(fewest - 1)  # one fewer cannot
-    assert ab_stats.min_pairs(ab_stats.per_look_level(fewest, family)[0]) == fewest
+    assert signed_rank.per_look_level(fewest - 1, family)[0] < signed_rank.min_pvalue(fewest - 1)  # one fewer cannot
+    assert signed_rank.min_pairs(signed_rank.per_look_level(fewest, family)[0]) == fewest
 
 
 @pytest.mark.parametrize("planted", ["0.9", "NaN", "-0.1", "\"0.01\""])
 def test_the_level_cache_is_not_trusted_with_an_impossible_level(tmp_path, monkeypatch: pytest.MonkeyPatch,
                                                                   planted: str) -> None:
     monkeypatch.setenv("BATCHPERF_CACHE", str(tmp_path))
-    ab_stats.per_look_level.cache_clear()
-    true_level, _ = ab_stats.per_look_level(12, 0.1)
-    key = next(iter(__import__("json").loads((tmp_path / ab_stats.LEVELS_FILE).read_text())))
-    (tmp_path / ab_stats.LEVELS_FILE).write_text("{\"" + key + "\": " + planted + "}")
-    ab_stats.per_look_level.cache_clear()
-    assert ab_stats.per_look_level(12, 0.1)[0] == true_level
+    signed_rank.per_look_level.cache_clear()
+    true_level, _ = signed_rank.per_look_level(12, 0.1)
+    key = next(iter(__import__("json").loads((tmp_path / signed_rank.LEVELS_FILE).read_text())))
+    (tmp_path / signed_rank.LEVELS_FILE).write_text("{\"" + key + "\": " + planted + "}")
+    signed_rank.per_look_level.cache_clear()
+    assert signed_rank.per_look_level(12, 0.1)[0] == true_level
 
 
 @pytest.mark.parametrize("level", [0.0, 0.05])

@@ -1,5 +1,5 @@
-"""The mark a locked environment carries (regress/lock_marker.py) and the fingerprint's soft fact from it; writing
-the lock and the mark: tests/ab/test_lock.py."""
+"""The mark a locked environment carries (envs/lock_marker.py) and the fingerprint's soft fact from it; writing
+the lock and the mark: tests/envs/test_lock.py."""
 
 from __future__ import annotations
 
@@ -9,9 +9,9 @@ import sys
 
 from paths import REPO
 
-from batchperf.ab import lock
+from batchperf.envs import lock
 from batchperf.regress import fingerprint
-from batchperf.regress.lock_marker import MARKER, installed_digest
+from batchperf.envs.lock_marker import MARKER, installed_digest
 
 
 def test_the_installed_lock_is_a_soft_fact_of_the_fingerprint(tmp_path, monkeypatch):

@@ -7,13 +7,13 @@ build; pip finds the CPU wheel through the machine's ``find-links``, and uv does
 versions, these files, nothing resolved again. ``make lock`` writes it from pip's own resolver
 (``pip install --dry-run --report``); ``check`` fails when ``pyproject.toml`` changed since (CI runs it).
 
-The lock's sha256 is written into the environment it built (:data:`~batchperf.regress.lock_marker.MARKER`
+The lock's sha256 is written into the environment it built (:data:`~batchperf.envs.lock_marker.MARKER`
 under ``sys.prefix``), and the fingerprint records it as a soft fact: two runs can tell they measured the same stack, and an
 upgrade (a different lock) still finds its baseline.
 
-    python -m batchperf.ab.lock write [--python PY]   # resolve, write requirements.lock
-    python -m batchperf.ab.lock check                 # the lock still matches pyproject.toml
-    python -m batchperf.ab.lock mark VENV             # record the installed lock's hash in VENV
+    python -m batchperf.envs.lock write [--python PY]   # resolve, write requirements.lock
+    python -m batchperf.envs.lock check                 # the lock still matches pyproject.toml
+    python -m batchperf.envs.lock mark VENV             # record the installed lock's hash in VENV
 """
 
 from __future__ import annotations
@@ -29,7 +29,7 @@ import tempfile
 import tomllib
 from pathlib import Path
 
-from batchperf.regress.lock_marker import MARKER
+from batchperf.envs.lock_marker import MARKER
 
 LOCK_NAME = "requirements.lock"
 # Pinned beside the project's own ranges: the stack the CPU tier measures.
@@ -128,7 +128,7 @@ def resolve(python: str, repo: Path) -> list[tuple[str, str, str]]:
         if done.returncode != 0:  # pip printed why above (e.g. ResolutionImpossible): say what that means here
             raise LockError(f"pip could not resolve the project with its extras and pins {' '.join(PINS)} (pip "
                             f"exited {done.returncode}; its reasons are above); the lock is unchanged. Loosen the "
-                            "range pip names in pyproject.toml, or a pin in batchperf.ab.lock.PINS")
+                            "range pip names in pyproject.toml, or a pin in batchperf.envs.lock.PINS")
         installs = json.loads(report.read_text())["install"]
     entries = []
     for item in installs:
@@ -145,7 +145,7 @@ def resolve(python: str, repo: Path) -> list[tuple[str, str, str]]:
 def write(python: str, repo: Path) -> Path:
     entries = resolve(python, repo)
     lines = [
-        "# batchperf's locked environment. Written by `make lock` (python -m batchperf.ab.lock write);",
+        "# batchperf's locked environment. Written by `make lock` (python -m batchperf.envs.lock write);",
         "# `make setup` installs exactly this: pip install --require-hashes --no-deps -r requirements.lock.",
         f"# inputs: sha256:{inputs_digest(repo / 'pyproject.toml')}",
         f"# resolved on: python {platform.python_version()}, {sys.platform} {platform.machine()}; "
@@ -191,7 +191,7 @@ def mark(venv: Path, lock: Path) -> Path:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m batchperf.ab.lock", description=__doc__.split("\n")[0])
+    parser = argparse.ArgumentParser(prog="python -m batchperf.envs.lock", description=__doc__.split("\n")[0])
     sub = parser.add_subparsers(dest="command", required=True)
     p_write = sub.add_parser("write", help="resolve the project and its pins, write requirements.lock")
     p_write.add_argument("--python", default=sys.executable, help="the interpreter whose pip resolves (default: this)")

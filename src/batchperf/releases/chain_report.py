@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from batchperf.ab.chain import FIRST_LAST, NAME, STEP, ChainResult, ChainStep
+from batchperf.releases.chain import FIRST_LAST, NAME, STEP, ChainResult, ChainStep
 from batchperf.measure.catalogue import AB_DEFAULT
 
 

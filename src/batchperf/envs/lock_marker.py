@@ -1,8 +1,8 @@
 """The mark a locked environment carries: the sha256 of the ``requirements.lock`` it was built from, in a file
-under its ``sys.prefix`` (written by ``python -m batchperf.ab.lock mark``). The fingerprint reads it as a soft
+under its ``sys.prefix`` (written by ``python -m batchperf.envs.lock mark``). The fingerprint reads it as a soft
 fact (:mod:`batchperf.regress.fingerprint`): two runs can tell they measured the same stack.
 
-Standard library only: :mod:`batchperf.ab.lock` imports it, and ``make setup`` runs that with the system
+Standard library only: :mod:`batchperf.envs.lock` imports it, and ``make setup`` runs that with the system
 interpreter before any environment exists.
 """
 

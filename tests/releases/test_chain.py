@@ -11,8 +11,8 @@ import pytest
 from ab_fakes import CELLS, FakeEnvs
 from paths import REPO
 
-from batchperf.ab.chain import FIRST_LAST, STEP, run_chain
-from batchperf.ab.chain_report import Chain, levels, load, render_markdown
+from batchperf.releases.chain import FIRST_LAST, STEP, run_chain
+from batchperf.releases.chain_report import Chain, levels, load, render_markdown
 from batchperf.ab.env import Environment
 from batchperf.ab.run import run_ab
 from batchperf.ab.settings import Settings, UsageProblem

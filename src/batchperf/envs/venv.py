@@ -33,8 +33,8 @@ from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-from batchperf.ab import lock
-from batchperf.ab.pins import RequiresReader, held_versions, pip_requires, refusal
+from batchperf.envs import lock
+from batchperf.envs.pins import RequiresReader, held_versions, pip_requires, refusal
 
 MARKER = ".batchperf-env.json"
 BUILDING = ".batchperf-env.building"

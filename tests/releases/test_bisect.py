@@ -10,9 +10,9 @@ import pytest
 from ab_fakes import CELLS, FakeEnvs
 from paths import REPO
 
-from batchperf.ab.bisect import BAD, GOOD, INCONCLUSIVE, INTERRUPTED, SKIPPED, judge, run_bisect
+from batchperf.releases.bisect import BAD, GOOD, INCONCLUSIVE, INTERRUPTED, SKIPPED, judge, run_bisect
 from batchperf.ab.env import Environment, EnvironmentProblem
-from batchperf.ab.judge import DEFAULT_TEST, fewest_max_pairs
+from batchperf.ab.stats import DEFAULT_TEST, fewest_max_pairs
 from batchperf.ab.run import run_ab
 from batchperf.ab.settings import Settings, UsageProblem
 from batchperf.cli.bisect import environments
