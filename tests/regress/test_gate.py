@@ -14,7 +14,8 @@ from small_runs import measured_cell
 from batchperf.measure.catalogue import GATED, Direction, Metric, Tolerance
 from batchperf.measure.kv import PADDED_LAYOUT
 from batchperf.regress.fingerprint import NON_IDENTITY_CELL_FIELDS, Fingerprint
-from batchperf.regress.gate import GateConfig, compare_cell, confirm, judge, relative_spread, render_table
+from batchperf.regress.gate import (GateConfig, compare_cell, confirm, judge_against_baseline, relative_spread,
+                                   render_table)
 from batchperf.regress.verdict import Verdict
 from batchperf.results.record import CellRecord
 
@@ -25,7 +26,7 @@ spreads = st.floats(min_value=0.0, max_value=0.2)
 def test_tolerance_is_the_floor_when_the_spread_is_small() -> None:
     base = cell_info(spread=0.02)  # rounds at ×0.98, ×1, ×1.02: relative pstdev 0.01633
     assert relative_spread(base, "metrics.output_throughput") == pytest.approx(math.sqrt(0.0008 / 3), rel=1e-6)
-    result = judge(GATED[0], base, scaled(base, 1.10), "cpu", k=3.0)
+    result = judge_against_baseline(GATED[0], base, scaled(base, 1.10), "cpu", k=3.0)
     floor = GATED[0].floor("cpu")
     assert floor > 3 * 0.0163 and result.tolerance == pytest.approx(floor)  # the CPU floor beats 3 × 0.0163
     assert result.change == pytest.approx(1 / 1.10 - 1)
@@ -34,17 +35,17 @@ def test_tolerance_is_the_floor_when_the_spread_is_small() -> None:
 
 def test_tolerance_grows_with_the_baselines_spread() -> None:
     base = cell_info(spread=0.04, tier="gpu")  # relative pstdev 0.03266 → 3 × = 0.098 > GPU floor 0.05
-    result = judge(GATED[0], base, scaled(base, 1.09), "gpu", k=3.0)
+    result = judge_against_baseline(GATED[0], base, scaled(base, 1.09), "gpu", k=3.0)
     assert result.tolerance == pytest.approx(3 * math.sqrt(0.0032 / 3), rel=1e-6)
     assert result.tolerance < GATED[0].cap("gpu")
     assert result.verdict is Verdict.NO_CHANGE  # -8.3% is inside ±9.8%
-    assert judge(GATED[0], base, scaled(base, 1.15), "gpu", k=3.0).verdict is Verdict.REGRESSION
+    assert judge_against_baseline(GATED[0], base, scaled(base, 1.15), "gpu", k=3.0).verdict is Verdict.REGRESSION
 
 
 def test_gpu_floor_is_tighter_than_cpu() -> None:
     base = cell_info(spread=0.0, tier="gpu")
-    assert judge(GATED[0], base, scaled(base, 1.08), "gpu", 3.0).verdict is Verdict.REGRESSION
-    assert judge(GATED[0], base, scaled(base, 1.08), "cpu", 3.0).verdict is Verdict.NO_CHANGE
+    assert judge_against_baseline(GATED[0], base, scaled(base, 1.08), "gpu", 3.0).verdict is Verdict.REGRESSION
+    assert judge_against_baseline(GATED[0], base, scaled(base, 1.08), "cpu", 3.0).verdict is Verdict.NO_CHANGE
 
 
 def test_exact_metrics_fail_on_any_change_either_way() -> None:
@@ -256,7 +257,7 @@ def test_direction_is_respected(factor: float, spread: float) -> None:
         name = rule.name
         cur = copied(base)
         cur.metrics[name] *= factor
-        result = judge(rule, base, cur, "cpu", 3.0)
+        result = judge_against_baseline(rule, base, cur, "cpu", 3.0)
         assume(abs(abs(result.change) - result.tolerance) > 1e-9)
         if result.verdict is Verdict.INCONCLUSIVE:  # too noisy to gate: only a change beyond its noise is judged
             assert abs(result.change) <= result.tolerance or not got_worse_than(rule, factor)
@@ -360,25 +361,27 @@ def test_capacity_is_judged_against_the_searchs_stated_spread() -> None:
     rule = next(m for m in GATED if m.path == "capacity.max_load")
     assert rule.spread == "capacity.spread"
     base = capacity_cell(10.0, spread=0.08)  # 3 × 8% = 24%, above the CPU floor (10%), below the cap (45%)
-    within = judge(rule, base, capacity_cell(8.0), "cpu", k=3.0)  # -20%
+    within = judge_against_baseline(rule, base, capacity_cell(8.0), "cpu", k=3.0)  # -20%
     assert within.tolerance == pytest.approx(0.24) and within.verdict is Verdict.NO_CHANGE
-    assert judge(rule, base, capacity_cell(7.0), "cpu", k=3.0).verdict is Verdict.REGRESSION  # -30%
+    assert judge_against_baseline(rule, base, capacity_cell(7.0), "cpu", k=3.0).verdict is Verdict.REGRESSION  # -30%
     # a record that states no spread (before issue 41) is judged on the floor alone: -20% regresses
-    bare = judge(rule, capacity_cell(10.0), capacity_cell(8.0), "cpu", k=3.0)
+    bare = judge_against_baseline(rule, capacity_cell(10.0), capacity_cell(8.0), "cpu", k=3.0)
     assert bare.tolerance == pytest.approx(rule.floor("cpu")) == pytest.approx(0.10)
     assert bare.verdict is Verdict.REGRESSION
     # a stated spread so wide that 3 × it passes the cap cannot gate: inconclusive, not a pass
-    assert judge(rule, capacity_cell(10.0, spread=0.2), capacity_cell(9.0), "cpu", k=3.0).verdict is Verdict.INCONCLUSIVE
+    noisy = judge_against_baseline(rule, capacity_cell(10.0, spread=0.2), capacity_cell(9.0), "cpu", k=3.0)
+    assert noisy.verdict is Verdict.INCONCLUSIVE
     # a spread that is no number is no baseline to judge against
     broken = capacity_cell(10.0)
     broken.capacity["spread"] = "wide"
-    assert judge(rule, broken, capacity_cell(10.0), "cpu", k=3.0).verdict is Verdict.NOT_JUDGED
+    assert judge_against_baseline(rule, broken, capacity_cell(10.0), "cpu", k=3.0).verdict is Verdict.NOT_JUDGED
 
 
 def test_relative_capacity_is_judged_against_its_own_spread() -> None:
     rule = next(m for m in GATED if m.path == "capacity.relative_capacity")
     assert rule.spread == "capacity.relative_spread" and rule.direction is Direction.HIGHER
     base = capacity_cell(10.0, spread=0.2, relative=0.6, relative_spread=0.05)  # 3 × 5% = 15%
-    got = judge(rule, base, capacity_cell(10.0, relative=0.54), "cpu", k=3.0)  # -10%
+    got = judge_against_baseline(rule, base, capacity_cell(10.0, relative=0.54), "cpu", k=3.0)  # -10%
     assert got.tolerance == pytest.approx(0.15) and got.verdict is Verdict.NO_CHANGE
-    assert judge(rule, base, capacity_cell(10.0, relative=0.48), "cpu", k=3.0).verdict is Verdict.REGRESSION
+    beyond = judge_against_baseline(rule, base, capacity_cell(10.0, relative=0.48), "cpu", k=3.0)
+    assert beyond.verdict is Verdict.REGRESSION

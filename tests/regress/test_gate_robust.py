@@ -18,7 +18,7 @@ from hypothesis import strategies as st
 
 from batchperf.measure.catalogue import GATED
 from batchperf.measure.counters import fraction_problem
-from batchperf.regress.gate import GateConfig, compare_cell, judge
+from batchperf.regress.gate import GateConfig, compare_cell, judge_against_baseline
 from batchperf.regress.store import load_baseline, load_run, write_baseline
 from batchperf.regress.verdict import Verdict
 from batchperf.results.io import write_results
@@ -57,7 +57,7 @@ def test_a_cell_whose_spread_exceeds_the_cap_is_too_noisy_to_gate_not_a_pass() -
 
 def test_below_the_cap_the_spread_still_widens_the_tolerance() -> None:
     base = with_rounds([0.9, 1.0, 1.1])  # pstdev 8.2%: 3 × = 24.5%, between the CPU floor and cap
-    result = judge(TPUT, base, scaled(base, 1.25), "cpu", 3.0)  # −20%
+    result = judge_against_baseline(TPUT, base, scaled(base, 1.25), "cpu", 3.0)  # −20%
     assert TPUT.floor("cpu") < result.tolerance < TPUT.cap("cpu")
     assert result.verdict is Verdict.NO_CHANGE
 
@@ -70,9 +70,9 @@ def test_a_noisy_cell_still_fails_beyond_its_own_noise() -> None:
 def test_a_raised_floor_raises_the_cap_with_it() -> None:
     base = with_rounds([0.9, 1.0, 1.1])
     config = GateConfig(k=3.0).with_floor("output_throughput", 0.6, "cpu")
-    assert judge(next(r for r in config.rules if r.name == "output_throughput"), base, base, "cpu",
+    assert judge_against_baseline(next(r for r in config.rules if r.name == "output_throughput"), base, base, "cpu",
                  10.0).verdict is Verdict.INCONCLUSIVE  # 10 × 8.2% = 82% > 60%
-    assert judge(next(r for r in config.rules if r.name == "output_throughput"), base, base, "cpu",
+    assert judge_against_baseline(next(r for r in config.rules if r.name == "output_throughput"), base, base, "cpu",
                  6.0).verdict is Verdict.NO_CHANGE  # 49% < the 60% floor, which the cap never undercuts
 
 

@@ -6,7 +6,7 @@ import pytest
 from gate_samples import cell_info, copied
 
 from batchperf.measure.catalogue import by_name
-from batchperf.regress.gate import compare_cell, judge
+from batchperf.regress.gate import compare_cell, judge_against_baseline
 from batchperf.regress.verdict import Verdict, render_text
 from batchperf.results.record import CellRecord
 
@@ -25,17 +25,18 @@ def test_attainment_is_judged_in_points_not_relative_to_the_baseline() -> None:
     base = with_slo(cell_info(), 0.40)
     floor = ATTAINMENT.floor("cpu")  # 0.15: 15 points
     # 0.40 -> 0.30 is -25% relative but -10 points: within the floor
-    within = judge(ATTAINMENT, base, with_slo(cell_info(), 0.30), "cpu", k=3.0)
+    within = judge_against_baseline(ATTAINMENT, base, with_slo(cell_info(), 0.30), "cpu", k=3.0)
     assert within.change == pytest.approx(-0.10) and within.tolerance == pytest.approx(floor)
     assert within.verdict is Verdict.NO_CHANGE
-    beyond = judge(ATTAINMENT, base, with_slo(cell_info(), 0.40 - floor - 0.01), "cpu", k=3.0)
+    beyond = judge_against_baseline(ATTAINMENT, base, with_slo(cell_info(), 0.40 - floor - 0.01), "cpu", k=3.0)
     assert beyond.verdict is Verdict.REGRESSION
-    assert judge(ATTAINMENT, base, with_slo(cell_info(), 0.60), "cpu", k=3.0).verdict is Verdict.IMPROVEMENT
+    better = judge_against_baseline(ATTAINMENT, base, with_slo(cell_info(), 0.60), "cpu", k=3.0)
+    assert better.verdict is Verdict.IMPROVEMENT
 
 
 def test_a_zero_attainment_baseline_is_judged() -> None:
     """A relative rule cannot judge a zero baseline; points can: from 0 to 30% met is an improvement."""
-    got = judge(ATTAINMENT, with_slo(cell_info(), 0.0), with_slo(cell_info(), 0.30), "cpu", k=3.0)
+    got = judge_against_baseline(ATTAINMENT, with_slo(cell_info(), 0.0), with_slo(cell_info(), 0.30), "cpu", k=3.0)
     assert got.verdict is Verdict.IMPROVEMENT and got.change == pytest.approx(0.30)
 
 

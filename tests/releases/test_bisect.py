@@ -10,7 +10,7 @@ import pytest
 from ab_fakes import CELLS, FakeEnvs
 from paths import REPO
 
-from batchperf.releases.bisect import BAD, GOOD, INCONCLUSIVE, INTERRUPTED, SKIPPED, judge, run_bisect
+from batchperf.releases.bisect import BAD, GOOD, INCONCLUSIVE, INTERRUPTED, SKIPPED, judge_step, run_bisect
 from batchperf.ab.env import Environment, EnvironmentProblem
 from batchperf.ab.stats import DEFAULT_TEST, fewest_max_pairs
 from batchperf.ab.run import run_ab
@@ -114,7 +114,7 @@ def test_a_step_stopped_by_sigterm_is_interrupted(tmp_path: Path) -> None:
     fakes.on_run = lambda: (_ for _ in ()).throw(Stopped(signal.SIGTERM)) if len(fakes.runs) == 3 else None
     labelled = [Environment(label, Path(f"/py/{label}"), dir=HERE) for label in "AB"]
     done = run_ab(base(tmp_path, labelled), runner=fakes.run, prober=fakes.probe, collector=fakes.collect)
-    assert done.exit_code == 143 and judge(done)[0] == INTERRUPTED
+    assert done.exit_code == 143 and judge_step(done)[0] == INTERRUPTED
 
 
 @pytest.mark.parametrize("signum, code", [(signal.SIGTERM, 143), (signal.SIGINT, 130)])

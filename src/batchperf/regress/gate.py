@@ -133,19 +133,19 @@ def _unusable_baseline(rule: Metric, raw: object, spread: float) -> str | None:
     return None
 
 
-def judge(rule: Metric, baseline: CellRecord, current: CellRecord, tier: str, k: float,
-          tenant: str | None = None) -> MetricVerdict | None:
+def judge_against_baseline(rule: Metric, baseline: CellRecord, current: CellRecord, tier: str, k: float,
+                           tenant: str | None = None) -> MetricVerdict | None:
     """One metric's verdict (of one ``tenant`` for a per-tenant rule); None when the baseline does not have it or
     the catalogue does not judge it on ``tier``. ``deciding`` is False where it is reported only (P99 latencies on
     the GPU)."""
     if not rule.judged_on(tier):
         return None
-    verdict = _judge(rule, baseline, current, tier, k, tenant)
+    verdict = _judge_against_baseline(rule, baseline, current, tier, k, tenant)
     return None if verdict is None else replace(verdict, deciding=rule.decides(tier))
 
 
-def _judge(rule: Metric, baseline: CellRecord, current: CellRecord, tier: str, k: float,
-           tenant: str | None) -> MetricVerdict | None:
+def _judge_against_baseline(rule: Metric, baseline: CellRecord, current: CellRecord, tier: str, k: float,
+                            tenant: str | None) -> MetricVerdict | None:
     path, shown = rule.keys, rule.path
     if tenant is not None:  # tenants.attainment of tenant "chat": keys (tenants, chat, attainment), shown attainment[chat]
         path, shown = rule.tenant_keys(tenant), f"{rule.path}[{tenant or 'all'}]"
@@ -183,15 +183,16 @@ def _judge(rule: Metric, baseline: CellRecord, current: CellRecord, tier: str, k
                          absolute=rule.absolute)
 
 
-def judge_all(rule: Metric, baseline: CellRecord, current: CellRecord, tier: str, k: float) -> list[MetricVerdict]:
+def judge_rule(rule: Metric, baseline: CellRecord, current: CellRecord, tier: str, k: float) -> list[MetricVerdict]:
     """``rule``'s verdicts: one, or one per tenant of the baseline for a per-tenant rule."""
     if not rule.per_tenant:
-        found = judge(rule, baseline, current, tier, k)
+        found = judge_against_baseline(rule, baseline, current, tier, k)
         return [] if found is None else [found]
     block = baseline.raw(rule.section) or {}
     if set(block) == {NO_TENANT}:  # a workload without tenants: its one block repeats the cell's own numbers
         return []
-    return [v for t in sorted(block) if (v := judge(rule, baseline, current, tier, k, t)) is not None]
+    verdicts = (judge_against_baseline(rule, baseline, current, tier, k, t) for t in sorted(block))
+    return [v for v in verdicts if v is not None]
 
 
 def client_bound(result: MetricVerdict, baseline: CellRecord, current: CellRecord) -> MetricVerdict:
@@ -264,7 +265,7 @@ def _compare_cell(
     if diffs:
         return CellVerdict(name, Verdict.NO_BASELINE, notes=tuple(diffs))
     tier = current.tier
-    results = [r for rule in config.rules for r in judge_all(rule, baseline, current, tier, config.k)]
+    results = [r for rule in config.rules for r in judge_rule(rule, baseline, current, tier, config.k)]
     results = [arrival_dependent(client_bound(r, baseline, current), baseline, current) for r in results]
     versions, warnings = {}, ()
     if baseline_fp is not None and current_fp is not None:

@@ -104,7 +104,7 @@ def midpoint(candidates: Sequence[int]) -> int:
     return candidates[(len(candidates) - 1) // 2]
 
 
-def judge(result: AbResult) -> tuple[str, str]:
+def judge_step(result: AbResult) -> tuple[str, str]:
     """(outcome, why) of one step's ab run."""
     cells = "; ".join(f"{c.id}: {c.verdict.value}" + (f" ({c.note})" if c.note else "") for c in result.cells.values())
     code = result.exit_code
@@ -148,7 +148,7 @@ def run_bisect(envs: Sequence[Environment], base: Settings, ab: AbRun = run_ab,
         except UsageProblem as exc:  # the environment does not exist or cannot import the project
             step.why = str(exc)
         else:
-            step.outcome, step.why = judge(done)
+            step.outcome, step.why = judge_step(done)
             if step.outcome == INTERRUPTED:
                 result.stop_code = done.exit_code
             step.pairs, step.minutes = len(done.pairs), done.elapsed_s / 60
