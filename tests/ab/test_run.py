@@ -14,7 +14,7 @@ from paths import REPO, SUPPORT
 
 from batchperf.ab.env import Environment, EnvironmentProblem, Outcome, Probe, outcomes, probe
 from batchperf.ab.pairs import order_of
-from batchperf.ab.report import render_markdown
+from batchperf.ab.report import render_ab_markdown
 from batchperf.ab.run import resolve_design, run_ab
 from batchperf.ab.settings import Settings, UsageProblem
 from batchperf.ab.stats.ttest import MIN_PAIRS as MIN_T_PAIRS
@@ -59,7 +59,7 @@ def test_a_slower_b_is_a_regression_and_the_files_are_ordinary_results(tmp_path:
     first = saved["pairs"][0]
     assert read_results(first["A"]["results"]).records and read_results(first["B"]["results"]).records
     assert saved["cells"][0]["metrics"][0]["ratios"][0] == pytest.approx(tput.b[0] / tput.a[0])
-    assert "REGRESSION" in render_markdown(result) and "vllm - → 0.32.0" in render_markdown(result)
+    assert "REGRESSION" in render_ab_markdown(result) and "vllm - → 0.32.0" in render_ab_markdown(result)
 
 
 def test_a_a_is_no_change_and_settled_cells_are_left_out_of_later_pairs(tmp_path: Path) -> None:
@@ -345,8 +345,8 @@ def test_keep_servers_tells_each_side_where_its_server_is_and_ends_them_at_the_e
     saved = json.loads((tmp_path / "ab" / "ab.json").read_text())
     assert saved["settings"]["keep_servers"] is True
     assert {label: [s["starts"] for s in kept] for label, kept in saved["kept_servers"].items()} == {"A": [1], "B": [1]}
-    assert "servers kept across pairs (--keep-servers)" in render_markdown(result)
-    assert "fake-A started 1x" in render_markdown(result)
+    assert "servers kept across pairs (--keep-servers)" in render_ab_markdown(result)
+    assert "fake-A started 1x" in render_ab_markdown(result)
 
 
 def test_without_keep_servers_no_process_is_told_of_kept_servers(tmp_path: Path) -> None:
@@ -359,5 +359,5 @@ def test_without_keep_servers_no_process_is_told_of_kept_servers(tmp_path: Path)
 
     run_ab(settings(tmp_path), runner=run_plain, prober=fakes.probe, collector=fakes.collect)
     assert told and told == [None] * len(told)
-    assert "servers kept" not in render_markdown(run_ab(settings(tmp_path / "again"), runner=fakes.run,
+    assert "servers kept" not in render_ab_markdown(run_ab(settings(tmp_path / "again"), runner=fakes.run,
                                                         prober=fakes.probe, collector=fakes.collect))

@@ -11,7 +11,7 @@ from ab_fakes import CELLS, FakeEnvs
 from paths import REPO
 
 from batchperf.ab.env import Environment
-from batchperf.ab.report import render_markdown
+from batchperf.ab.report import render_ab_markdown
 from batchperf.ab.run import how_it_ended, run_ab
 from batchperf.ab.settings import DEFAULT_ROUNDS, Settings
 from batchperf.ab.warmup import MAX_ROUNDS, MIN_ROUNDS, WARMUP_ROUNDS
@@ -46,7 +46,7 @@ def test_a_warm_up_pair_runs_first_and_is_never_judged_or_counted(tmp_path: Path
     assert saved["warmup"]["ran"] and saved["warmup"]["discarded"] and saved["warmup"]["rounds"] == WARMUP_ROUNDS
     assert set(saved["warmup"]["seconds"]) == {"A", "B"}
     assert [p["index"] for p in saved["pairs"]][:1] == [1]
-    assert "warm-up: one process of A and of B" in render_markdown(result) and "discarded" in render_markdown(result)
+    assert "warm-up: one process of A and of B" in render_ab_markdown(result) and "discarded" in render_ab_markdown(result)
 
 
 @pytest.mark.parametrize(("startup_s", "round_s", "chosen"), [
@@ -64,7 +64,7 @@ def test_rounds_are_chosen_from_the_warm_up_when_not_given(tmp_path: Path, start
     assert {rounds_arg(args) for _, args in fakes.runs[2:]} == {f"--batchperf-rounds={chosen}"}
     saved = json.loads((tmp_path / "ab" / "ab.json").read_text())["rounds"]
     assert saved["chosen"] == chosen and saved["given"] is None and "start-up" in saved["why"]
-    assert f"{chosen} round(s) per process, chosen from the warm-up" in render_markdown(result)
+    assert f"{chosen} round(s) per process, chosen from the warm-up" in render_ab_markdown(result)
 
 
 def test_given_rounds_are_used_as_given_and_the_warm_up_runs_no_more_than_its_own(tmp_path: Path) -> None:

@@ -12,7 +12,7 @@ from ab_fakes import CELLS, FakeEnvs
 from paths import REPO
 
 from batchperf.releases.chain import FIRST_LAST, STEP, run_chain
-from batchperf.releases.chain_report import Chain, levels, load, render_markdown
+from batchperf.releases.chain_report import Chain, levels, load, render_chain_markdown
 from batchperf.ab.env import Environment
 from batchperf.ab.run import run_ab
 from batchperf.ab.settings import Settings, UsageProblem
@@ -78,7 +78,7 @@ def test_each_step_in_release_order_then_first_to_last(tmp_path: Path) -> None:
     assert level.metric == "output_throughput" and level.cumulative[0] == 0.0
     assert level.cumulative[-1] == pytest.approx(-0.15, abs=0.02)  # the product of the steps
     assert level.first_last is not None and level.first_last[1] < -0.1 < level.first_last[2] + 0.05
-    table = render_markdown(Chain.of(result))
+    table = render_chain_markdown(Chain.of(result))
     assert "0.30.0 -> 0.31.0" in table and "REGRESSION" in table and "(first -> last)" in table
     assert "Status: done: every step ran to its end" in table
 
@@ -127,7 +127,7 @@ def test_an_interrupted_chain_resumes_from_its_finished_steps(tmp_path: Path) ->
     assert first == [(0, 1), (1, 2)] and stopped.status == "interrupted" and stopped.exit_code == 130
     assert json.loads((out / "chain.json").read_text())["status"] == "interrupted"
     assert json.loads((out / "step-02-0.30.0-to-0.31.0" / "ab.json").read_text())["status"] == "interrupted"
-    assert "Status: interrupted: run the same command again to resume" in render_markdown(load([out]))
+    assert "Status: interrupted: run the same command again to resume" in render_chain_markdown(load([out]))
 
     again: list[tuple[int, int]] = []
     resumed = run_chain(envs(4), LABELS, base(out), fake_ab([1.0, 1.0, 0.85, 0.85], again), check=ok)
@@ -173,7 +173,7 @@ def test_a_step_whose_minutes_cannot_hold_a_verdict_stops_the_chain_naming_enoug
     assert saved["status"] == "budget" and saved["exit_code"] == 3 and saved["reason"] == result.reason
     assert saved["steps"][0]["minutes_needed"] == first.minutes_needed
     assert json.loads((out / first.folder / "ab.json").read_text())["minutes_needed"] == first.minutes_needed
-    assert f"Status: stopped: {result.reason}" in render_markdown(load([out]))  # the table says why it is short
+    assert f"Status: stopped: {result.reason}" in render_chain_markdown(load([out]))  # the table says why it is short
 
     last = run_chain(envs(2), LABELS[:2], base(tmp_path / "two", 2, max_minutes=10.0, max_pairs=6),
                      fake_ab([1.0] * 2, [], process_s=45.0), check=ok)
@@ -222,7 +222,7 @@ def test_the_chain_reads_back_from_its_folder_and_from_its_ab_files(tmp_path: Pa
     loose = load([files[0], files[2], files[1]])  # the steps in release order; first -> last may stand anywhere
     assert [(s.kind, s.a, s.b) for s in loose.steps] == [(STEP, 0, 1), (STEP, 1, 2), (FIRST_LAST, 0, 2)]
     assert levels(loose)[0].cumulative == levels(from_folder)[0].cumulative
-    assert from_folder.status == "done" and loose.status == "" and "Status:" not in render_markdown(loose)
+    assert from_folder.status == "done" and loose.status == "" and "Status:" not in render_chain_markdown(loose)
 
 
 # --- the command line: usage errors are exit 3 in one line, and leave nothing ---

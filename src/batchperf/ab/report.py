@@ -72,8 +72,8 @@ def render_rich(result: AbResult, console: Any) -> None:
     console.print(f"batchperf ab: {summary(result)}", highlight=False)
 
 
-def render_markdown(result: AbResult) -> str:
+def render_ab_markdown(result: AbResult) -> str:
     lines = ["## batchperf ab", "", f"**{summary(result)}**", ""]
     lines += [f"- {line}" for line in headline(result)] + [""]
-    lines += table.render_markdown([c.cell_verdict() for c in result.cells.values()], ab=True)
+    lines += table.render_verdicts_markdown([c.cell_verdict() for c in result.cells.values()], ab=True)
     return "\n".join(lines)

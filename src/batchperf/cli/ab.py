@@ -196,11 +196,11 @@ def main(args: argparse.Namespace) -> int:
 
 def report(result: AbResult, out: Path, markdown_to: str | None) -> None:
     """The table on the terminal, ``OUT/ab.md`` (replaced atomically, never written through a link), ``--markdown``."""
-    from batchperf.ab.report import render_markdown, render_rich
+    from batchperf.ab.report import render_ab_markdown, render_rich
     from batchperf.regress.compare import make_console
 
     render_rich(result, make_console())
-    markdown = render_markdown(result)
+    markdown = render_ab_markdown(result)
     atomic_write_text(out / "ab.md", markdown + "\n")
     if markdown_to == "-":
         print(markdown)

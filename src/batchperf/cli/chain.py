@@ -45,7 +45,7 @@ def default_labels(envs: list[Environment]) -> list[str]:
 
 def main(args: argparse.Namespace) -> int:
     from batchperf.releases.chain import run_chain
-    from batchperf.releases.chain_report import Chain, render_markdown
+    from batchperf.releases.chain_report import Chain, render_chain_markdown
 
     out = args.out or Path("results") / f"chain-{time.strftime('%Y%m%d-%H%M%S')}"
     try:
@@ -58,7 +58,7 @@ def main(args: argparse.Namespace) -> int:
     except (UsageProblem, EnvironmentProblem) as exc:
         print(f"batchperf chain: {exc}", file=sys.stderr)
         return USAGE_ERROR
-    table = render_markdown(Chain.of(result))
+    table = render_chain_markdown(Chain.of(result))
     print(table)
     try:
         atomic_write_text(out / "chain.md", table + "\n")

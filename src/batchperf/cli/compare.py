@@ -18,7 +18,7 @@ from batchperf.regress.compare import (
     extra_rows,
     gate_config,
     make_console,
-    render_markdown,
+    render_compare_markdown,
     render_rich,
 )
 from batchperf.regress.store import fingerprint_of, load_reference, load_run
@@ -63,7 +63,7 @@ def main(args: argparse.Namespace) -> int:
             print(f"note: {run.path} is from an incomplete run ({why})")
     render_rich(verdicts, make_console(), extras, title=f"{args.a} → {args.b}")
     if args.markdown is not None:
-        text = render_markdown(verdicts, args.a, args.b, extras)
+        text = render_compare_markdown(verdicts, args.a, args.b, extras)
         if args.markdown == "-":
             print(text)
         else:

@@ -22,13 +22,13 @@ def add_cli_args(parser: argparse.ArgumentParser) -> None:
 
 def chain_report(inputs: list[Path], out: Path, page: str) -> Path:
     """One release-over-release PNG per cell of the chain ``inputs`` hold, and ``out/page``."""
-    from batchperf.releases.chain_report import levels, load, render_markdown
+    from batchperf.releases.chain_report import levels, load, render_chain_markdown
     from batchperf.report.chain_plots import file_name, release_plot, write_chain_page
 
     chain = load(inputs)
     out.mkdir(parents=True, exist_ok=True)
     figures = [(lv.cell, release_plot(lv, out / file_name(lv.cell))) for lv in levels(chain)]
-    return write_chain_page(out, figures, render_markdown(chain), page)
+    return write_chain_page(out, figures, render_chain_markdown(chain), page)
 
 
 def main(args: argparse.Namespace) -> int:

@@ -29,7 +29,7 @@ from typing import IO, Any
 
 from batchperf.launch import group_guard
 
-STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM)
+INTERRUPT_SIGNALS = (signal.SIGINT, signal.SIGTERM)
 GRACE_S = 10.0  # the guard's SIGTERM-to-SIGKILL wait when it ends the child's group
 _running: list[subprocess.Popen[bytes]] = []  # the guards of the children running now (this process's main thread)
 _pending: list[int] = []  # signals that arrived while a child ran
@@ -74,7 +74,7 @@ def stop_signals() -> Iterator[None]:
         for proc in _running:
             _stop(proc)
 
-    previous = {sig: signal.signal(sig, handler) for sig in STOP_SIGNALS}
+    previous = {sig: signal.signal(sig, handler) for sig in INTERRUPT_SIGNALS}
     try:
         yield
     finally:
@@ -162,7 +162,7 @@ def _run_foreground(cmd: Sequence[str], *, cwd: Path | None, env: Mapping[str, s
             child.send_signal(signum)
 
     main = threading.current_thread() is threading.main_thread()  # signal handlers belong to the main thread
-    previous = {sig: signal.signal(sig, pass_on) for sig in STOP_SIGNALS} if main else {}
+    previous = {sig: signal.signal(sig, pass_on) for sig in INTERRUPT_SIGNALS} if main else {}
     timed_out = False
     try:
         try:

@@ -28,7 +28,7 @@ import time
 
 import psutil
 
-STOP_SIGNALS = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)
+GROUP_END_SIGNALS = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)
 
 
 def die_with_parent() -> None:
@@ -86,7 +86,7 @@ def main(argv: list[str]) -> int:
         return 2
     parent, grace_s, command = int(argv[0]), float(argv[1]), argv[3:]
     stop: list[int] = []
-    for sig in STOP_SIGNALS:  # before the server starts: a stop that comes early must not be lost
+    for sig in GROUP_END_SIGNALS:  # before the server starts: a stop that comes early must not be lost
         signal.signal(sig, lambda signum, frame: stop.append(signum))
     child = subprocess.Popen(command)
     parent_alive = _is_parent if os.getppid() == parent else _exists

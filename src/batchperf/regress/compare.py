@@ -2,7 +2,7 @@
 
 A is the reference (a baseline or an earlier results file), B the new run.
 :func:`compare_files` judges every cell of B; :func:`render_rich` prints the
-terminal tables and :func:`render_markdown` the same for a CI job summary.
+terminal tables and :func:`render_compare_markdown` the same for a CI job summary.
 The gate options (``--batchperf-k``, ``--batchperf-tolerance``) are built here
 for the pytest plugin and every command that judges (compare, refresh).
 """
@@ -89,8 +89,8 @@ def render_rich(verdicts: list[CellVerdict], console: Any, extras: dict[str, lis
     console.print((title + ": " if title else "") + count_line(verdicts), highlight=False)
 
 
-def render_markdown(verdicts: list[CellVerdict], a: Path, b: Path,
-                    extras: dict[str, list[tuple[str, ...]]] | None = None) -> str:
+def render_compare_markdown(verdicts: list[CellVerdict], a: Path, b: Path,
+                            extras: dict[str, list[tuple[str, ...]]] | None = None) -> str:
     lines = [f"## batchperf compare: `{a}` → `{b}`", "",
              ", ".join(f"**{n}** {v.value}" for v, n in table.counts(verdicts).items()), ""]
-    return "\n".join(lines + table.render_markdown(verdicts, extras=extras, sort=True))
+    return "\n".join(lines + table.render_verdicts_markdown(verdicts, extras=extras, sort=True))

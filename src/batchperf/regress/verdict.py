@@ -5,7 +5,7 @@ Every judgement ends in a :class:`Verdict` with the reason in a note: the gate's
 cell that failed to run, are both *failed*. A :class:`MetricVerdict` is one metric's judgement (the reference
 value — a baseline's, or A's median — the measured one, the change and the tolerance it was held to, and for
 ``ab`` the interval and the pairs behind it); a :class:`CellVerdict` is a cell's, with its metrics. One
-table (:func:`rows`, :func:`render_text`, :func:`render_rich`, :func:`render_markdown`) prints them all.
+table (:func:`rows`, :func:`render_text`, :func:`render_rich`, :func:`render_verdicts_markdown`) prints them all.
 """
 
 from __future__ import annotations
@@ -247,8 +247,9 @@ def render_rich(cells: Sequence[CellVerdict], console: Any, ab: bool = False,
             console.print(f"  {escape(line)}", highlight=False)
 
 
-def render_markdown(cells: Sequence[CellVerdict], ab: bool = False,
-                    extras: Mapping[str, Sequence[tuple[str, ...]]] | None = None, sort: bool = False) -> list[str]:
+def render_verdicts_markdown(cells: Sequence[CellVerdict], ab: bool = False,
+                             extras: Mapping[str, Sequence[tuple[str, ...]]] | None = None,
+                             sort: bool = False) -> list[str]:
     """Each cell as a Markdown section with its table (worst first when ``sort``)."""
     lines: list[str] = []
     ordered = sorted(cells, key=lambda c: (ORDER.index(c.verdict), c.name)) if sort else cells

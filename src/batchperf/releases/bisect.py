@@ -162,14 +162,14 @@ def run_bisect(envs: Sequence[Environment], base: Settings, ab: AbRun = run_ab,
         elif step.outcome in (INCONCLUSIVE, INTERRUPTED):
             result.status = "narrowed" if step.outcome == INCONCLUSIVE else INTERRUPTED
             break
-        write_json(result, base.out)
+        write_bisect_json(result, base.out)
     if result.status == "running":
         result.status = "found" if result.bad == result.good + 1 else "narrowed"
-    write_json(result, base.out)
+    write_bisect_json(result, base.out)
     return result
 
 
-def write_json(result: BisectResult, out: Path) -> Path:
+def write_bisect_json(result: BisectResult, out: Path) -> Path:
     path = out / "bisect.json"
     atomic_write_text(path, json.dumps(result.to_dict(), indent=1) + "\n")
     return path

@@ -252,7 +252,7 @@ def run_chain(envs: Sequence[Environment], labels: Sequence[str], base: Settings
         try:
             for step in result.steps:
                 measure_step(step, result, base, ab, progress)
-                write_json(result, base.out)
+                write_chain_json(result, base.out)
                 if step.outcome == "interrupted":
                     result.status, result.stop_code = "interrupted", step.exit_code or 130
                     break
@@ -265,7 +265,7 @@ def run_chain(envs: Sequence[Environment], labels: Sequence[str], base: Settings
             result.status, result.stop_code = "interrupted", exit_code_of(exc)
         if result.status == "running":
             result.status = "done"
-        write_json(result, base.out)
+        write_chain_json(result, base.out)
     return result
 
 
@@ -325,7 +325,7 @@ def _discard(folder: Path, out: Path) -> None:
     folder.rename(aside / f"{folder.name}-{n}")
 
 
-def write_json(result: ChainResult, out: Path) -> Path:
+def write_chain_json(result: ChainResult, out: Path) -> Path:
     path = out / NAME
     atomic_write_text(path, json.dumps(result.to_dict(), indent=1) + "\n")
     return path

@@ -192,7 +192,7 @@ def status_line(chain: Chain) -> str:
     return STATUS_LINES.get(chain.status, chain.status)
 
 
-def render_markdown(chain: Chain) -> str:
+def render_chain_markdown(chain: Chain) -> str:
     """The chain's state, its table (release pair x cell: verdict, estimate, interval, pairs, minutes) and the
     levels."""
     status = status_line(chain)
