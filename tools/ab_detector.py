@@ -60,7 +60,7 @@ from batchperf.ab.result import PairSeries
 from batchperf.ab.run import run_ab
 from batchperf.ab.settings import DESIGNS, Settings
 from batchperf.ab.stats.signed_rank import process_noise, relative
-from batchperf.backends.inject import ENV_SLOWDOWN
+from batchperf.launch.environ import INJECT_SLOWDOWN_ENV
 from batchperf.measure.catalogue import by_name
 from batchperf.regress.verdict import Verdict
 from batchperf.results.io import read_results
@@ -446,7 +446,7 @@ def measure(args: argparse.Namespace, kinds: list[str], work: Path, metrics: tup
     rows: dict[tuple[str, float], list[Score]] = {}
     started = time.monotonic()
     for n, (kind, slowdown, i) in enumerate(plan, 1):
-        b_vars = ((ENV_SLOWDOWN, str(slowdown)),) if slowdown else ()
+        b_vars = ((INJECT_SLOWDOWN_ENV, str(slowdown)),) if slowdown else ()
         settings = Settings(Environment("A", python, dir=here), Environment("B", python, b_vars, here),
                             (*DETECTOR_CELLS[kind].selection, *shlex.split(args.extra)), work / f"{kind}-{slowdown:g}-{i:02d}",
                             margin=args.margin, metrics=metrics, alpha=args.alpha, max_pairs=args.max_pairs,

@@ -25,8 +25,8 @@ import tempfile
 import time
 from pathlib import Path
 
-from batchperf.backends.inject import ENV_SLOWDOWN
 from batchperf.launch.child import run_guarded
+from batchperf.launch.environ import INJECT_SLOWDOWN_ENV
 from batchperf.launch.suite import suite_command
 from batchperf.measure.catalogue import GATED, Direction
 from batchperf.regress.gate import GateConfig, compare_cell, relative_change, relative_spread
@@ -42,7 +42,7 @@ NARROW = ("-m cpu -p no:cacheprovider --batchperf-backends hf-static --batchperf
 
 
 def pytest_run(args: list[str], out: Path, slowdown: float) -> dict[str, CellRecord]:
-    env = {**os.environ, ENV_SLOWDOWN: str(slowdown) if slowdown else ""}
+    env = {**os.environ, INJECT_SLOWDOWN_ENV: str(slowdown) if slowdown else ""}
     cmd = suite_command(args, results=out, quiet=True)
     with tempfile.TemporaryFile("w+", encoding="utf-8") as fh:
         code = run_guarded(cmd, env=env, stdout=fh, foreground=True).returncode

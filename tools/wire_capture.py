@@ -29,8 +29,8 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-from batchperf.backends import realtime
 from batchperf.backends.vllm_server import VLLMServerBackend
+from batchperf.launch.environ import CLIENT_REALTIME_ENV
 from batchperf.measure.client_lag import BOUND, REASONS, SCHEDULING, STALLS
 from batchperf.measure.metrics import compute_metrics
 from batchperf.measure.wire import chunk_lateness, completions, wire_trace
@@ -157,7 +157,7 @@ def main(argv: list[str] | None = None) -> int:
         with tempfile.TemporaryDirectory(prefix="wire-") as tmp:
             for run in range(1, args.runs + 1):
                 for scheduling in schedulings if run % 2 else schedulings[::-1]:
-                    os.environ[realtime.ENV] = "0" if scheduling == "normal" else "1"
+                    os.environ[CLIENT_REALTIME_ENV] = "0" if scheduling == "normal" else "1"
                     for concurrency in concurrencies if run % 2 else concurrencies[::-1]:
                         cell = CellParams("cpu", "cpu", "tiny-qwen2", "vllm-server", str(args.batch_size),
                                           args.prompt_len, str(concurrency), str(args.num_prompts), rounds=1,

@@ -33,8 +33,8 @@ from batchperf.ab.designs import run_cells, run_resident
 from batchperf.calibrate.cells import DETECTOR_CELLS  # the detector's cells: the same selection, one definition
 from batchperf.ab.env import Environment, default_checkout
 from batchperf.ab.settings import DESIGNS
-from batchperf.backends.inject import ENV_SLOWDOWN as INJECT_ENV
 from batchperf.launch.child import Stopped, stop_signals
+from batchperf.launch.environ import INJECT_SLOWDOWN_ENV
 from batchperf.results.io import read_results
 
 METRIC = "output_throughput"
@@ -46,7 +46,7 @@ def run_block(index: int, kind: str, design: str, args: argparse.Namespace, work
     :func:`~batchperf.ab.designs.run_cells` twice; resident and duet: :func:`~batchperf.ab.designs.run_resident`). Returns
     each side's ln(throughput) per measured round."""
     envs = {side: Environment(side, Path(sys.executable),
-                              ((INJECT_ENV, str(args.slow)),) if side == "B" and args.slow else (), default_checkout())
+                              ((INJECT_SLOWDOWN_ENV, str(args.slow)),) if side == "B" and args.slow else (), default_checkout())
             for side in "AB"}
     name = f"{kind}-{design}-{index:03d}"
     stems = {side: work / f"{name}-{side}" for side in "AB"}

@@ -42,7 +42,7 @@ from batchperf.ab.designs import run_cells
 from batchperf.calibrate.cells import DETECTOR_CELLS  # the detector's cells: the same selection, one definition
 from batchperf.ab.env import Environment, default_checkout
 from batchperf.launch.child import Stopped, stop_signals
-from batchperf.launch.phases import ENV as PHASES_ENV
+from batchperf.launch.environ import PHASES_ENV
 from batchperf.results.io import read_results
 
 PHASES = ("spawn (guard)", "interpreter + pytest import", "plugins + conftest", "collection",

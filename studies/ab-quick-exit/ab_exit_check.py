@@ -22,7 +22,7 @@ from pathlib import Path
 
 from batchperf.calibrate.cells import DETECTOR_CELLS  # the detector's cells: the same selection, one definition
 from batchperf.ab.env import Environment, default_checkout
-from batchperf.launch.phases import ENV as PHASES_ENV
+from batchperf.launch.environ import PHASES_ENV
 
 
 def main() -> int:

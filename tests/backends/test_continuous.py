@@ -8,6 +8,7 @@ from batchperf.backends import create_backend
 from batchperf.backends.cell_run import run_cell
 from batchperf.backends.continuous import ContinuousBackend
 from batchperf.engine.block_manager import blocks_for
+from batchperf.launch.environ import INJECT_DELAY_MS_ENV
 from batchperf.measure.kv import kv_bytes_per_request, kv_bytes_per_token, kv_tokens_held
 from batchperf.measure.metrics import compute_metrics, token_count_errors
 from batchperf.workload.spec import Arrival, LengthSpec, WorkloadSpec
@@ -87,13 +88,13 @@ def test_the_slowdown_hook_slows_the_runners_own_forward(tiny_model, monkeypatch
 
     sleeps: list[float] = []
     monkeypatch.setattr(inject, "wait", sleeps.append)
-    monkeypatch.setenv(inject.ENV_DELAY_MS, "7")
+    monkeypatch.setenv(INJECT_DELAY_MS_ENV, "7")
     backend = ContinuousBackend(tiny_model)
     workload = WorkloadSpec(num_prompts=3, prompt_len=LengthSpec.parse("8"), output_lens=(4,)).build(
         tiny_model.vocab_size, tiny_model.max_model_len)
     run_cell(backend, workload, batch_size=2, concurrency=2)
     assert len(sleeps) >= 4 and set(sleeps) >= {0.007} and all(s >= 0.007 for s in sleeps)  # one per step, at least
-    monkeypatch.delenv(inject.ENV_DELAY_MS)
+    monkeypatch.delenv(INJECT_DELAY_MS_ENV)
     unhooked = ContinuousBackend(tiny_model)
     sleeps.clear()
     run_cell(unhooked, workload, batch_size=2, concurrency=2)

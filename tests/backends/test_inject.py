@@ -7,16 +7,17 @@ import torch
 
 from batchperf.backends import inject
 from batchperf.backends.inject import Injection
+from batchperf.launch.environ import INJECT_DELAY_MS_ENV, INJECT_SLOWDOWN_ENV
 
 
 def test_from_env() -> None:
     assert not Injection.from_env({}).active
-    got = Injection.from_env({inject.ENV_SLOWDOWN: "0.3", inject.ENV_DELAY_MS: " 2 "})
+    got = Injection.from_env({INJECT_SLOWDOWN_ENV: "0.3", INJECT_DELAY_MS_ENV: " 2 "})
     assert got == Injection(0.3, 2.0) and got.extra_seconds(0.010) == pytest.approx(0.005)
     with pytest.raises(ValueError, match="BATCHPERF_INJECT_SLOWDOWN='x' is not a number"):
-        Injection.from_env({inject.ENV_SLOWDOWN: "x"})
+        Injection.from_env({INJECT_SLOWDOWN_ENV: "x"})
     with pytest.raises(ValueError, match="must be a fraction"):
-        Injection.from_env({inject.ENV_SLOWDOWN: "-1"})
+        Injection.from_env({INJECT_SLOWDOWN_ENV: "-1"})
 
 
 def test_hook_waits_after_every_forward_pass(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -89,7 +90,7 @@ def fake_runners(monkeypatch: pytest.MonkeyPatch) -> tuple[type, type]:
 
 def test_vllm_plugin_hooks_the_model_vllm_loads_once(monkeypatch: pytest.MonkeyPatch) -> None:
     _gpu, cpu = fake_runners(monkeypatch)
-    monkeypatch.setenv(inject.ENV_DELAY_MS, "3")
+    monkeypatch.setenv(INJECT_DELAY_MS_ENV, "3")
     sleeps: list[float] = []
     monkeypatch.setattr(inject, "wait", sleeps.append)
     inject.vllm_plugin()
@@ -104,8 +105,8 @@ def test_vllm_plugin_hooks_the_model_vllm_loads_once(monkeypatch: pytest.MonkeyP
 def test_vllm_plugin_does_nothing_without_an_injection(monkeypatch: pytest.MonkeyPatch) -> None:
     gpu, cpu = fake_runners(monkeypatch)
     load_model = cpu.load_model
-    monkeypatch.delenv(inject.ENV_SLOWDOWN, raising=False)
-    monkeypatch.delenv(inject.ENV_DELAY_MS, raising=False)
+    monkeypatch.delenv(INJECT_SLOWDOWN_ENV, raising=False)
+    monkeypatch.delenv(INJECT_DELAY_MS_ENV, raising=False)
     inject.vllm_plugin()
     assert cpu.load_model is load_model
     runner = cpu()

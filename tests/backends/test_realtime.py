@@ -11,6 +11,7 @@ from fake_openai_server import fake_server
 
 from batchperf.backends import create_backend, realtime, vllm_server
 from batchperf.backends.cell_run import run_cell
+from batchperf.launch.environ import CLIENT_REALTIME_ENV
 from batchperf.measure.client_lag import SCHEDULING
 from batchperf.telemetry.sampler import Sampler
 from batchperf.workload.spec import LengthSpec, WorkloadSpec
@@ -61,7 +62,7 @@ def test_without_the_privilege_the_client_runs_as_before_and_says_why(tiny_model
 
 
 def test_it_can_be_turned_off(tiny_model, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv(realtime.ENV, "0")
+    monkeypatch.setenv(CLIENT_REALTIME_ENV, "0")
     trace, seen = run_seeing_policies(tiny_model, monkeypatch)
     assert seen == [os.SCHED_OTHER] * 3
     assert trace.client[SCHEDULING] == "normal scheduling ($BATCHPERF_CLIENT_REALTIME=0)"

@@ -13,9 +13,8 @@ import pytest
 from hanging_child import all_gone, read_pids
 from paths import REPO, SUPPORT
 
+from batchperf.launch.environ import KEEP_SERVERS_ENV, KEEP_SERVERS_OWNER_ENV
 from batchperf.launch.kept_server import (
-    KEEP_ENV,
-    OWNER_ENV,
     Keep,
     keep_from_env,
     read_record,
@@ -39,7 +38,7 @@ print(reuse_or_start(keep_from_env(), "fake", command, 30))
 
 def ask(tmp_path: Path, owner: int, flag: str = "x") -> str:
     """The kept server's health URL, from a process of its own that then exits."""
-    env = {**os.environ, "PYTHONPATH": str(REPO / "src"), KEEP_ENV: str(tmp_path / "servers"), OWNER_ENV: str(owner)}
+    env = {**os.environ, "PYTHONPATH": str(REPO / "src"), KEEP_SERVERS_ENV: str(tmp_path / "servers"), KEEP_SERVERS_OWNER_ENV: str(owner)}
     done = subprocess.run([sys.executable, "-c", ASK.format(), str(SUPPORT / "fake_health_server.py"),
                            str(tmp_path / "pids.txt"), flag], env=env, capture_output=True, text=True, timeout=60)
     assert done.returncode == 0, done.stderr
@@ -85,9 +84,9 @@ def test_kept_servers_end_with_their_owner_even_when_it_is_killed(tmp_path: Path
 
 def test_a_bad_owner_is_refused_naming_both_variables(tmp_path: Path) -> None:
     assert keep_from_env({}) is None
-    assert keep_from_env({KEEP_ENV: str(tmp_path), OWNER_ENV: "12"}) == Keep(tmp_path, 12)
-    with pytest.raises(ValueError, match=f"{OWNER_ENV}='x' is not a pid.*or unset \\${KEEP_ENV}"):
-        keep_from_env({KEEP_ENV: str(tmp_path), OWNER_ENV: "x"})
+    assert keep_from_env({KEEP_SERVERS_ENV: str(tmp_path), KEEP_SERVERS_OWNER_ENV: "12"}) == Keep(tmp_path, 12)
+    with pytest.raises(ValueError, match=f"{KEEP_SERVERS_OWNER_ENV}='x' is not a pid.*or unset \\${KEEP_SERVERS_ENV}"):
+        keep_from_env({KEEP_SERVERS_ENV: str(tmp_path), KEEP_SERVERS_OWNER_ENV: "x"})
 
 
 def test_a_servers_identity_leaves_out_what_pytest_changes_per_test() -> None:

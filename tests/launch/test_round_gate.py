@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 
 from batchperf.launch import round_gate
+from batchperf.launch.environ import ROUND_GATE_ENV
 from batchperf.launch.round_gate import RoundCoordinator, WorkerGone
 
 
@@ -26,7 +27,7 @@ def fresh_link(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
 
 
 def test_without_the_variable_a_worker_never_waits(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.delenv(round_gate.ENV, raising=False)
+    monkeypatch.delenv(ROUND_GATE_ENV, raising=False)
     round_gate.wait("round c")  # returns at once
     assert round_gate._link == []
 
@@ -73,7 +74,7 @@ def test_a_worker_runs_on_ungated_when_the_coordinator_closes(tmp_path: Path, mo
 
 
 def test_a_worker_whose_coordinator_is_gone_runs_ungated(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv(round_gate.ENV, str(tmp_path / "nobody-listens"))
+    monkeypatch.setenv(ROUND_GATE_ENV, str(tmp_path / "nobody-listens"))
     round_gate.wait("round c")
     round_gate.wait("end c")
     assert round_gate._link == [None]
@@ -98,7 +99,7 @@ def test_a_socket_that_never_answers_fails_the_round_within_the_bound(tmp_path: 
     silent = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     silent.bind(str(tmp_path / "silent"))
     silent.listen(1)
-    monkeypatch.setenv(round_gate.ENV, str(tmp_path / "silent"))
+    monkeypatch.setenv(ROUND_GATE_ENV, str(tmp_path / "silent"))
     monkeypatch.setattr(round_gate, "WAIT_S", 0.3)
     try:
         started = time.monotonic()

@@ -32,12 +32,11 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
+from batchperf.launch.environ import INJECT_DELAY_MS_ENV, INJECT_SLOWDOWN_ENV
 from batchperf.measure.clock import synchronize
 
 T = TypeVar("T")
 
-ENV_SLOWDOWN = "BATCHPERF_INJECT_SLOWDOWN"
-ENV_DELAY_MS = "BATCHPERF_INJECT_DELAY_MS"
 
 
 @dataclass(frozen=True, slots=True)
@@ -47,9 +46,9 @@ class Injection:
 
     def __post_init__(self) -> None:
         if not (0 <= self.slowdown <= 100):
-            raise ValueError(f"{ENV_SLOWDOWN} must be a fraction in [0, 100], got {self.slowdown}")
+            raise ValueError(f"{INJECT_SLOWDOWN_ENV} must be a fraction in [0, 100], got {self.slowdown}")
         if not (0 <= self.delay_ms <= 60_000):
-            raise ValueError(f"{ENV_DELAY_MS} must be milliseconds in [0, 60000], got {self.delay_ms}")
+            raise ValueError(f"{INJECT_DELAY_MS_ENV} must be milliseconds in [0, 60000], got {self.delay_ms}")
 
     @property
     def active(self) -> bool:
@@ -59,7 +58,7 @@ class Injection:
     def from_env(cls, env: dict[str, str] | None = None) -> Injection:
         env = os.environ if env is None else env
         values = {}
-        for field_name, var in (("slowdown", ENV_SLOWDOWN), ("delay_ms", ENV_DELAY_MS)):
+        for field_name, var in (("slowdown", INJECT_SLOWDOWN_ENV), ("delay_ms", INJECT_DELAY_MS_ENV)):
             raw = env.get(var, "").strip()
             if raw:
                 try:

@@ -25,15 +25,16 @@ from __future__ import annotations
 import os
 import threading
 
-ENV = "BATCHPERF_CLIENT_REALTIME"
+from batchperf.launch.environ import CLIENT_REALTIME_ENV
+
 PRIORITY = 1
 
 
 def raise_thread() -> tuple[tuple[int, int] | None, str]:
     """Put the calling thread in ``SCHED_FIFO``; (its previous (policy, priority) to restore, or None, and what
     it runs under now, in words)."""
-    if os.environ.get(ENV, "1") == "0":
-        return None, f"normal scheduling (${ENV}=0)"
+    if os.environ.get(CLIENT_REALTIME_ENV, "1") == "0":
+        return None, f"normal scheduling (${CLIENT_REALTIME_ENV}=0)"
     if not hasattr(os, "sched_setscheduler"):
         return None, "normal scheduling (no sched_setscheduler on this platform)"
     previous = (os.sched_getscheduler(0), os.sched_getparam(0).sched_priority)

@@ -64,6 +64,7 @@ from batchperf.backends.model import LoadedModel
 from batchperf.backends.realtime import raise_process_threads, raise_thread, restore_threads
 from batchperf.backends.vllm_policy import VLLM_POLICIES, runs_priority, vllm_policy
 from batchperf.backends.vllm_scrape import ServerScrape
+from batchperf.launch.environ import METRICS_SAMPLE_S_ENV, REQUEST_TIMEOUT_ENV, SERVER_READY_TIMEOUT_ENV, SERVER_URL_ENV
 from batchperf.launch.kept_server import keep_from_env, reuse_or_start
 from batchperf.launch.server_process import ServerProcess, free_port
 from batchperf.measure.client_lag import SCHEDULING, LoopLagMonitor, check_round, stalls_in_flight
@@ -76,15 +77,13 @@ from batchperf.workload.spec import RequestSpec, Workload
 if TYPE_CHECKING:
     from batchperf.engine.policies import PolicySpec
 
-SERVER_URL_ENV = "BATCHPERF_SERVER_URL"
 SERVED_NAME = "batchperf"
-READY_TIMEOUT_S = float(os.environ.get("BATCHPERF_SERVER_READY_TIMEOUT", "600"))
-REQUEST_TIMEOUT_ENV = "BATCHPERF_REQUEST_TIMEOUT"  # set by --batchperf-request-timeout
+READY_TIMEOUT_S = float(os.environ.get(SERVER_READY_TIMEOUT_ENV, "600"))
 # the default request timeout (request_timeout): a floor for a server's first answer, a time per output token
 # and queue slot, and a ceiling so that a server that never answers is given up on within the hour
 TIMEOUT_FLOOR_S, TIMEOUT_PER_TOKEN_S, TIMEOUT_CEILING_S = 60.0, 0.25, 3600.0
 # how often the server's /metrics is sampled during a run, for the peaks of its gauges (0: never)
-METRICS_SAMPLE_S = float(os.environ.get("BATCHPERF_METRICS_SAMPLE_S", "0.5"))
+METRICS_SAMPLE_S = float(os.environ.get(METRICS_SAMPLE_S_ENV, "0.5"))
 
 
 class VLLMServerBackend:

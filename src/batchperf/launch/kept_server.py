@@ -24,7 +24,7 @@ from typing import Any
 
 import psutil
 
-from batchperf.launch.round_gate import ENV as ROUND_GATE_ENV
+from batchperf.launch.environ import KEEP_SERVERS_ENV, KEEP_SERVERS_OWNER_ENV, ROUND_GATE_ENV
 from batchperf.launch.server_process import (
     STOP_GRACE_S,
     ServerProcess,
@@ -34,8 +34,7 @@ from batchperf.launch.server_process import (
     wait_group_gone,
 )
 
-KEEP_ENV = "BATCHPERF_KEEP_SERVERS"  # the folder of the kept servers' records
-OWNER_ENV = "BATCHPERF_KEEP_SERVERS_OWNER"  # the pid they end with
+KEEP_ENV, OWNER_ENV = KEEP_SERVERS_ENV, KEEP_SERVERS_OWNER_ENV  # the names ab/run.py imports (branch loop)
 # environment variables that change from test to test or process to process of one side, not part of a server's
 # identity: pytest's own, and the round gate of the pair (ab's resident design)
 VOLATILE = ("PYTEST_", ROUND_GATE_ENV)
@@ -52,14 +51,14 @@ class Keep:
 
 def keep_from_env(environ: Mapping[str, str] = os.environ) -> Keep | None:
     """The kept servers' folder and owner, when ``$BATCHPERF_KEEP_SERVERS`` is set; ValueError for a bad owner."""
-    folder = environ.get(KEEP_ENV)
+    folder = environ.get(KEEP_SERVERS_ENV)
     if not folder:
         return None
-    owner = environ.get(OWNER_ENV, "")
+    owner = environ.get(KEEP_SERVERS_OWNER_ENV, "")
     if not owner.isdigit():
-        raise ValueError(f"${KEEP_ENV}={folder} keeps servers across processes, but ${OWNER_ENV}={owner!r} is not a "
+        raise ValueError(f"${KEEP_SERVERS_ENV}={folder} keeps servers across processes, but ${KEEP_SERVERS_OWNER_ENV}={owner!r} is not a "
                          f"pid: give the pid of the process the kept servers end with (batchperf ab --keep-servers "
-                         f"sets both), or unset ${KEEP_ENV}")
+                         f"sets both), or unset ${KEEP_SERVERS_ENV}")
     return Keep(Path(folder), int(owner))
 
 

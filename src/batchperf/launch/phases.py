@@ -29,7 +29,8 @@ from typing import Any
 
 import pytest
 
-ENV = "BATCHPERF_PHASES"
+from batchperf.launch.environ import PHASES_ENV
+
 IMPORTED = time.time()
 _stamps: dict[str, Any] = {"plugin_imported": IMPORTED, "tests": []}
 
@@ -92,7 +93,7 @@ def pytest_runtest_call(item: pytest.Item) -> Any:
 
 @pytest.hookimpl(trylast=True)
 def pytest_unconfigure(config: pytest.Config) -> None:
-    target = os.environ.get(ENV)
+    target = os.environ.get(PHASES_ENV)
     if not target:
         return
     _stamps["unconfigure"] = time.time()

@@ -26,7 +26,8 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-ENV = "BATCHPERF_ROUND_GATE"
+from batchperf.launch.environ import ROUND_GATE_ENV
+
 GO = b"go\n"
 # The longest a worker waits for its go: the other side's longest round or model build on the GPU tier is minutes,
 # so half an hour of silence means no coordinator is answering.
@@ -42,7 +43,7 @@ class GateSilent(RuntimeError):
 def wait(what: str) -> None:
     """Say ``what`` (``round CELL`` / ``end CELL``) to the coordinator and wait for its go; no-op without one.
     GateSilent when no go comes within :data:`WAIT_S` (later rounds then run ungated)."""
-    path = os.environ.get(ENV)
+    path = os.environ.get(ROUND_GATE_ENV)
     if not path:
         return
     if not _link:
@@ -76,8 +77,8 @@ def wait(what: str) -> None:
 
 
 def _silent(path: str, what: str) -> str:
-    return (f"the round gate {path} (${ENV}) did not answer {what.split(' ', 1)[0]!r} with 'go' within "
-            f"{WAIT_S:g} s: no batchperf ab coordinator is answering there (unset {ENV} outside `batchperf ab`); "
+    return (f"the round gate {path} (${ROUND_GATE_ENV}) did not answer {what.split(' ', 1)[0]!r} with 'go' within "
+            f"{WAIT_S:g} s: no batchperf ab coordinator is answering there (unset {ROUND_GATE_ENV} outside `batchperf ab`); "
             "the rounds after this one run ungated")
 
 
@@ -108,7 +109,7 @@ class RoundCoordinator:
 
     def env(self) -> tuple[str, str]:
         """The variable that points a worker at this gate."""
-        return ENV, str(self.path)
+        return ROUND_GATE_ENV, str(self.path)
 
     def next(self, alive: Callable[[], bool], timeout_s: float) -> str:
         """The worker's next line (``round CELL`` / ``end CELL``), connecting first if needed. WorkerGone when the

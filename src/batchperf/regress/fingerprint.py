@@ -27,6 +27,7 @@ from importlib import metadata
 from typing import Any
 
 from batchperf.envs.lock_marker import installed_digest
+from batchperf.launch.environ import INJECT_PREFIX
 from batchperf.results.io import fingerprint_problem
 from batchperf.results.record import CellRecord
 from batchperf.telemetry.nvml import Nvml, Unavailable, open_nvml, slowdowns, text
@@ -219,7 +220,7 @@ def current(cpu_only: bool = False) -> Fingerprint:
     soft: dict[str, Any] = {"hostname": socket.gethostname(), **gpu_soft}
     if (locked := installed_digest()) is not None:  # the lock the environment was built from (make setup)
         soft["env_lock"] = locked
-    injected = {k: v for k, v in os.environ.items() if k.startswith("BATCHPERF_INJECT_") and v.strip()}
+    injected = {k: v for k, v in os.environ.items() if k.startswith(INJECT_PREFIX) and v.strip()}
     if injected:  # an artificial slowdown (batchperf.backends.inject): whoever reads these results must know
         soft["injected"] = injected
     try:

@@ -22,6 +22,7 @@ from typing import Any
 
 import pytest
 
+from batchperf.launch.environ import BASELINE_PYTHON_ENV
 from batchperf.regress import fingerprint as fp
 from batchperf.regress.compare import add_gate_args, gate_config
 from batchperf.regress.gate import GateConfig, compare_cell, confirm, render_table
@@ -44,7 +45,6 @@ class GateSession:
 
 
 GATE = pytest.StashKey[GateSession]()
-ENV_BASELINE_PYTHON = "BATCHPERF_BASELINE_PYTHON"  # the baseline environment's python, for the ab hint
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -146,9 +146,9 @@ def gate_outcome(request: pytest.FixtureRequest, verdict: CellVerdict | None) ->
 def ab_hint(nodeid: str) -> str:
     """The ``batchperf ab`` command that confirms a regression side by side, when the baseline's environment is
     named by ``BATCHPERF_BASELINE_PYTHON`` (its interpreter or virtualenv); else how to name it."""
-    baseline = os.environ.get(ENV_BASELINE_PYTHON, "").strip()
+    baseline = os.environ.get(BASELINE_PYTHON_ENV, "").strip()
     if not baseline:
-        return (f"\nTo confirm it side by side with the baseline's environment, set {ENV_BASELINE_PYTHON} to that "
+        return (f"\nTo confirm it side by side with the baseline's environment, set {BASELINE_PYTHON_ENV} to that "
                 "environment's python: this message then ends with the `batchperf ab` command.")
     command = shlex.join(["batchperf", "ab", "--a", baseline, "--b", sys.executable, "--", nodeid])
     return f"\nConfirm it side by side (A = the baseline's environment, B = this one; interleaved fresh processes):\n  {command}"

@@ -26,6 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from batchperf.backends.dummy import build_dummy
+from batchperf.launch.environ import cache_root
 from batchperf.backends.model import LoadedModel, ModelLoadError, ModelSpec, from_pretrained
 
 BUILTIN = "builtin:"  # a source naming a model built here from BUILT
@@ -130,9 +131,6 @@ def get_model_spec(name: str, overrides: dict[str, str] | None = None) -> ModelS
         return ModelSpec(spec.name, overrides[name], spec.tier, spec.dtype, spec.opt_in)
     return spec
 
-
-def cache_root() -> Path:
-    return Path(os.environ.get("BATCHPERF_CACHE", Path.home() / ".cache" / "batchperf"))
 
 
 def tiny_model_dir(root: Path | None = None) -> Path:

@@ -16,6 +16,7 @@ from typing import Any
 
 import pytest
 
+from batchperf.launch.environ import REQUEST_TIMEOUT_ENV, SERVER_URL_ENV
 from batchperf.measure.catalogue import SUMMARY, Metric
 from batchperf.regress.gate import starvation_note
 from batchperf.results.record import CellRecord
@@ -139,7 +140,7 @@ def _server_options(config: pytest.Config) -> None:
             parse_entries(",".join(urls))
         except ValueError as exc:
             raise pytest.UsageError(f"--batchperf-server-url: {exc}") from None
-        os.environ["BATCHPERF_SERVER_URL"] = ",".join(urls)
+        os.environ[SERVER_URL_ENV] = ",".join(urls)
     if (timeout := config.getoption("batchperf_request_timeout")) is not None:
         try:
             seconds = float(timeout)
@@ -147,7 +148,7 @@ def _server_options(config: pytest.Config) -> None:
             seconds = math.nan
         if not (math.isfinite(seconds) and seconds > 0):
             raise pytest.UsageError(f"--batchperf-request-timeout {timeout}: must be a finite number of seconds > 0")
-        os.environ["BATCHPERF_REQUEST_TIMEOUT"] = repr(seconds)
+        os.environ[REQUEST_TIMEOUT_ENV] = repr(seconds)
 
 
 def state(config: pytest.Config) -> SessionState:

@@ -33,6 +33,7 @@ from typing import Any
 
 import numpy as np
 
+from batchperf.launch.environ import cache_root
 from batchperf.regress.verdict import Verdict
 
 SIMULATIONS = 20_000  # sequences simulated for the per-look level (at least MIN_EVENTS / alpha)
@@ -191,7 +192,7 @@ def simulated_level(max_pairs: int, alpha: float, sims: int, seed: int = SEED) -
 
 
 def cache_file() -> Path:
-    return Path(os.environ.get("BATCHPERF_CACHE", Path.home() / ".cache" / "batchperf")) / LEVELS_FILE
+    return cache_root() / LEVELS_FILE
 
 
 def cached(key: str, plausible: Callable[[object], bool], compute: Callable[[], Any]) -> Any:
