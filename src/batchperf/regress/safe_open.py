@@ -4,7 +4,7 @@ A baselines folder is committed and shared, so a symlink in it (``history.jsonl 
 would make a refresh append to, or truncate, any file its user can write. Every file the store
 opens for writing goes through :func:`open_regular`: ``O_NOFOLLOW`` refuses a symlink, and anything
 but a regular file (a FIFO, a device) is refused too. The lock file is only ever ``flock``-ed,
-never written, so even a hard link to a precious file is left as it was.
+never written (:mod:`batchperf.results.claim`), so even a hard link to a precious file is left as it was.
 """
 
 from __future__ import annotations
@@ -27,15 +27,22 @@ def open_regular(path: Path, flags: int, mode: int = 0o644) -> int:
         # O_NONBLOCK: opening a FIFO for writing would otherwise wait for a reader (no effect on files)
         fd = os.open(path, flags | os.O_NOFOLLOW | os.O_CLOEXEC | os.O_NONBLOCK, mode)
     except OSError as exc:
-        if exc.errno == errno.ELOOP:
-            raise ResultsError(path, *_LINK) from None
-        raise ResultsError(path, f"cannot open it for writing ({exc.strerror})",
-                           "Check that the folder is writable, or pass another --baselines DIR") from None
+        raise open_problem(path, exc) from None
     if not stat.S_ISREG(os.fstat(fd).st_mode):
         os.close(fd)
-        raise ResultsError(path, *_NOT_REGULAR)
+        raise open_problem(path, None)
     os.set_blocking(fd, True)
     return fd
+
+
+def open_problem(path: Path, error: OSError | None) -> ResultsError:
+    """Why ``path`` cannot be opened for writing: ``error`` from ``os.open``, or None for a non-regular file."""
+    if error is None:
+        return ResultsError(path, *_NOT_REGULAR)
+    if error.errno == errno.ELOOP:
+        return ResultsError(path, *_LINK)
+    return ResultsError(path, f"cannot open it for writing ({error.strerror})",
+                        "Check that the folder is writable, or pass another --baselines DIR")
 
 
 def refuse_link(path: Path) -> None:
@@ -57,19 +64,3 @@ def make_folder(folder: Path) -> None:
     except OSError as exc:
         raise ResultsError(folder, f"cannot create the baseline folder ({exc.strerror})",
                            "Pass a writable folder with --baselines DIR") from None
-
-
-def flock_holder(fd: int) -> str:
-    """``pid N`` of the process holding a ``flock`` on ``fd``'s file, from /proc/locks (Linux); else ``unknown``."""
-    info = os.fstat(fd)
-    # /proc/locks: "1: FLOCK  ADVISORY  WRITE 1234 08:01:5678 0 EOF" (device major:minor in hex, inode)
-    inode = f"{os.major(info.st_dev):02x}:{os.minor(info.st_dev):02x}:{info.st_ino}"
-    try:
-        with open("/proc/locks", encoding="ascii", errors="replace") as fh:
-            for line in fh:
-                fields = line.split()
-                if "FLOCK" in fields and inode in fields and "->" not in fields:
-                    return f"pid {fields[fields.index(inode) - 1]}"
-    except OSError:
-        pass
-    return "pid unknown"

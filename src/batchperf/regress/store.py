@@ -28,7 +28,8 @@ from typing import Any
 from batchperf.measure.client_lag import summarise as summarise_client
 from batchperf.measure.metrics import summarise
 from batchperf.regress.fingerprint import Fingerprint, cell_identity, identity_diff, version_diff
-from batchperf.regress.safe_open import flock_holder, make_folder, open_regular, refuse_link
+from batchperf.regress.safe_open import make_folder, open_problem, open_regular, refuse_link
+from batchperf.results.claim import CannotOpen, ClaimError, Held, claim
 from batchperf.results.io import INCOMPLETE_KEY, ResultsFile, read_results, write_results
 from batchperf.results.record import CellRecord, ResultsError
 
@@ -200,22 +201,21 @@ def locked(folder: Path) -> Iterator[None]:
     """Exclusive, non-blocking lock on ``folder``; released by the OS even if the holder dies.
 
     The lock file is opened without following a symlink and never truncated or written: it may be a
-    committed symlink or a hard link to a file that matters (:mod:`batchperf.regress.safe_open`).
+    committed symlink or a hard link to a file that matters (:mod:`batchperf.results.claim`).
     """
-    import fcntl
-
     make_folder(folder)
-    path = folder / LOCK_FILE
-    fd = open_regular(path, os.O_RDWR | os.O_CREAT)
     try:
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            raise LockHeld(path, f"another baseline refresh holds the lock ({flock_holder(fd)})",
-                           "Wait for it to finish and run again; nothing was written") from None
+        held = claim(folder, LOCK_FILE, tidy=False)  # the lock file stays: it may be committed
+    except CannotOpen as exc:
+        raise open_problem(exc.lock, exc.error) from None
+    except Held as exc:
+        raise LockHeld(folder / LOCK_FILE, f"another baseline refresh holds the lock ({exc.reason})",
+                       "Wait for it to finish and run again; nothing was written") from None
+    except ClaimError as exc:  # the folder went away, or became a file, since make_folder
+        raise ResultsError(folder, f"cannot create the baseline folder ({exc.reason})",
+                           "Pass a writable folder with --baselines DIR") from None
+    with held:
         yield
-    finally:
-        os.close(fd)  # releases the lock
 
 
 def append_history(folder: Path, provenance: dict[str, Any]) -> list[str]:

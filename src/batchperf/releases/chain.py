@@ -16,7 +16,6 @@ interruption cut short is moved to ``OUT/discarded/`` and measured again.
 from __future__ import annotations
 
 import contextlib
-import fcntl
 import json
 import os
 import re
@@ -31,6 +30,7 @@ from batchperf.ab.result import AbResult
 from batchperf.ab.run import run_ab
 from batchperf.ab.settings import BudgetTooSmall, Settings, UsageProblem
 from batchperf.launch.child import exit_code_of, stop_signals
+from batchperf.results.claim import ClaimError, Held, NotAFolder, claim
 from batchperf.results.io import atomic_write_text
 
 SCHEMA = 1
@@ -195,33 +195,22 @@ def check_input(envs: Sequence[Environment], labels: Sequence[str], check: Check
 
 
 @contextlib.contextmanager
-def claim(out: Path, identity: dict[str, Any]) -> Iterator[None]:
+def hold_out(out: Path, identity: dict[str, Any]) -> Iterator[None]:
     """Lock ``out`` for this chain (new, or a former run of the same chain, which it resumes).
 
     A folder holding another chain (other environments or settings), or anything that is not a chain, is refused."""
-    if out.exists() and not out.is_dir():
-        raise UsageProblem(f"--out {out}: is a file, not a folder; give a new folder or this chain's own")
-    created = not out.exists()
     try:
-        out.mkdir(parents=True, exist_ok=True)
-        fd = os.open(out / LOCK, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o644)
-    except OSError as exc:
-        raise UsageProblem(f"--out {out}: cannot write there ({exc.strerror or exc}); give a folder you can write") \
-            from None
-    try:
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except OSError:
-            raise UsageProblem(f"--out {out}: another batchperf chain is writing there; wait for it to end, or give "
-                               "another --out") from None
+        folder = claim(out, LOCK)
+    except NotAFolder:
+        raise UsageProblem(f"--out {out}: is a file, not a folder; give a new folder or this chain's own") from None
+    except Held:
+        raise UsageProblem(f"--out {out}: another batchperf chain is writing there; wait for it to end, or give "
+                           "another --out") from None
+    except ClaimError as exc:
+        raise UsageProblem(f"--out {out}: cannot write there ({exc.reason}); give a folder you can write") from None
+    with folder:  # a folder where nothing ran is left as it was found
         _same_chain(out, identity)
         yield
-    finally:
-        os.close(fd)
-        if created and [p.name for p in out.iterdir()] == [LOCK]:  # nothing ran: leave nothing behind
-            with contextlib.suppress(OSError):
-                (out / LOCK).unlink()
-                out.rmdir()
 
 
 def _same_chain(out: Path, identity: dict[str, Any]) -> None:
@@ -248,7 +237,7 @@ def run_chain(envs: Sequence[Environment], labels: Sequence[str], base: Settings
     """Judge ``envs`` (release order) step by step into ``base.out``; resumes a chain that folder holds."""
     check_input(envs, labels, check)
     result = ChainResult(list(envs), list(labels), plan(labels), settings_identity(base))
-    with claim(base.out, result.identity()), stop_signals():
+    with hold_out(base.out, result.identity()), stop_signals():
         try:
             for step in result.steps:
                 measure_step(step, result, base, ab, progress)

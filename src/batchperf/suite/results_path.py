@@ -5,7 +5,7 @@ measured and then lost to a traceback. So the folder is tried now (a temporary f
 and a problem is a usage error before the first cell. Two runs writing one PATH at once kept one run's
 cells, silently: each run holds an exclusive ``flock`` on ``.PATH.lock`` beside it for the session (released
 by the OS if the run dies; the empty lock file stays, is never written, and is never followed as a link:
-:mod:`batchperf.regress.safe_open`), and a second run is refused, naming the first one's pid.
+:mod:`batchperf.results.claim`), and a second run is refused, naming the first one's pid.
 """
 
 from __future__ import annotations
@@ -17,10 +17,10 @@ from pathlib import Path
 
 import pytest
 
-from batchperf.regress.safe_open import flock_holder, open_regular
-from batchperf.results.record import ResultsError
+from batchperf.regress.safe_open import open_problem
+from batchperf.results.claim import CannotOpen, Claim, ClaimError, Held, claim
 
-LOCK = pytest.StashKey[int]()
+LOCK = pytest.StashKey[Claim]()
 
 
 def lock_path(path: Path) -> Path:
@@ -49,23 +49,18 @@ def problem(path: Path) -> str | None:
     return None
 
 
-def hold(path: Path) -> int:
-    """An exclusive, non-blocking flock on ``path``'s lock file; the fd to close when the session ends."""
-    import fcntl
-
+def hold(path: Path) -> Claim:
+    """An exclusive, non-blocking claim on ``path``'s lock file; released when the session ends."""
     try:
-        fd = open_regular(lock_path(path), os.O_RDWR | os.O_CREAT)
-    except ResultsError as exc:
-        raise pytest.UsageError(f"--benchmark-json {path}: {exc}") from None
-    try:
-        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-    except BlockingIOError:
-        holder = flock_holder(fd)
-        os.close(fd)
-        raise pytest.UsageError(f"--benchmark-json {path}: another pytest run ({holder}) is writing it; wait for "
+        return claim(path.parent, lock_path(path).name, tidy=False)  # the empty lock file stays
+    except CannotOpen as exc:
+        raise pytest.UsageError(f"--benchmark-json {path}: {open_problem(exc.lock, exc.error)}") from None
+    except Held as exc:
+        raise pytest.UsageError(f"--benchmark-json {path}: another pytest run ({exc.reason}) is writing it; wait for "
                                 "it to end or give another path (two runs into one file keep only one run's "
                                 "cells)") from None
-    return fd
+    except ClaimError as exc:  # the folder went away since problem() looked
+        raise pytest.UsageError(f"--benchmark-json {path}: {exc.reason}") from None
 
 
 def pytest_configure(config: pytest.Config) -> None:
@@ -79,7 +74,7 @@ def pytest_configure(config: pytest.Config) -> None:
 
 
 def pytest_unconfigure(config: pytest.Config) -> None:
-    if (fd := config.stash.get(LOCK, None)) is not None:
+    if (held := config.stash.get(LOCK, None)) is not None:
         with contextlib.suppress(OSError):
-            os.close(fd)  # releases the lock
+            held.release()
         del config.stash[LOCK]
