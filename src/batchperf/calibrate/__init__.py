@@ -1,3 +1,4 @@
-"""The calibration of ``ab``'s detector: the cells whose A/A and slowed verdicts measure how well ``ab`` decides
-on this machine (:mod:`.cells`), and the scoring and replay of those verdicts that ``tools/ab_detector.py`` prints
-(studies/ab-detector/README.md)."""
+"""The calibration of ``ab``'s detector (studies/ab-detector/README.md): the cells whose A/A and slowed verdicts
+measure how well ``ab`` decides on this machine (:mod:`.cells`), those verdicts run and resumed (:mod:`.study`),
+read back and tabled (:mod:`.scores`), replayed for the estimate (:mod:`.replay`) and their noise (:mod:`.noise`);
+``tools/ab_detector.py`` parses its options and prints them."""
