@@ -45,8 +45,8 @@ def run_block(index: int, kind: str, design: str, args: argparse.Namespace, work
     """One block of ``design``: a pair of processes as ``batchperf ab --design DESIGN`` runs it (sequential:
     :func:`~batchperf.ab.designs.run_cells` twice; resident and duet: :func:`~batchperf.ab.designs.run_resident`). Returns
     each side's ln(throughput) per measured round."""
-    envs = {side: Environment(side, Path(sys.executable),
-                              ((INJECT_SLOWDOWN_ENV, str(args.slow)),) if side == "B" and args.slow else (), default_checkout())
+    slowed = ((INJECT_SLOWDOWN_ENV, str(args.slow)),) if args.slow else ()
+    envs = {side: Environment(side, Path(sys.executable), slowed if side == "B" else (), default_checkout())
             for side in "AB"}
     name = f"{kind}-{design}-{index:03d}"
     stems = {side: work / f"{name}-{side}" for side in "AB"}

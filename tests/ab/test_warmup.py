@@ -46,7 +46,8 @@ def test_a_warm_up_pair_runs_first_and_is_never_judged_or_counted(tmp_path: Path
     assert saved["warmup"]["ran"] and saved["warmup"]["discarded"] and saved["warmup"]["rounds"] == WARMUP_ROUNDS
     assert set(saved["warmup"]["seconds"]) == {"A", "B"}
     assert [p["index"] for p in saved["pairs"]][:1] == [1]
-    assert "warm-up: one process of A and of B" in render_ab_markdown(result) and "discarded" in render_ab_markdown(result)
+    page = render_ab_markdown(result)
+    assert "warm-up: one process of A and of B" in page and "discarded" in page
 
 
 @pytest.mark.parametrize(("startup_s", "round_s", "chosen"), [

@@ -38,7 +38,8 @@ print(reuse_or_start(keep_from_env(), "fake", command, 30))
 
 def ask(tmp_path: Path, owner: int, flag: str = "x") -> str:
     """The kept server's health URL, from a process of its own that then exits."""
-    env = {**os.environ, "PYTHONPATH": str(REPO / "src"), KEEP_SERVERS_ENV: str(tmp_path / "servers"), KEEP_SERVERS_OWNER_ENV: str(owner)}
+    env = {**os.environ, "PYTHONPATH": str(REPO / "src"), KEEP_SERVERS_ENV: str(tmp_path / "servers"),
+           KEEP_SERVERS_OWNER_ENV: str(owner)}
     done = subprocess.run([sys.executable, "-c", ASK.format(), str(SUPPORT / "fake_health_server.py"),
                            str(tmp_path / "pids.txt"), flag], env=env, capture_output=True, text=True, timeout=60)
     assert done.returncode == 0, done.stderr

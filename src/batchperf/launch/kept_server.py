@@ -56,8 +56,8 @@ def keep_from_env(environ: Mapping[str, str] = os.environ) -> Keep | None:
         return None
     owner = environ.get(KEEP_SERVERS_OWNER_ENV, "")
     if not owner.isdigit():
-        raise ValueError(f"${KEEP_SERVERS_ENV}={folder} keeps servers across processes, but ${KEEP_SERVERS_OWNER_ENV}={owner!r} is not a "
-                         f"pid: give the pid of the process the kept servers end with (batchperf ab --keep-servers "
+        raise ValueError(f"${KEEP_SERVERS_ENV}={folder} keeps servers across processes, but "
+                         f"${KEEP_SERVERS_OWNER_ENV}={owner!r} is not a pid: give the pid of the process the kept servers end with (batchperf ab --keep-servers "
                          f"sets both), or unset ${KEEP_SERVERS_ENV}")
     return Keep(Path(folder), int(owner))
 

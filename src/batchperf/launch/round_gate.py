@@ -78,8 +78,8 @@ def wait(what: str) -> None:
 
 def _silent(path: str, what: str) -> str:
     return (f"the round gate {path} (${ROUND_GATE_ENV}) did not answer {what.split(' ', 1)[0]!r} with 'go' within "
-            f"{WAIT_S:g} s: no batchperf ab coordinator is answering there (unset {ROUND_GATE_ENV} outside `batchperf ab`); "
-            "the rounds after this one run ungated")
+            f"{WAIT_S:g} s: no batchperf ab coordinator is answering there (unset {ROUND_GATE_ENV} outside "
+            "`batchperf ab`); the rounds after this one run ungated")
 
 
 def _read_line(sock: socket.socket) -> bytes:
