@@ -105,7 +105,7 @@ def test_minutes_that_cannot_reach_a_verdict_stop_the_run_at_once_naming_enough(
     fakes = FakeEnvs(noise=0.2, cells=CELLS[:1], seconds=90.0)
     fakes.on_run = lambda: now.__setitem__(0, now[0] + 90.0)  # a pair: three minutes of the fake clock
     result = run(fakes, settings(tmp_path, max_minutes=10.0, max_pairs=6), clock=lambda: now[0])
-    assert result.judge.needs == 6 and len(result.pairs) == 1 and result.status == "budget"
+    assert result.sequential_test.needs == 6 and len(result.pairs) == 1 and result.status == "budget"
     assert "3 pair(s) fit and a verdict needs 6" in result.reason and "--max-minutes 18 or more" in result.reason
     assert result.exit_code == 2
 
@@ -257,7 +257,7 @@ def test_the_t_test_s_floor_sets_the_fewest_pairs_and_its_boundaries_are_recorde
     with pytest.raises(UsageProblem, match=f"needs at least {MIN_T_PAIRS} pairs"):
         run(fakes, settings(tmp_path, max_pairs=MIN_T_PAIRS - 1, test="t"))
     done = run(fakes, settings(tmp_path, out=tmp_path / "t", test="t"))
-    assert done.exit_code == 1 and done.judge.test == "t"
+    assert done.exit_code == 1 and done.sequential_test.test == "t"
     saved = json.loads((tmp_path / "t" / "ab.json").read_text())["settings"]
     assert saved["test"] == "t" and len(saved["t_boundaries"]) == 20 and saved["t_boundaries"][0] is None
     with pytest.raises(UsageProblem, match="--test bayes: unknown"):

@@ -126,9 +126,9 @@ def test_replay_judges_with_the_test_the_verdicts_ran(tool, tmp_path: Path, monk
     """Verdicts run with --test t record their boundaries; the replay uses them, not the signed-rank level: a
     steady 10% slowdown is called at the t-test's first look that can decide (sooner than signed-rank's)."""
     monkeypatch.setenv("BATCHPERF_CACHE", str(tmp_path / "cache"))
-    from batchperf.ab import stats as ab_test
+    from batchperf.ab.stats import make_test
 
-    t = ab_test.make("t", 14, 0.05)
+    t = make_test("t", 14, 0.05)
     doc = verdict_doc([0.89 + 0.01 * (i % 3) for i in range(14)], 50.0, "done")
     doc["settings"].update(t.to_dict())
     keep(tmp_path / "compute-0.05-00", doc)

@@ -56,7 +56,7 @@ def absorb(result: AbResult, pair: Pair) -> None:
             cell.note = "the environments ran different cells: " + "; ".join(diffs)
             continue
         add_pair(cell, result.settings, a, b, pair.index)
-        judge_cell(cell, result.judge, pair.index)
+        judge_cell(cell, result.sequential_test, pair.index)
 
 
 def measuring(result: AbResult) -> list[CellState]:

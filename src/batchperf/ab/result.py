@@ -12,10 +12,9 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
-from batchperf.ab import stats as ab_test
-from batchperf.ab.stats import signed_rank
 from batchperf.ab.env import Probe, SideRun
 from batchperf.ab.settings import Settings
+from batchperf.ab.stats import SequentialTest, signed_rank
 from batchperf.ab.stats.signed_rank import Interval
 from batchperf.ab.warmup import RoundsChoice, Warmup
 from batchperf.measure.catalogue import Direction
@@ -121,7 +120,7 @@ class Pair:
 class AbResult:
     settings: Settings
     probes: dict[str, Probe]
-    judge: ab_test.Judge  # the test behind each deciding metric's interval (its level or boundaries)
+    sequential_test: SequentialTest  # the test behind each deciding metric's interval (its level or boundaries)
     level_method: str
     cells: dict[str, CellState]
     pairs: list[Pair] = field(default_factory=list)
@@ -166,7 +165,7 @@ class AbResult:
             "elapsed_s": round(self.elapsed_s, 1), "minutes_needed": self.minutes_needed,
             "command": s.command,
             "settings": {"margin": s.margin, "margins": dict(s.margins), "metrics": list(s.metrics), "alpha": s.alpha,
-                         **self.judge.to_dict(), "level_method": self.level_method, "max_pairs": s.max_pairs,
+                         **self.sequential_test.to_dict(), "level_method": self.level_method, "max_pairs": s.max_pairs,
                          "max_minutes": s.max_minutes, "rounds": s.rounds, "warmup": s.warmup, "design": self.design,
                          "design_asked": s.design, "keep_servers": s.keep_servers,
                          "pytest_args": list(s.pytest_args)},

@@ -33,14 +33,13 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 
-from batchperf.ab import stats as ab_test
 from batchperf.ab import outdir
-from batchperf.ab.stats import signed_rank
 from batchperf.ab.designs import duet_cores, run_cells, run_resident
 from batchperf.ab.env import Environment, EnvironmentProblem, Probe, SideRun, collect, probe
 from batchperf.ab.pairs import absorb, check_identity, measuring, order_of
 from batchperf.ab.result import AbResult, CellState, Pair
 from batchperf.ab.settings import DEFAULT_ROUNDS, BudgetTooSmall, Settings, UsageProblem
+from batchperf.ab.stats import fewest_max_pairs, make_test, signed_rank
 from batchperf.ab.warmup import WARMUP_ROUNDS, RoundsChoice, Warmup, choose_rounds
 from batchperf.launch.child import exit_code_of, stop_signals
 from batchperf.launch.kept_server import KEEP_ENV, OWNER_ENV, stop_kept
@@ -82,18 +81,18 @@ def prepare(settings: Settings, prober: Prober = probe, collector: Collector = c
             raise UsageProblem(str(exc)) from None
     deciding = len(settings.metrics)  # the exact metrics decide too, but by equality: no error to share
     family = settings.alpha / (len(shared) * deciding)
-    needed = ab_test.fewest_max_pairs(settings.test, family)
+    needed = fewest_max_pairs(settings.test, family)
     if settings.max_pairs < needed:
         fix = (f"give --max-pairs {needed} or more" if needed <= signed_rank.MAX_PAIRS
                else "no --max-pairs allowed is enough")
         raise BudgetTooSmall(f"--max-pairs {settings.max_pairs}: a verdict on {len(shared)} cell(s) x {deciding} "
                              f"deciding metric(s) at --alpha {settings.alpha} needs at least {needed} pairs ({fix}; "
                              "or fewer cells, fewer --metrics, or a larger --alpha)")
-    judge = ab_test.make(settings.test, settings.max_pairs, family)
+    test = make_test(settings.test, settings.max_pairs, family)
     cells = {cid: CellState(cid, found["A"][cid]) for cid in shared}
     only = {label: sorted(set(found[label]) - set(found[other]))
             for label, other in (("A", "B"), ("B", "A")) if set(found[label]) - set(found[other])}
-    return AbResult(settings, probes, judge, f"{judge.method}; alpha {settings.alpha} over {len(shared)} cell(s) x "
+    return AbResult(settings, probes, test, f"{test.method}; alpha {settings.alpha} over {len(shared)} cell(s) x "
                     f"{deciding} deciding metric(s) = {family:.4g} each", cells, only_in=only, design=design)
 
 
@@ -121,8 +120,8 @@ def run_ab(settings: Settings, runner: SideRunner = run_cells, prober: Prober = 
         raise UsageProblem(str(exc)) from None
     with folder, stop_signals():
         result = prepare(settings, prober, collector)
-        needs = result.judge.needs
-        progress(f"{result.judge.describe()}; {result.level_method}; a verdict needs at least "
+        needs = result.sequential_test.needs
+        progress(f"{result.sequential_test.describe()}; {result.level_method}; a verdict needs at least "
                  f"{needs} pairs; {len(result.cells)} cell(s)")
         try:
             measure_pairs(result, runner, progress, clock, start)
@@ -143,7 +142,7 @@ def run_ab(settings: Settings, runner: SideRunner = run_cells, prober: Prober = 
         if result.status == "running":
             result.status = "done"
         result.elapsed_s = clock() - start
-        write_json(result, result.elapsed_s)
+        write_ab_json(result, result.elapsed_s)
     return result
 
 
@@ -181,7 +180,7 @@ def measure_pairs(result: AbResult, runner: SideRunner, progress: Progress, cloc
                 DEFAULT_ROUNDS, None, "the first pair's results hold no round durations: the default")
             progress(f"rounds per process from pair 2 on: {result.rounds.chosen} ({result.rounds.why})")
         progress(progress_line(result, pair, clock() - start))
-        write_json(result, clock() - start)
+        write_ab_json(result, clock() - start)
     result.status = "done"
 
 
@@ -293,7 +292,7 @@ def budget_spent(result: AbResult, index: int, elapsed_s: float, pairs_s: float)
     if s.max_minutes is not None and result.pairs:
         per_pair = pairs_s / len(result.pairs)
         fit = len(result.pairs) + int(max(s.max_minutes * 60 - elapsed_s, 0) // per_pair)
-        if fit < (needs := result.judge.needs):  # the pairs still to come could not give any verdict
+        if fit < (needs := result.sequential_test.needs):  # the pairs still to come could not give any verdict
             enough = math.ceil((elapsed_s - pairs_s + needs * per_pair) / 60)
             return BudgetStop(f"--max-minutes {s.max_minutes:g}: a pair takes about {per_pair / 60:.1f} min, so {fit} "
                               f"pair(s) fit and a verdict needs {needs}; stopped rather than measure pairs that cannot "
@@ -327,7 +326,7 @@ def progress_line(result: AbResult, pair: Pair, elapsed_s: float) -> str:
     return f"[pair {pair.index}/{result.settings.max_pairs}] {sides}{load} {elapsed_s / 60:.1f} min | " + " | ".join(parts)
 
 
-def write_json(result: AbResult, elapsed_s: float) -> Path:
+def write_ab_json(result: AbResult, elapsed_s: float) -> Path:
     """``OUT/ab.json``, rewritten atomically after every pair (an interrupted run keeps what it measured)."""
     import json
 
