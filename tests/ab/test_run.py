@@ -15,7 +15,7 @@ from paths import REPO, SUPPORT
 from batchperf.ab.env import Environment, EnvironmentProblem, Outcome, Probe, outcomes, probe
 from batchperf.ab.pairs import order_of
 from batchperf.ab.report import render_markdown
-from batchperf.ab.run import resolve_design, run_ab
+from batchperf.ab.run import prepare, resolve_design, run_ab, warm_up
 from batchperf.ab.settings import Settings, UsageProblem
 from batchperf.ab.stats.ttest import MIN_PAIRS as MIN_T_PAIRS
 from batchperf.launch.kept_server import keep_from_env, reuse_or_start
@@ -361,3 +361,40 @@ def test_without_keep_servers_no_process_is_told_of_kept_servers(tmp_path: Path)
     assert told and told == [None] * len(told)
     assert "servers kept" not in render_markdown(run_ab(settings(tmp_path / "again"), runner=fakes.run,
                                                         prober=fakes.probe, collector=fakes.collect))
+
+
+def test_each_pair_s_results_files_are_read_once(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The identity check, the folding and the choice of rounds take one parsed read of a pair (pairs.read_pair):
+    they read each file for themselves before, two or three times a pair."""
+    import batchperf.ab.pairs as pairs
+
+    read: list[str] = []
+    real = pairs.read_results
+    monkeypatch.setattr(pairs, "read_results", lambda path: read.append(Path(path).name) or real(path))
+    fakes = FakeEnvs(speed={"A": 1.0, "B": 0.9}, cells=CELLS[:1], seconds=10.0, round_s=1.0)
+    result = run(fakes, settings(tmp_path, warmup=True, rounds=None))
+    assert result.exit_code == 1 and result.rounds is not None and result.rounds.given is None
+    pair_files = [f"pair-{p.index:03d}-{label}.json" for p in result.pairs for label in p.order]
+    assert read == ["warmup-A.json", "warmup-B.json", *pair_files]
+
+
+def test_the_stages_return_how_the_run_ended_and_run_ab_applies_it(tmp_path: Path) -> None:
+    fakes = FakeEnvs(crash={"B"})
+    s = settings(tmp_path, warmup=True)
+    (tmp_path / "ab").mkdir()
+    result = prepare(s, fakes.probe, fakes.collect)
+    ended = warm_up(result, fakes.run, lambda line: None)
+    assert ended is not None and ended.status == "failed" and ended.reason.startswith(
+        "environment B failed to run in the warm-up (pytest exit 3)")
+    assert result.status == "running" and result.reason == ""  # returned, not set from afar
+    done = run(FakeEnvs(crash={"B"}), settings(tmp_path / "run", warmup=True))
+    assert (done.status, done.reason, done.exit_code) == ("failed", ended.reason, 4)
+
+
+def test_a_budget_stop_says_how_many_minutes_would_reach_a_verdict(tmp_path: Path) -> None:
+    now = [0.0]
+    fakes = FakeEnvs(noise=0.2, cells=CELLS[:1], seconds=90.0)
+    fakes.on_run = lambda: now.__setitem__(0, now[0] + 90.0)
+    result = run(fakes, settings(tmp_path, max_minutes=10.0, max_pairs=6), clock=lambda: now[0])
+    assert result.minutes_needed == 18
+    assert json.loads((tmp_path / "ab" / "ab.json").read_text())["minutes_needed"] == 18

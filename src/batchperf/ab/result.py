@@ -116,6 +116,29 @@ class Pair:
                    for label, r in self.runs.items()}}
 
 
+ENDINGS = ("done", "budget", "interrupted", "failed")  # a run's status once it ended ("running" before)
+
+
+@dataclass(frozen=True, slots=True)
+class Ended:
+    """How a run ended, as the stage that ended it returns it (the warm-up, the pairs, the budget, a stop signal);
+    :func:`batchperf.ab.run.finish` applies it to the :class:`AbResult`, the one place that does."""
+
+    status: str  # one of ENDINGS
+    reason: str = ""  # why it stopped, for budget/interrupted/failed
+    minutes_needed: int | None = None  # budget: the --max-minutes a verdict needs, when this one could not fit
+    stop_signal: int | None = None  # interrupted: the signal's number
+
+    def __post_init__(self) -> None:
+        if self.status not in ENDINGS:
+            raise ValueError(f"status: {self.status!r}; must be one of {', '.join(ENDINGS)}")
+        if self.status != "done" and not self.reason:
+            raise ValueError(f"reason: empty for status {self.status!r}; a run that stops early says why")
+        if (self.stop_signal is not None) != (self.status == "interrupted"):
+            raise ValueError(f"stop_signal: {self.stop_signal} with status {self.status!r}; an interrupted run, and "
+                             "only one, names the signal that stopped it")
+
+
 @dataclass(slots=True)
 class AbResult:
     settings: Settings
