@@ -56,7 +56,7 @@ from batchperf.ab.stats import DEFAULT_TEST, TESTS, SequentialTest, make_test, r
 from batchperf.calibrate.cells import DETECTOR_CELLS  # the detector's cells, shared with the studies of ab
 from batchperf.ab.env import Environment, default_checkout
 from batchperf.ab.judging import cell_verdict, judge_metric
-from batchperf.ab.result import PairSeries
+from batchperf.ab.cell import PairSeries
 from batchperf.ab.run import run_ab
 from batchperf.ab.settings import DESIGNS, Settings
 from batchperf.ab.stats.signed_rank import process_noise, relative

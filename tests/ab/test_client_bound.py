@@ -10,9 +10,9 @@ from dataclasses import replace
 
 from paths import DATA
 
+from batchperf.ab.cell import CellState
 from batchperf.ab.env import Environment
 from batchperf.ab.judging import add_pair, judge_cell
-from batchperf.ab.result import CellState
 from batchperf.ab.settings import Settings
 from batchperf.ab.stats import make_test
 from batchperf.regress.verdict import Verdict

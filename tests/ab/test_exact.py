@@ -15,9 +15,9 @@ from dataclasses import replace
 
 from paths import DATA
 
+from batchperf.ab.cell import CellState, PairSeries
 from batchperf.ab.env import Environment
 from batchperf.ab.judging import add_pair, exact_call, judge_cell
-from batchperf.ab.result import CellState, PairSeries
 from batchperf.ab.settings import Settings
 from batchperf.ab.stats import make_test
 from batchperf.measure.catalogue import Direction

@@ -11,9 +11,9 @@ from pathlib import Path
 import pytest
 from paths import DATA
 
+from batchperf.ab.cell import CellState, PairSeries
 from batchperf.ab.env import Environment
 from batchperf.ab.judging import add_pair, cell_verdict, judge_cell, judge_metric, series_of, tenant_series
-from batchperf.ab.result import CellState, PairSeries
 from batchperf.ab.settings import Settings
 from batchperf.ab.stats import SequentialTest
 from batchperf.measure.catalogue import AB_WITH_LATENCY, GATED, TENANT_METRICS, Direction

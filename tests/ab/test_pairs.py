@@ -9,9 +9,10 @@ from pathlib import Path
 import pytest
 from ab_fakes import CELLS, NODEIDS, write_results
 
+from batchperf.ab.cell import CellState
 from batchperf.ab.env import Environment, Outcome, SideRun
 from batchperf.ab.pairs import absorb, check_identity, failure_of, measuring, order_of, read_pair
-from batchperf.ab.result import AbResult, CellState, Pair
+from batchperf.ab.result import AbResult, Pair
 from batchperf.ab.settings import Settings
 from batchperf.ab.stats import SequentialTest
 from batchperf.regress.verdict import Verdict

@@ -8,9 +8,10 @@ from pathlib import Path
 from ab_fakes import fingerprint
 from rich.console import Console
 
+from batchperf.ab.cell import CellState
 from batchperf.ab.env import Environment, Probe
 from batchperf.ab.report import headline, kept_text, render_markdown, render_rich, rounds_text, summary
-from batchperf.ab.result import AbResult, CellState, Pair
+from batchperf.ab.result import AbResult, Pair
 from batchperf.ab.settings import Settings
 from batchperf.ab.stats import SequentialTest
 from batchperf.ab.warmup import RoundsChoice, Warmup

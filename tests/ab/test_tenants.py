@@ -12,9 +12,9 @@ from dataclasses import replace
 import pytest
 from paths import DATA
 
+from batchperf.ab.cell import CellState
 from batchperf.ab.env import Environment
 from batchperf.ab.judging import add_pair, judge_cell
-from batchperf.ab.result import CellState
 from batchperf.ab.settings import Settings, UsageProblem
 from batchperf.ab.stats import make_test
 from batchperf.measure.catalogue import AB_PER_TENANT

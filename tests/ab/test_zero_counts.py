@@ -4,8 +4,8 @@ the pair in silence."""
 
 from __future__ import annotations
 
+from batchperf.ab.cell import PairSeries
 from batchperf.ab.judging import judge_metric
-from batchperf.ab.result import PairSeries
 from batchperf.ab.stats import SequentialTest
 from batchperf.measure.catalogue import Direction
 from batchperf.regress.verdict import Verdict

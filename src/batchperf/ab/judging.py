@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from batchperf.ab.result import CellState, PairSeries
+from batchperf.ab.cell import CellState, PairSeries
 from batchperf.ab.settings import Settings, per_tenant_name
 from batchperf.ab.stats import SequentialTest, signed_rank
 from batchperf.measure.catalogue import AB_PER_TENANT, GATED, TENANT_METRICS, Direction, Metric

@@ -5,9 +5,10 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
+from batchperf.ab.cell import CellState
 from batchperf.ab.env import SideRun
 from batchperf.ab.judging import add_pair, judge_cell
-from batchperf.ab.result import AbResult, CellState, Pair
+from batchperf.ab.result import AbResult, Pair
 from batchperf.regress.fingerprint import cell_identity, identity_diff
 from batchperf.regress.verdict import Verdict
 from batchperf.results.io import ResultsFile, read_results

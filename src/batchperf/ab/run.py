@@ -34,10 +34,11 @@ from dataclasses import replace
 from pathlib import Path
 
 from batchperf.ab import outdir
+from batchperf.ab.cell import CellState
 from batchperf.ab.designs import duet_cores, run_cells, run_resident
 from batchperf.ab.env import Environment, EnvironmentProblem, Probe, SideRun, collect, probe
 from batchperf.ab.pairs import absorb, check_identity, measuring, order_of, read_pair
-from batchperf.ab.result import AbResult, CellState, Ended, Pair
+from batchperf.ab.result import AbResult, Ended, Pair
 from batchperf.ab.settings import DEFAULT_ROUNDS, BudgetTooSmall, Settings, UsageProblem
 from batchperf.ab.stats import fewest_max_pairs, make_test, signed_rank
 from batchperf.ab.warmup import WARMUP_ROUNDS, RoundsChoice, Warmup, choose_rounds
