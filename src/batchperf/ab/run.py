@@ -183,7 +183,8 @@ def measure_pairs(result: AbResult, runner: SideRunner, progress: Progress, cloc
             return Ended("failed", problem)
         absorb(result, pair, files)
         if result.rounds is None:  # no warm-up measured the costs: the first pair does, for the pairs after it
-            result.rounds = choose_rounds(runs, files, result.design, f"first pair (itself {rounds} rounds)") or RoundsChoice(
+            source = f"first pair (itself {rounds} rounds)"
+            result.rounds = choose_rounds(runs, files, result.design, source) or RoundsChoice(
                 DEFAULT_ROUNDS, None, "the first pair's results hold no round durations: the default")
             progress(f"rounds per process from pair 2 on: {result.rounds.chosen} ({result.rounds.why})")
         progress(progress_line(result, pair, clock() - start))
@@ -288,11 +289,12 @@ def budget_spent(result: AbResult, index: int, elapsed_s: float, pairs_s: float)
     if s.max_minutes is not None and result.pairs:
         per_pair = pairs_s / len(result.pairs)
         fit = len(result.pairs) + int(max(s.max_minutes * 60 - elapsed_s, 0) // per_pair)
-        if fit < (needs := result.sequential_test.needs):  # the pairs still to come could not give any verdict
+        if fit < (needs := result.sequential_test.needs):  # the pairs to come could not give any verdict
             enough = math.ceil((elapsed_s - pairs_s + needs * per_pair) / 60)
             return Ended("budget", f"--max-minutes {s.max_minutes:g}: a pair takes about {per_pair / 60:.1f} min, so "
-                         f"{fit} pair(s) fit and a verdict needs {needs}; stopped rather than measure pairs that cannot "
-                         f"decide. Give --max-minutes {enough} or more (or fewer --rounds)", minutes_needed=enough)
+                         f"{fit} pair(s) fit and a verdict needs {needs}; stopped rather than measure pairs that "
+                         f"cannot decide. Give --max-minutes {enough} or more (or fewer --rounds)",
+                         minutes_needed=enough)
         if elapsed_s + per_pair > s.max_minutes * 60:
             return Ended("budget", f"--max-minutes {s.max_minutes:g}: {elapsed_s / 60:.1f} min spent, and a pair "
                          f"takes about {per_pair / 60:.1f} min")
