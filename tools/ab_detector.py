@@ -44,7 +44,7 @@ import sys
 import tempfile
 from pathlib import Path
 
-from batchperf.ab import stats as ab_test
+from batchperf.ab.stats import DEFAULT_TEST, TESTS, recorded_test
 from batchperf.ab.settings import DESIGNS
 from batchperf.calibrate.cells import DETECTOR_CELLS
 from batchperf.calibrate.noise import noise, wall_and_cpu, without_results
@@ -71,8 +71,8 @@ def parser() -> argparse.ArgumentParser:
     parser.add_argument("--max-minutes", type=float, default=MINUTES_TARGET,
                         help=f"ab's budget of minutes per verdict (default {MINUTES_TARGET:g}, the target)")
     parser.add_argument("--rounds", type=int, default=3, help="measured rounds per process (default 3)")
-    parser.add_argument("--test", choices=ab_test.TESTS, default=ab_test.DEFAULT_TEST,
-                        help=f"ab's test (default {ab_test.DEFAULT_TEST}); the estimate replays the one the verdicts "
+    parser.add_argument("--test", choices=TESTS, default=DEFAULT_TEST,
+                        help=f"ab's test (default {DEFAULT_TEST}); the estimate replays the one the verdicts "
                              "ran with")
     parser.add_argument("--design", choices=DESIGNS, default="sequential",
                         help="ab's design (default sequential): 'resident' runs each pair's two processes at once, "
@@ -87,7 +87,7 @@ def parser() -> argparse.ArgumentParser:
     parser.add_argument("--estimate", type=int, default=2000, metavar="N",
                         help="after the verdicts, replay ab's judging on N verdicts' worth of pairs resampled from "
                              "those measured (default 2000; 0: no estimate)")
-    parser.add_argument("--estimate-test", action="append", default=[], choices=ab_test.TESTS,
+    parser.add_argument("--estimate-test", action="append", default=[], choices=TESTS,
                         help="also replay the measured pairs with this test (repeatable): which test resolves "
                              "sooner on this machine's own pairs")
     parser.add_argument("--estimate-only", action="store_true",
@@ -128,7 +128,7 @@ def main(argv: list[str] | None = None) -> int:
     first = next(iter(measured(work).values()))[0]["settings"]
     print(f"\nsettings: alpha {first['alpha']}, margin ±{first['margin']:.0%}, deciding {', '.join(first['metrics'])}, "
           f"at most {first['max_pairs']} pairs / {first['max_minutes']:g} min per verdict, {first['rounds']} rounds per "
-          f"process ({ab_test.from_settings(first).describe()}); every verdict's files in {work}")
+          f"process ({recorded_test(first).describe()}); every verdict's files in {work}")
     if args.estimate:
         print(f"\nestimate: ab's judging replayed on {args.estimate} verdicts per row, each drawing pairs (with "
               "replacement) from that row's measured pairs, under the budget those verdicts ran with:\n")

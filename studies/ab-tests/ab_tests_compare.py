@@ -27,7 +27,7 @@ import sys
 
 import numpy as np
 
-from batchperf.ab import stats as ab_test
+from batchperf.ab.stats import SequentialTest, make_test
 from batchperf.ab.stats import signed_rank
 from batchperf.ab.stats import ttest
 
@@ -43,12 +43,13 @@ def draws(law: str, rng: np.random.Generator, shape: tuple[int, int], sd: float 
     return rng.normal(0, 0.02, shape) + rng.choice([-0.3, 0.3], shape) * (rng.random(shape) < 0.1)
 
 
-def intervals(judge: ab_test.Judge, data: np.ndarray, n: int) -> tuple[np.ndarray, np.ndarray]:
+def intervals(judge: SequentialTest, data: np.ndarray, n: int) -> tuple[np.ndarray, np.ndarray]:
     """Every sequence's interval (log scale) at look ``n``, as ``judge.interval`` gives it, all sequences at once.
 
     Signed-rank: with distinct Walsh averages the inverted test accepts exactly the shifts between the
     (c+1)-th smallest and the (c+1)-th largest, c the largest T+ whose p-value is at most the level
-    (``tests/studies/test_ab_tests_compare.py`` checks both against ``Judge.interval``); t: mean ± c_n s / sqrt(n).
+    (``tests/studies/test_ab_tests_compare.py`` checks both against ``SequentialTest.interval``); t: mean ± c_n s /
+    sqrt(n).
     """
     head = data[:, :n]
     if judge.test == "t":
@@ -68,7 +69,7 @@ def intervals(judge: ab_test.Judge, data: np.ndarray, n: int) -> tuple[np.ndarra
     return walsh[:, c], walsh[:, total - 1 - c]
 
 
-def simulate(judge: ab_test.Judge, data: np.ndarray, margin: float) -> dict[str, float]:
+def simulate(judge: SequentialTest, data: np.ndarray, margin: float) -> dict[str, float]:
     """``ab``'s calls on every sequence: looks after every pair, stops at the first call (``stats.call``)."""
     sims, max_pairs = data.shape
     open_ = np.ones(sims, dtype=bool)
@@ -95,11 +96,11 @@ def simulate(judge: ab_test.Judge, data: np.ndarray, margin: float) -> dict[str,
             "by 10": float((regression & (pairs <= 10)).mean()), "spent": float(spent.mean())}
 
 
-def judges(max_pairs: int, alpha: float) -> list[tuple[str, ab_test.Judge]]:
+def judges(max_pairs: int, alpha: float) -> list[tuple[str, SequentialTest]]:
     """ab's two tests, and the t-test with Pocock-type spending (not offered by ab: shown for the choice)."""
-    return [("t (O'Brien-Fleming)", ab_test.make("t", max_pairs, alpha)),
-            ("t (Pocock)", ab_test.Judge("t", crit=ttest.boundaries(max_pairs, alpha, "pocock"))),
-            ("signed-rank", ab_test.make("signed-rank", max_pairs, alpha))]
+    return [("t (O'Brien-Fleming)", make_test("t", max_pairs, alpha)),
+            ("t (Pocock)", SequentialTest("t", crit=ttest.boundaries(max_pairs, alpha, "pocock"))),
+            ("signed-rank", make_test("signed-rank", max_pairs, alpha))]
 
 
 def main() -> int:

@@ -10,11 +10,11 @@ from dataclasses import replace
 
 from paths import DATA
 
-from batchperf.ab import stats as ab_test
+from batchperf.ab.cell import CellState
 from batchperf.ab.env import Environment
 from batchperf.ab.judging import add_pair, judge_cell
-from batchperf.ab.result import CellState
 from batchperf.ab.settings import Settings
+from batchperf.ab.stats import make_test
 from batchperf.regress.verdict import Verdict
 from batchperf.results.io import read_results
 
@@ -56,6 +56,6 @@ def test_a_cell_whose_every_pair_was_client_bound_is_never_passed_on_its_kv_alon
     lagged = replace(RECORD, client=LAGGED)
     for index in range(1, 9):
         add_pair(cell, settings(), lagged, lagged, index)
-    judge_cell(cell, ab_test.make("signed-rank", 14, 0.05), 8)
+    judge_cell(cell, make_test("signed-rank", 14, 0.05), 8)
     assert cell.metrics["kv_bytes_per_request_mean"].call is Verdict.NO_CHANGE
     assert cell.metrics["output_throughput"].a == [] and cell.verdict is Verdict.INCONCLUSIVE

@@ -15,11 +15,11 @@ from dataclasses import replace
 
 from paths import DATA
 
-from batchperf.ab import stats as ab_test
+from batchperf.ab.cell import CellState, PairSeries
 from batchperf.ab.env import Environment
 from batchperf.ab.judging import add_pair, exact_call, judge_cell
-from batchperf.ab.result import CellState, PairSeries
 from batchperf.ab.settings import Settings
+from batchperf.ab.stats import make_test
 from batchperf.measure.catalogue import Direction
 from batchperf.measure.kv import PADDED_LAYOUT
 from batchperf.regress.verdict import Verdict
@@ -54,7 +54,7 @@ def test_a_timing_dependent_kv_figure_no_longer_decides_the_cell() -> None:
                                                    a=[100.0] * 12, b=[100.0 + 0.1 * (i % 3 - 1) for i in range(12)])
     cell.metrics[KV] = PairSeries(KV, Direction.EXACT, True, 0.0, a=[1262933.0 + 7 * (i % 2) for i in range(12)],
                                   b=[1274368.0 - 5 * (i % 2) for i in range(12)])
-    judge_cell(cell, ab_test.make("signed-rank", 14, 0.05), 12)
+    judge_cell(cell, make_test("signed-rank", 14, 0.05), 12)
     assert cell.verdict is Verdict.NO_CHANGE
     kv = next(m for m in cell.cell_verdict().metrics if m.metric == KV)
     assert kv.verdict is Verdict.NOT_JUDGED and not kv.deciding and "depends on timing" in kv.note
@@ -76,7 +76,7 @@ def _judged(a: Callable[[int], CellRecord], b: Callable[[int], CellRecord], pair
     cell = CellState("c", "n")
     for index in range(1, pairs + 1):
         add_pair(cell, settings, a(index), b(index), index)
-    judge_cell(cell, ab_test.make("signed-rank", max_pairs, 0.05), pairs)
+    judge_cell(cell, make_test("signed-rank", max_pairs, 0.05), pairs)
     return cell
 
 

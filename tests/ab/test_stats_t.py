@@ -9,7 +9,6 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from batchperf.ab import stats as ab_test
 from batchperf.ab.stats import ttest
 
 
@@ -121,19 +120,3 @@ def test_t_interval_by_hand() -> None:
     assert ttest.t_interval(d, math.inf).low == -math.inf and ttest.t_interval([0.1], 2.0).high == math.inf
     with pytest.raises(ValueError, match="finite log-ratios"):
         ttest.t_interval([0.1, math.nan], 2.0)
-
-
-def test_the_judge_replays_from_what_ab_json_records() -> None:
-    t = ab_test.make("t", 14, 0.05)
-    assert ab_test.from_settings(t.to_dict()).crit == t.crit
-    assert t.needs == ttest.first_look(t.crit) and t.needs >= ttest.MIN_PAIRS
-    old = {"per_look_level": 0.01}  # an ab.json from before --test: signed-rank
-    assert ab_test.from_settings(old).test == "signed-rank"
-    d = [-0.06, -0.05, -0.07, -0.04, -0.05, -0.06, -0.05, -0.06, -0.05, -0.04, -0.06, -0.05, -0.05, -0.06]
-    assert t.interval(d).high < 0  # a steady 5% slowdown is excluded from zero by the t judge
-    with pytest.raises(ValueError, match="unknown test"):
-        ab_test.make("bayes", 14, 0.05)
-
-
-def test_fewest_max_pairs_of_the_t_test() -> None:
-    assert ab_test.fewest_max_pairs("t", 0.05) == ttest.MIN_PAIRS

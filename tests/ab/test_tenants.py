@@ -12,11 +12,11 @@ from dataclasses import replace
 import pytest
 from paths import DATA
 
-from batchperf.ab import stats as ab_test
+from batchperf.ab.cell import CellState
 from batchperf.ab.env import Environment
 from batchperf.ab.judging import add_pair, judge_cell
-from batchperf.ab.result import CellState
 from batchperf.ab.settings import Settings, UsageProblem
+from batchperf.ab.stats import make_test
 from batchperf.measure.catalogue import AB_PER_TENANT
 from batchperf.regress.verdict import Verdict
 from batchperf.results.io import read_results
@@ -42,7 +42,7 @@ def judged(s: Settings, b_ttft: float, pairs: int = 8) -> CellState:
         a = replace(RECORD, tenants=tenants(100.0 + i % 3))
         b = replace(RECORD, tenants=tenants(b_ttft + (i * 7) % 5))
         add_pair(cell, s, a, b, i + 1)
-    judge_cell(cell, ab_test.make("signed-rank", 14, 0.05), pairs)
+    judge_cell(cell, make_test("signed-rank", 14, 0.05), pairs)
     return cell
 
 

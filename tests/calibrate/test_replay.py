@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 from detector_samples import keep, verdict_doc
 
-from batchperf.ab import stats as ab_test
+from batchperf.ab.stats import make_test
 from batchperf.ab.stats.signed_rank import min_pairs, per_look_level
 from batchperf.calibrate.replay import banks, estimate, judge_for, needed, replay
 
@@ -71,7 +71,7 @@ def test_replay_judges_with_the_test_the_verdicts_ran(tmp_path: Path, monkeypatc
     """Verdicts run with --test t record their boundaries; the replay uses them, not the signed-rank level: a
     steady 10% slowdown is called at the t-test's first look that can decide (sooner than signed-rank's)."""
     monkeypatch.setenv("BATCHPERF_CACHE", str(tmp_path / "cache"))
-    t = ab_test.make("t", 14, 0.05)
+    t = make_test("t", 14, 0.05)
     doc = verdict_doc([0.89 + 0.01 * (i % 3) for i in range(14)], 50.0, "done")
     doc["settings"].update(t.to_dict())
     keep(tmp_path / "compute-0.05-00", doc)

@@ -6,10 +6,9 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from batchperf.ab import stats as ab_test
-from batchperf.ab.stats import signed_rank
-from batchperf.ab.result import CellState, PairSeries
+from batchperf.ab.cell import CellState, PairSeries
 from batchperf.ab.settings import Settings, per_tenant_name
+from batchperf.ab.stats import SequentialTest, signed_rank
 from batchperf.measure.catalogue import AB_PER_TENANT, GATED, TENANT_METRICS, Direction, Metric
 from batchperf.measure.slo import NO_TENANT
 from batchperf.regress.judgeable import (
@@ -93,7 +92,7 @@ def missing_deciders(cell: CellState, settings: Settings, a: CellRecord, b: Cell
         cell.metrics[name] = PairSeries(name, rules[base].direction, True, settings.margin_of(name), caveat=why)
 
 
-def judge_metric(result: PairSeries, judge: ab_test.Judge) -> None:
+def judge_metric(result: PairSeries, test: SequentialTest) -> None:
     if result.direction is Direction.EXACT:
         result.call, result.note = exact_call(result.a, result.b)
         if result.call is Verdict.NOT_JUDGED:
@@ -110,7 +109,7 @@ def judge_metric(result: PairSeries, judge: ab_test.Judge) -> None:
     ratios = result.log_ratios
     if not ratios:
         return
-    result.interval = judge.interval(ratios)
+    result.interval = test.interval(ratios)
     result.call = signed_rank.call(result.interval, result.direction is Direction.HIGHER, result.margin)
 
 
@@ -138,12 +137,12 @@ def cell_verdict(metrics: Sequence[PairSeries]) -> Verdict:
     return combine((m.call for m in metrics if m.deciding), empty=Verdict.INCONCLUSIVE)
 
 
-def judge_cell(cell: CellState, judge: ab_test.Judge, pairs: int) -> None:
+def judge_cell(cell: CellState, test: SequentialTest, pairs: int) -> None:
     """Re-judge an unsettled cell on its pairs so far; freeze it once its verdict is clear."""
     if cell.settled:
         return
     for result in cell.metrics.values():
-        judge_metric(result, judge)
+        judge_metric(result, test)
     cell.verdict = cell_verdict(list(cell.metrics.values()))
     if cell.verdict is not Verdict.INCONCLUSIVE:
         cell.settled_at = pairs

@@ -1,16 +1,17 @@
-"""One A/B pair: the order its sides run in, and folding its two results files into every cell still measured
-(failures, the cell's identity on both sides, the values, the verdicts)."""
+"""One A/B pair: the order its sides run in, its two results files read once (:func:`read_pair`), and folding them
+into every cell still measured (failures, the cell's identity on both sides, the values, the verdicts)."""
 
 from __future__ import annotations
 
 from collections.abc import Mapping
 
+from batchperf.ab.cell import CellState
 from batchperf.ab.env import SideRun
 from batchperf.ab.judging import add_pair, judge_cell
-from batchperf.ab.result import AbResult, CellState, Pair
+from batchperf.ab.result import AbResult, Pair
 from batchperf.regress.fingerprint import cell_identity, identity_diff
 from batchperf.regress.verdict import Verdict
-from batchperf.results.io import read_results
+from batchperf.results.io import ResultsFile, read_results
 from batchperf.results.record import CellRecord
 
 
@@ -29,16 +30,23 @@ def failure_of(run: SideRun, cell_id: str, records: Mapping[str, CellRecord]) ->
     return None
 
 
-def read_cells(run: SideRun) -> dict[str, CellRecord]:
-    """cell id -> record of a run's results file."""
-    if run.results is None:
-        return {}
-    return {rec.id: rec for rec in read_results(run.results).records}
+def read_pair(runs: Mapping[str, SideRun]) -> dict[str, ResultsFile]:
+    """Environment label -> its process's results file, parsed: the one read of a pair's files, which the identity
+    check (:func:`check_identity`), the folding (:func:`absorb`) and the choice of rounds
+    (:func:`batchperf.ab.warmup.choose_rounds`) all take. A side that wrote no results file is absent."""
+    return {label: read_results(run.results) for label, run in runs.items() if run.results is not None}
 
 
-def absorb(result: AbResult, pair: Pair) -> None:
-    """Fold a finished pair into every measuring cell: failures, identity checks, values, verdicts."""
-    records = {label: read_cells(run) for label, run in pair.runs.items()}
+def cells_of(files: Mapping[str, ResultsFile], label: str) -> dict[str, CellRecord]:
+    """cell id -> record of ``label``'s results file (none: no cells)."""
+    found = files.get(label)
+    return {} if found is None else {rec.id: rec for rec in found.records}
+
+
+def absorb(result: AbResult, pair: Pair, files: Mapping[str, ResultsFile]) -> None:
+    """Fold a finished pair (its results ``files``, :func:`read_pair`) into every measuring cell: failures, identity
+    checks, values, verdicts."""
+    records = {label: cells_of(files, label) for label in pair.runs}
     for cell in measuring(result):
         fails = {label: why for label, run in pair.runs.items()
                  if (why := failure_of(run, cell.id, records[label])) is not None}
@@ -56,7 +64,7 @@ def absorb(result: AbResult, pair: Pair) -> None:
             cell.note = "the environments ran different cells: " + "; ".join(diffs)
             continue
         add_pair(cell, result.settings, a, b, pair.index)
-        judge_cell(cell, result.judge, pair.index)
+        judge_cell(cell, result.sequential_test, pair.index)
 
 
 def measuring(result: AbResult) -> list[CellState]:
@@ -65,13 +73,10 @@ def measuring(result: AbResult) -> list[CellState]:
             if not c.settled and c.verdict not in (Verdict.FAILED, Verdict.NOT_JUDGED)]
 
 
-def check_identity(result: AbResult, pair: Pair) -> str:
-    """A problem with the hardware identity the two results files recorded (empty when they match)."""
-    prints = {}
-    for label, run in pair.runs.items():
-        raw = read_results(run.results).fingerprint if run.results else None
-        if raw is not None:
-            prints[label] = raw.get("identity", {})
+def check_identity(files: Mapping[str, ResultsFile], index: int) -> str:
+    """A problem with the hardware identity pair ``index``'s two results files (:func:`read_pair`) recorded (empty
+    when they match, or when a side recorded none)."""
+    prints = {label: raw.get("identity", {}) for label, file in files.items() if (raw := file.fingerprint) is not None}
     if len(prints) == 2 and (diffs := identity_diff(prints["A"], prints["B"])):
-        return f"pair {pair.index}: the environments ran on different hardware identities: {'; '.join(diffs)}"
+        return f"pair {index}: the environments ran on different hardware identities: {'; '.join(diffs)}"
     return ""

@@ -29,7 +29,7 @@ def headline(result: AbResult) -> list[str]:
     if loads:
         lines.append(f"machine load (1-min average, at each pair): min {min(loads):.2f}, median "
                      f"{statistics.median(loads):.2f}, max {max(loads):.2f}")
-    lines.append(f"intervals: {result.judge.describe()} ({result.level_method})")
+    lines.append(f"intervals: {result.sequential_test.describe()} ({result.level_method})")
     if result.versions_differ:
         lines.append("versions that differ: " + ", ".join(f"{k} {a} → {b}" for k, (a, b) in result.versions_differ.items()))
     else:

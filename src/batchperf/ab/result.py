@@ -1,106 +1,25 @@
-"""What a ``batchperf ab`` run holds, and writes to ``ab.json``: each metric's values over the pairs
-(:class:`PairSeries`), each cell's state (:class:`CellState`), the pairs, the run (:class:`AbResult`) and its exit
-code. Judging them is :mod:`batchperf.ab.judging`'s; the run, :mod:`batchperf.ab.run`'s."""
+"""What a ``batchperf ab`` run holds, and writes to ``ab.json``: its cells (:mod:`batchperf.ab.cell`), the pairs, the
+run (:class:`AbResult`), how it ended (:class:`Ended`) and its exit code. Judging the cells is
+:mod:`batchperf.ab.judging`'s; the run, :mod:`batchperf.ab.run`'s."""
 
 from __future__ import annotations
 
 import datetime as dt
-import math
 import signal
 import statistics
 import time
 from dataclasses import dataclass, field
 from typing import Any
 
-from batchperf.ab import stats as ab_test
-from batchperf.ab.stats import signed_rank
+from batchperf.ab.cell import CellState
 from batchperf.ab.env import Probe, SideRun
 from batchperf.ab.settings import Settings
-from batchperf.ab.stats.signed_rank import Interval
+from batchperf.ab.stats import SequentialTest
 from batchperf.ab.warmup import RoundsChoice, Warmup
-from batchperf.measure.catalogue import Direction
 from batchperf.regress.fingerprint import version_diff
-from batchperf.regress.verdict import CellVerdict, MetricVerdict, Verdict
+from batchperf.regress.verdict import Verdict
 
 SCHEMA = 2  # 2: verdicts in the one vocabulary ("not comparable" is now "not judged")
-
-
-@dataclass(slots=True)
-class PairSeries:
-    """One metric of one cell over the pairs so far: A's and B's value per pair, and what they say."""
-
-    metric: str  # the catalogue name, e.g. output_throughput
-    direction: Direction
-    deciding: bool
-    margin: float
-    a: list[float] = field(default_factory=list)  # per pair, A's value
-    b: list[float] = field(default_factory=list)
-    interval: Interval | None = None
-    call: Verdict = Verdict.INCONCLUSIVE
-    note: str = ""  # why it is not judged or is still open (an exact metric: see exact_call)
-    reported_why: str = ""  # why a metric that would decide is reported only (judgeable.arrival_reason)
-    caveat: str = ""  # what its verdict does not say in this cell (judgeable.open_loop_caveat)
-
-    @property
-    def shown_note(self) -> str:
-        """What its row says: why it is open or not judged, why it only reports, what its verdict does not say."""
-        return "; ".join(filter(None, (self.note, self.reported_why, self.caveat)))
-
-    @property
-    def log_ratios(self) -> list[float]:
-        return [math.log(y / x) for x, y in zip(self.a, self.b) if x > 0 and y > 0]
-
-    def verdict(self) -> MetricVerdict:
-        """This series as the one metric verdict (reference A's median, measured B's, the interval's estimate)."""
-        iv = self.interval
-        a = statistics.median(self.a) if self.a else None
-        b = statistics.median(self.b) if self.b else None
-        change = signed_rank.relative(iv.estimate) if iv else math.nan
-        return MetricVerdict(self.metric, self.direction, self.call, a, b, change,
-                             math.nan if self.direction is Direction.EXACT else self.margin,
-                             interval=(signed_rank.relative(iv.low), signed_rank.relative(iv.high)) if iv else None,
-                             pairs=len(self.a), deciding=self.deciding, note=self.shown_note)
-
-    def to_dict(self) -> dict[str, Any]:
-        iv = self.interval
-        return {
-            "metric": self.metric, "direction": self.direction.value, "deciding": self.deciding,
-            "margin": self.margin, "a": self.a, "b": self.b, "ratios": [y / x if x else None for x, y in zip(self.a, self.b)],
-            "n": len(self.a), "call": self.call.value, **({"note": self.shown_note} if self.shown_note else {}),
-            **({"estimate": signed_rank.relative(iv.estimate), "low": signed_rank.relative(iv.low),
-                "high": signed_rank.relative(iv.high)} if iv else {}),
-        }
-
-
-@dataclass(slots=True)
-class CellState:
-    id: str
-    nodeid: str
-    verdict: Verdict = Verdict.INCONCLUSIVE
-    settled_at: int | None = None  # pairs behind the frozen verdict
-    metrics: dict[str, PairSeries] = field(default_factory=dict)
-    failures: dict[str, str] = field(default_factory=dict)  # environment label -> what happened
-    note: str = ""
-    client_bound: list[str] = field(default_factory=list)  # pairs whose client set some metrics: left out of them
-
-    @property
-    def settled(self) -> bool:
-        return self.settled_at is not None
-
-    def cell_verdict(self) -> CellVerdict:
-        """This cell as the one cell verdict: deciding metrics first, then the exact ones, then those reported."""
-        ordered = sorted(self.metrics.values(), key=lambda m: (not m.deciding, m.direction is Direction.EXACT))
-        why = ([self.note] if self.note else []) + [f"in {label}: {w}" for label, w in sorted(self.failures.items())]
-        if self.client_bound:
-            why.append(f"{len(self.client_bound)} pair(s) client-bound, left out of the metrics their client set: "
-                       + "; ".join(self.client_bound[:3]) + ("; …" if len(self.client_bound) > 3 else ""))
-        return CellVerdict(self.id, self.verdict, tuple(m.verdict() for m in ordered), tuple(why),
-                           settled_at=self.settled_at)
-
-    def to_dict(self) -> dict[str, Any]:
-        return {"id": self.id, "nodeid": self.nodeid, "verdict": self.verdict.value, "settled_at": self.settled_at,
-                "failures": self.failures, "note": self.note, "client_bound": self.client_bound,
-                "metrics": [m.to_dict() for m in self.metrics.values()]}
 
 
 @dataclass(slots=True)
@@ -117,11 +36,34 @@ class Pair:
                    for label, r in self.runs.items()}}
 
 
+ENDINGS = ("done", "budget", "interrupted", "failed")  # a run's status once it ended ("running" before)
+
+
+@dataclass(frozen=True, slots=True)
+class Ended:
+    """How a run ended, as the stage that ended it returns it (the warm-up, the pairs, the budget, a stop signal);
+    :func:`batchperf.ab.run.finish` applies it to the :class:`AbResult`, the one place that does."""
+
+    status: str  # one of ENDINGS
+    reason: str = ""  # why it stopped, for budget/interrupted/failed
+    minutes_needed: int | None = None  # budget: the --max-minutes a verdict needs, when this one could not fit
+    stop_signal: int | None = None  # interrupted: the signal's number
+
+    def __post_init__(self) -> None:
+        if self.status not in ENDINGS:
+            raise ValueError(f"status: {self.status!r}; must be one of {', '.join(ENDINGS)}")
+        if self.status != "done" and not self.reason:
+            raise ValueError(f"reason: empty for status {self.status!r}; a run that stops early says why")
+        if (self.stop_signal is not None) != (self.status == "interrupted"):
+            raise ValueError(f"stop_signal: {self.stop_signal} with status {self.status!r}; an interrupted run, and "
+                             "only one, names the signal that stopped it")
+
+
 @dataclass(slots=True)
 class AbResult:
     settings: Settings
     probes: dict[str, Probe]
-    judge: ab_test.Judge  # the test behind each deciding metric's interval (its level or boundaries)
+    sequential_test: SequentialTest  # the test behind each deciding metric's interval (its level or boundaries)
     level_method: str
     cells: dict[str, CellState]
     pairs: list[Pair] = field(default_factory=list)
@@ -166,7 +108,7 @@ class AbResult:
             "elapsed_s": round(self.elapsed_s, 1), "minutes_needed": self.minutes_needed,
             "command": s.command,
             "settings": {"margin": s.margin, "margins": dict(s.margins), "metrics": list(s.metrics), "alpha": s.alpha,
-                         **self.judge.to_dict(), "level_method": self.level_method, "max_pairs": s.max_pairs,
+                         **self.sequential_test.to_dict(), "level_method": self.level_method, "max_pairs": s.max_pairs,
                          "max_minutes": s.max_minutes, "rounds": s.rounds, "warmup": s.warmup, "design": self.design,
                          "design_asked": s.design, "keep_servers": s.keep_servers,
                          "pytest_args": list(s.pytest_args)},

@@ -30,17 +30,17 @@ import os
 import signal
 import time
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from pathlib import Path
 
-from batchperf.ab import stats as ab_test
 from batchperf.ab import outdir
-from batchperf.ab.stats import signed_rank
+from batchperf.ab.cell import CellState
 from batchperf.ab.designs import duet_cores, run_cells, run_resident
 from batchperf.ab.env import Environment, EnvironmentProblem, Probe, SideRun, collect, probe
-from batchperf.ab.pairs import absorb, check_identity, measuring, order_of
-from batchperf.ab.result import AbResult, CellState, Pair
+from batchperf.ab.pairs import absorb, check_identity, measuring, order_of, read_pair
+from batchperf.ab.result import AbResult, Ended, Pair
 from batchperf.ab.settings import DEFAULT_ROUNDS, BudgetTooSmall, Settings, UsageProblem
+from batchperf.ab.stats import fewest_max_pairs, make_test, signed_rank
 from batchperf.ab.warmup import WARMUP_ROUNDS, RoundsChoice, Warmup, choose_rounds
 from batchperf.launch.child import exit_code_of, stop_signals
 from batchperf.launch.kept_server import KEEP_ENV, OWNER_ENV, stop_kept
@@ -82,18 +82,18 @@ def prepare(settings: Settings, prober: Prober = probe, collector: Collector = c
             raise UsageProblem(str(exc)) from None
     deciding = len(settings.metrics)  # the exact metrics decide too, but by equality: no error to share
     family = settings.alpha / (len(shared) * deciding)
-    needed = ab_test.fewest_max_pairs(settings.test, family)
+    needed = fewest_max_pairs(settings.test, family)
     if settings.max_pairs < needed:
         fix = (f"give --max-pairs {needed} or more" if needed <= signed_rank.MAX_PAIRS
                else "no --max-pairs allowed is enough")
         raise BudgetTooSmall(f"--max-pairs {settings.max_pairs}: a verdict on {len(shared)} cell(s) x {deciding} "
                              f"deciding metric(s) at --alpha {settings.alpha} needs at least {needed} pairs ({fix}; "
                              "or fewer cells, fewer --metrics, or a larger --alpha)")
-    judge = ab_test.make(settings.test, settings.max_pairs, family)
+    test = make_test(settings.test, settings.max_pairs, family)
     cells = {cid: CellState(cid, found["A"][cid]) for cid in shared}
     only = {label: sorted(set(found[label]) - set(found[other]))
             for label, other in (("A", "B"), ("B", "A")) if set(found[label]) - set(found[other])}
-    return AbResult(settings, probes, judge, f"{judge.method}; alpha {settings.alpha} over {len(shared)} cell(s) x "
+    return AbResult(settings, probes, test, f"{test.method}; alpha {settings.alpha} over {len(shared)} cell(s) x "
                     f"{deciding} deciding metric(s) = {family:.4g} each", cells, only_in=only, design=design)
 
 
@@ -121,77 +121,84 @@ def run_ab(settings: Settings, runner: SideRunner = run_cells, prober: Prober = 
         raise UsageProblem(str(exc)) from None
     with folder, stop_signals():
         result = prepare(settings, prober, collector)
-        needs = result.judge.needs
-        progress(f"{result.judge.describe()}; {result.level_method}; a verdict needs at least "
+        needs = result.sequential_test.needs
+        progress(f"{result.sequential_test.describe()}; {result.level_method}; a verdict needs at least "
                  f"{needs} pairs; {len(result.cells)} cell(s)")
         try:
-            measure_pairs(result, runner, progress, clock, start)
+            ended = measure_pairs(result, runner, progress, clock, start)
         except KeyboardInterrupt as exc:
-            result.status, result.stop_signal = "interrupted", exit_code_of(exc) - 128
-            name = signal.Signals(result.stop_signal).name
-            during = ("the warm-up" if settings.warmup and result.warmup is None
-                      else f"pair {len(result.pairs) + 1}")
-            result.reason = (f"interrupted ({name}) during {during}; "
-                             f"that pair is discarded, the {len(result.pairs)} finished pair(s) are reported")
+            ended = interrupted(result, exit_code_of(exc) - 128)
         except ResultsError as exc:
-            result.status, result.reason = "failed", f"a results file could not be read: {exc}"
+            ended = Ended("failed", f"a results file could not be read: {exc}")
         except Exception as exc:  # noqa: BLE001 - whatever it was, the run ends as failed and says why
-            result.status, result.reason = "failed", f"unexpected error: {type(exc).__name__}: {exc}"
+            ended = Ended("failed", f"unexpected error: {type(exc).__name__}: {exc}")
         finally:
             if settings.keep_servers:  # ended however the run ended; a SIGKILL of ab ends them too (their guards)
                 result.kept_servers = {label: stop_kept(kept_folder(settings.out, label)) for label in ("A", "B")}
-        if result.status == "running":
-            result.status = "done"
-        result.elapsed_s = clock() - start
-        write_json(result, result.elapsed_s)
+        finish(result, ended)
+        write_ab_json(result, clock() - start)
     return result
 
 
+def finish(result: AbResult, ended: Ended) -> None:
+    """The one place the run's end is applied: how the stage that ended it said it ended."""
+    result.status = ended.status
+    result.reason = ended.reason
+    result.minutes_needed = ended.minutes_needed
+    if ended.stop_signal is not None:
+        result.stop_signal = ended.stop_signal
+
+
+def interrupted(result: AbResult, signum: int) -> Ended:
+    """How a stop signal (SIGINT, SIGTERM) during the warm-up or a pair ends the run: that pair is discarded."""
+    during = "the warm-up" if result.settings.warmup and result.warmup is None else f"pair {len(result.pairs) + 1}"
+    return Ended("interrupted", f"interrupted ({signal.Signals(signum).name}) during {during}; that pair is discarded, "
+                 f"the {len(result.pairs)} finished pair(s) are reported", stop_signal=signum)
+
+
 def measure_pairs(result: AbResult, runner: SideRunner, progress: Progress, clock: Callable[[], float],
-                  start: float) -> None:
-    """The warm-up, then pairs until every cell is settled or failed, a budget is spent, or an environment fails."""
+                  start: float) -> Ended:
+    """The warm-up, then pairs until every cell is settled or failed, a budget is spent, or an environment fails;
+    returns how it ended."""
     settings = result.settings
     if given := settings.given_rounds:
         result.rounds = RoundsChoice(given, given, "given")
-    if not warm_up(result, runner, progress):
-        return
+    if (ended := warm_up(result, runner, progress)) is not None:
+        return ended
     pairs_from = clock() - start  # the pairs' own seconds (judging and writing included) are counted from here
     while measuring(result):
         index = len(result.pairs) + 1
         elapsed = clock() - start
         if stop := budget_spent(result, index, elapsed, elapsed - pairs_from):
-            result.status, result.reason = "budget", stop.reason
-            result.minutes_needed = stop.minutes_needed
-            return
+            return stop
         rounds = result.rounds.chosen if result.rounds else DEFAULT_ROUNDS
         stems = {label: settings.out.resolve() / f"pair-{index:03d}-{label}" for label in ("A", "B")}
         runs = run_pair(result, runner, rounds, stems, order_of(index))
         pair = Pair(index, order_of(index), runs, _load())
         result.pairs.append(pair)
         if crashed := [r for r in runs.values() if r.crashed]:
-            result.status = "failed"
-            result.reason = "; ".join(crash_reason(r, f"pair {index}", result, index - 1) for r in crashed)
-            return
-        if problem := check_identity(result, pair):
-            result.status, result.reason = "failed", problem
-            return
-        absorb(result, pair)
+            return Ended("failed", "; ".join(crash_reason(r, f"pair {index}", result, index - 1) for r in crashed))
+        files = read_pair(runs)
+        if problem := check_identity(files, index):
+            return Ended("failed", problem)
+        absorb(result, pair, files)
         if result.rounds is None:  # no warm-up measured the costs: the first pair does, for the pairs after it
-            result.rounds = choose_rounds(runs, result.design, f"first pair (itself {rounds} rounds)") or RoundsChoice(
+            source = f"first pair (itself {rounds} rounds)"
+            result.rounds = choose_rounds(runs, files, result.design, source) or RoundsChoice(
                 DEFAULT_ROUNDS, None, "the first pair's results hold no round durations: the default")
             progress(f"rounds per process from pair 2 on: {result.rounds.chosen} ({result.rounds.why})")
         progress(progress_line(result, pair, clock() - start))
-        write_json(result, clock() - start)
-    result.status = "done"
+        write_ab_json(result, clock() - start)
+    return Ended("done")
 
 
-def warm_up(result: AbResult, runner: SideRunner, progress: Progress) -> bool:
-    """The warm-up pair before pair 1 (discarded), and the rounds chosen from it when none were given; False when
-    an environment failed in it (the run has failed)."""
+def warm_up(result: AbResult, runner: SideRunner, progress: Progress) -> Ended | None:
+    """The warm-up pair before pair 1 (discarded), and the rounds chosen from it when none were given; how the run
+    ended when an environment failed in it, None when the pairs follow."""
     settings = result.settings
     if not settings.warmup:
         result.warmup = Warmup(False, "--no-warmup")
-        return True
+        return None
     # a few rounds: the warm-up is for a fresh environment's one-time costs (compiling, caches, a kept server's start),
     # which its first rounds pay; given rounds beyond those would only lengthen it
     rounds = min(result.rounds.chosen, WARMUP_ROUNDS) if result.rounds else WARMUP_ROUNDS
@@ -201,14 +208,12 @@ def warm_up(result: AbResult, runner: SideRunner, progress: Progress) -> bool:
     result.warmup = Warmup(True, f"one process of A and of B ({result.design}), {rounds} round(s) each", rounds,
                            {label: run.seconds for label, run in runs.items()})
     if crashed := [r for r in runs.values() if r.crashed]:
-        result.status = "failed"
-        result.reason = "; ".join(crash_reason(r, "the warm-up", result, 0) for r in crashed)
-        return False
-    if result.rounds is None:
-        result.rounds = choose_rounds(runs, result.design, "warm-up") or RoundsChoice(
+        return Ended("failed", "; ".join(crash_reason(r, "the warm-up", result, 0) for r in crashed))
+    if result.rounds is None:  # read only here: given rounds need nothing of the warm-up's files
+        result.rounds = choose_rounds(runs, read_pair(runs), result.design, "warm-up") or RoundsChoice(
             DEFAULT_ROUNDS, None, "the warm-up's results hold no round durations: the default")
     progress(f"{result.warmup.describe()}; rounds per process: {result.rounds.chosen} ({result.rounds.why})")
-    return True
+    return None
 
 
 def run_pair(result: AbResult, runner: SideRunner, rounds: int, stems: Mapping[str, Path],
@@ -272,37 +277,29 @@ def how_it_ended(returncode: int) -> str:
     return f"pytest exit {returncode}" + (", no results file" if returncode in (0, 1, 5) else "")
 
 
-@dataclass(frozen=True, slots=True)
-class BudgetStop:
-    """Why no further pair runs; ``minutes_needed`` when the minutes left cannot reach a verdict at all (the
-    --max-minutes that would)."""
-
-    reason: str
-    minutes_needed: int | None = None
-
-
-def budget_spent(result: AbResult, index: int, elapsed_s: float, pairs_s: float) -> BudgetStop | None:
-    """Why no further pair runs, or None. A pair's cost is the wall clock the pairs so far took (``pairs_s``, from
-    the first pair's start), not its processes' seconds summed: the resident and duet designs run the two at once,
-    and a sum there doubled the estimate and ended a run a pair early. When the minutes left cannot reach the
-    pairs a verdict needs, the run stops at once, naming the budget that would (seen: a chain whose 10-minute
-    steps fit 3 of the 6 pairs a verdict needed, an hour measured for nothing)."""
+def budget_spent(result: AbResult, index: int, elapsed_s: float, pairs_s: float) -> Ended | None:
+    """Why no further pair runs (status budget), or None. A pair's cost is the wall clock the pairs so far took
+    (``pairs_s``, from the first pair's start), not its processes' seconds summed: the resident and duet designs run
+    the two at once, and a sum there doubled the estimate and ended a run a pair early. When the minutes left cannot
+    reach the pairs a verdict needs, the run stops at once, naming the budget that would (``minutes_needed``; seen:
+    a chain whose 10-minute steps fit 3 of the 6 pairs a verdict needed, an hour measured for nothing)."""
     s = result.settings
     if index > s.max_pairs:
-        return BudgetStop(f"--max-pairs {s.max_pairs} spent")
+        return Ended("budget", f"--max-pairs {s.max_pairs} spent")
     if s.max_minutes is not None and result.pairs:
         per_pair = pairs_s / len(result.pairs)
         fit = len(result.pairs) + int(max(s.max_minutes * 60 - elapsed_s, 0) // per_pair)
-        if fit < (needs := result.judge.needs):  # the pairs still to come could not give any verdict
+        if fit < (needs := result.sequential_test.needs):  # the pairs to come could not give any verdict
             enough = math.ceil((elapsed_s - pairs_s + needs * per_pair) / 60)
-            return BudgetStop(f"--max-minutes {s.max_minutes:g}: a pair takes about {per_pair / 60:.1f} min, so {fit} "
-                              f"pair(s) fit and a verdict needs {needs}; stopped rather than measure pairs that cannot "
-                              f"decide. Give --max-minutes {enough} or more (or fewer --rounds)", enough)
+            return Ended("budget", f"--max-minutes {s.max_minutes:g}: a pair takes about {per_pair / 60:.1f} min, so "
+                         f"{fit} pair(s) fit and a verdict needs {needs}; stopped rather than measure pairs that "
+                         f"cannot decide. Give --max-minutes {enough} or more (or fewer --rounds)",
+                         minutes_needed=enough)
         if elapsed_s + per_pair > s.max_minutes * 60:
-            return BudgetStop(f"--max-minutes {s.max_minutes:g}: {elapsed_s / 60:.1f} min spent, and a pair takes "
-                              f"about {per_pair / 60:.1f} min")
+            return Ended("budget", f"--max-minutes {s.max_minutes:g}: {elapsed_s / 60:.1f} min spent, and a pair "
+                         f"takes about {per_pair / 60:.1f} min")
     elif s.max_minutes is not None and elapsed_s >= s.max_minutes * 60:
-        return BudgetStop(f"--max-minutes {s.max_minutes:g} spent before the first pair")
+        return Ended("budget", f"--max-minutes {s.max_minutes:g} spent before the first pair")
     return None
 
 
@@ -327,7 +324,7 @@ def progress_line(result: AbResult, pair: Pair, elapsed_s: float) -> str:
     return f"[pair {pair.index}/{result.settings.max_pairs}] {sides}{load} {elapsed_s / 60:.1f} min | " + " | ".join(parts)
 
 
-def write_json(result: AbResult, elapsed_s: float) -> Path:
+def write_ab_json(result: AbResult, elapsed_s: float) -> Path:
     """``OUT/ab.json``, rewritten atomically after every pair (an interrupted run keeps what it measured)."""
     import json
 

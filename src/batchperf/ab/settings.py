@@ -6,9 +6,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from batchperf.ab import stats as ab_test
-from batchperf.ab.stats import signed_rank
 from batchperf.ab.env import Environment
+from batchperf.ab.stats import DEFAULT_TEST, TESTS, signed_rank
 from batchperf.measure.catalogue import AB_DEFAULT, AB_PER_TENANT, GATED, Direction
 
 DESIGNS = ("auto", "sequential", "resident", "duet")  # docs/ab.md, "Designs"
@@ -46,7 +45,7 @@ class Settings:
     process_minutes: float | None = None  # a process longer than this hangs: stopped, the run fails (None: max_minutes)
     rounds: int | None = None  # None: chosen from the warm-up's costs (batchperf.ab.warmup), unless the pytest args say
     warmup: bool = True  # a warm-up pair before pair 1, discarded (--no-warmup: none)
-    test: str = ab_test.DEFAULT_TEST  # the interval of each look: "t" (sequential t) or "signed-rank"
+    test: str = DEFAULT_TEST  # the interval of each look: "t" (sequential t) or "signed-rank"
     design: str = "auto"  # how a pair's two processes run (DESIGNS); auto: resident, sequential where a GPU is seen
     keep_servers: bool = False  # each side's server started once and kept across its pairs (launch.kept_server)
     command: str = ""  # the command line, recorded so the run can be repeated
@@ -68,8 +67,8 @@ class Settings:
         for name, value in {"": self.margin, **self.margins}.items():
             if not 0 <= value < 1:
                 problems.append(f"--margin {name + '=' if name else ''}{value}: must be a fraction in [0, 1)")
-        if self.test not in ab_test.TESTS:
-            problems.append(f"--test {self.test}: unknown; give one of {', '.join(ab_test.TESTS)}")
+        if self.test not in TESTS:
+            problems.append(f"--test {self.test}: unknown; give one of {', '.join(TESTS)}")
         if self.design not in DESIGNS:
             problems.append(f"--design {self.design}: unknown; give one of {', '.join(DESIGNS)}")
         if self.rounds is not None and self.rounds < 1:

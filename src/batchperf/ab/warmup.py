@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from batchperf.ab.env import SideRun
-from batchperf.results.io import read_results
+from batchperf.results.io import ResultsFile
 
 MIN_ROUNDS = 3  # a median of fewer rounds follows a single jumping round (rounds jump 30-50% on a loaded VM)
 MAX_ROUNDS = 40  # vLLM's engine cell: 40 rounds gave a pair sd of 0.016 against 0.108 with 5 (vllm-upgrade study)
@@ -64,13 +64,13 @@ class Warmup:
         return f"warm-up: {self.why} ({took}), discarded: never judged, not counted in the pairs"
 
 
-def round_seconds(run: SideRun) -> tuple[float, float] | None:
+def round_seconds(results: ResultsFile | None) -> tuple[float, float] | None:
     """(one round of every cell, every round this process ran, warm-up rounds included), in seconds, from its
     results file (each round's ``duration``); None when it has none."""
-    if run.results is None:
+    if results is None:
         return None
     one, total = 0.0, 0.0
-    for record in read_results(run.results).records:
+    for record in results.records:
         durations = [r["duration"] for r in record.rounds if isinstance(r.get("duration"), (int, float))]
         if not durations:
             return None
@@ -80,16 +80,17 @@ def round_seconds(run: SideRun) -> tuple[float, float] | None:
     return (one, total) if one > 0 else None
 
 
-def choose_rounds(runs: Mapping[str, SideRun], design: str, source: str) -> RoundsChoice | None:
-    """Rounds per process from a pair's measured costs (``source`` names the pair); None when its results say
-    nothing of them.
+def choose_rounds(runs: Mapping[str, SideRun], files: Mapping[str, ResultsFile], design: str,
+                  source: str) -> RoundsChoice | None:
+    """Rounds per process from a pair's measured costs: its processes (``runs``) and their results ``files`` as
+    :func:`batchperf.ab.pairs.read_pair` read them (``source`` names the pair); None when they say nothing of them.
 
     A process costs its start-up S plus R rounds of r seconds each; the rounds' wander averages as 1/R, a pair's
     time grows as S + R r. At R = S / r the rounds take as long as the start-up: half the variance that endless
     rounds would reach per minute, and a pair at most twice as long as its start-up (docs/ab.md, "Warm-up and
     rounds"). In the resident design a worker also waits through the other side's rounds, so those are not
     start-up."""
-    costs = {label: round_seconds(run) for label, run in runs.items()}
+    costs = {label: round_seconds(files.get(label)) for label in runs}
     if not costs or any(c is None for c in costs.values()):
         return None
     rounds_s = {label: c[1] for label, c in costs.items() if c is not None}

@@ -15,7 +15,7 @@ from typing import Any
 
 import numpy as np
 
-from batchperf.ab import stats as ab_test
+from batchperf.ab.stats import SequentialTest, make_test, recorded_test
 from batchperf.ab.judging import cell_verdict, judge_metric
 from batchperf.ab.result import PairSeries
 from batchperf.ab.stats.signed_rank import relative
@@ -57,13 +57,13 @@ def banks(work: Path, metric: str) -> dict[Key, Bank]:
     return out
 
 
-def judge_for(bank: Bank, test: str | None) -> ab_test.Judge:
+def judge_for(bank: Bank, test: str | None) -> SequentialTest:
     """The test the bank's verdicts ran with, or ``test`` made for their budget and alpha (one cell: alpha over the
     deciding metrics), to ask what the other test would have said on the same measured pairs."""
     s = bank.settings
     if test is None or test == s.get("test", "signed-rank"):
-        return ab_test.from_settings(s)
-    return ab_test.make(test, s["max_pairs"], s["alpha"] / len(s["metrics"]))
+        return recorded_test(s)
+    return make_test(test, s["max_pairs"], s["alpha"] / len(s["metrics"]))
 
 
 def replay(bank: Bank, metric: str, rng: np.random.Generator, test: str | None = None) -> Score:

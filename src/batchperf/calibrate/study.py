@@ -13,7 +13,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from batchperf.ab import stats as ab_test
+from batchperf.ab.stats import DEFAULT_TEST
 from batchperf.ab.env import Environment, default_checkout
 from batchperf.ab.result import AbResult
 from batchperf.ab.run import run_ab
@@ -46,7 +46,7 @@ class Study:
     max_pairs: int = 14
     max_minutes: float = MINUTES_TARGET
     rounds: int = 3
-    test: str = ab_test.DEFAULT_TEST
+    test: str = DEFAULT_TEST
     design: str = "sequential"
     keep_servers: bool = False
 

@@ -1,8 +1,8 @@
 """The test that turns a metric's pairs into an interval at each look: signed-rank or the sequential t (``--test``).
 
-One :class:`Judge` per run, made once for the run's family error (``alpha`` over cells × deciding metrics) and
-budget (``max_pairs``), recorded in ``ab.json`` (:meth:`Judge.to_dict`) so a replay (``tools/ab_detector.py``)
-judges exactly as the run did (:func:`from_settings`).
+One :class:`SequentialTest` per run, made once for the run's family error (``alpha`` over cells × deciding metrics)
+and budget (``max_pairs``) by :func:`make_test`, recorded in ``ab.json`` (:meth:`SequentialTest.to_dict`) so a replay
+(``tools/ab_detector.py``) judges exactly as the run did (:func:`recorded_test`).
 
 - ``signed-rank``: :func:`batchperf.ab.stats.signed_rank.signed_rank_interval` at Pocock's constant per-look level
   (:func:`batchperf.ab.stats.signed_rank.per_look_level`); honest for any symmetric noise.
@@ -29,8 +29,10 @@ DEFAULT_TEST = "signed-rank"
 
 
 @dataclass(frozen=True, slots=True)
-class Judge:
-    test: str
+class SequentialTest:
+    """The interval of each look at a metric's log-ratios: the test, and its per-look level or boundaries."""
+
+    test: str  # one of TESTS
     level: float | None = None  # signed-rank: the per-look level
     crit: tuple[float, ...] = ()  # t: the critical |t| per look (inf: that look cannot decide)
     method: str = ""  # how the level or boundaries were found
@@ -62,19 +64,20 @@ class Judge:
                 "t_boundaries": [c if math.isfinite(c) else None for c in self.crit] or None}
 
 
-def make(test: str, max_pairs: int, family: float) -> Judge:
-    """The judge of ``test`` for a budget of ``max_pairs`` looks at family error ``family`` (per metric and cell)."""
+def make_test(test: str, max_pairs: int, family: float) -> SequentialTest:
+    """The sequential test ``test`` for a budget of ``max_pairs`` looks at family error ``family`` (per metric and
+    cell)."""
     if test == "signed-rank":
         level, how = signed_rank.per_look_level(max_pairs, family)
-        return Judge(test, level=level, method=how)
+        return SequentialTest(test, level=level, method=how)
     if test == "t":
         crit = ttest.boundaries(max_pairs, family, "obf")
-        return Judge(test, crit=crit, method=f"simulated ({ttest.simulations_for(family)} sequences)")
+        return SequentialTest(test, crit=crit, method=f"simulated ({ttest.simulations_for(family)} sequences)")
     raise ValueError(f"unknown test {test!r}; known: {', '.join(TESTS)}")
 
 
 def fewest_max_pairs(test: str, family: float) -> int:
-    """The smallest budget whose judge can give a verdict at some look."""
+    """The smallest budget whose test can give a verdict at some look."""
     if test == "signed-rank":
         return signed_rank.fewest_max_pairs(family)
     for m in range(ttest.MIN_PAIRS, signed_rank.MAX_PAIRS + 1):
@@ -83,9 +86,9 @@ def fewest_max_pairs(test: str, family: float) -> int:
     return signed_rank.MAX_PAIRS + 1
 
 
-def from_settings(settings: Mapping[str, Any]) -> Judge:
-    """The judge an ``ab.json``'s settings record (one written before ``--test`` existed: signed-rank)."""
+def recorded_test(settings: Mapping[str, Any]) -> SequentialTest:
+    """The sequential test an ``ab.json``'s settings record (one written before ``--test`` existed: signed-rank)."""
     test = settings.get("test", "signed-rank")
     if test == "t":
-        return Judge("t", crit=tuple(math.inf if c is None else float(c) for c in settings["t_boundaries"]))
-    return Judge("signed-rank", level=float(settings["per_look_level"]))
+        return SequentialTest("t", crit=tuple(math.inf if c is None else float(c) for c in settings["t_boundaries"]))
+    return SequentialTest("signed-rank", level=float(settings["per_look_level"]))
