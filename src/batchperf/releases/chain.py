@@ -19,7 +19,6 @@ import contextlib
 import fcntl
 import json
 import os
-import re
 import statistics
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field, replace
@@ -31,7 +30,7 @@ from batchperf.ab.result import AbResult
 from batchperf.ab.run import run_ab
 from batchperf.ab.settings import BudgetTooSmall, Settings, UsageProblem
 from batchperf.launch.child import exit_code_of, stop_signals
-from batchperf.results.io import atomic_write_text
+from batchperf.results.io import atomic_write_text, file_part
 
 SCHEMA = 1
 NAME = "chain.json"
@@ -149,19 +148,14 @@ def settings_identity(base: Settings) -> dict[str, Any]:
             "rounds": base.rounds, "max_pairs": base.max_pairs, "max_minutes": base.max_minutes}
 
 
-def folder_part(label: str) -> str:
-    """A label as part of a folder name: anything but letters, digits, '.', '_' and '-' becomes '_'."""
-    return re.sub(r"[^A-Za-z0-9._-]", "_", label).strip(".") or "_"
-
-
 def plan(labels: Sequence[str]) -> list[ChainStep]:
     """Each adjacent pair in order, then first -> last (only where it is not already a step)."""
-    steps = [ChainStep(STEP, i, i + 1, f"step-{i + 1:02d}-{folder_part(labels[i])}-to-{folder_part(labels[i + 1])}")
+    steps = [ChainStep(STEP, i, i + 1, f"step-{i + 1:02d}-{file_part(labels[i])}-to-{file_part(labels[i + 1])}")
              for i in range(len(labels) - 1)]
     if len(labels) > 2:
         last = len(labels) - 1
         steps.append(ChainStep(FIRST_LAST, 0, last,
-                               f"first-last-{folder_part(labels[0])}-to-{folder_part(labels[last])}"))
+                               f"first-last-{file_part(labels[0])}-to-{file_part(labels[last])}"))
     return steps
 
 
