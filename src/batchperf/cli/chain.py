@@ -7,8 +7,8 @@ Each ``--python`` (or ``--dir``) is one environment, in release order; ``--label
 virtualenv's folder). Every step is one ``batchperf ab`` (same options) in OUT/step-NN-<from>-to-<to>/, first -> last
 in OUT/first-last-…/; OUT/chain.json and OUT/chain.md hold the summary. Run it again with the same arguments to resume
 after an interruption. Exit codes (docs/upgrades.md): 0 no regression in any step, 1 a regression, 2 an inconclusive
-step (and none failed), 3 usage error (nothing ran), 4 a step failed (the chain went on), 130/143 interrupted by
-SIGINT/SIGTERM (resume it). Logic in :mod:`batchperf.releases.chain`.
+step (and none failed), 3 usage error (nothing ran), 4 a step failed (the chain went on), or any other error (one
+line says why, never 1), 130/143 interrupted by SIGINT/SIGTERM (resume it). Logic in :mod:`batchperf.releases.chain`.
 """
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ from pathlib import Path
 
 from batchperf.ab.env import Environment, EnvironmentProblem
 from batchperf.ab.settings import Settings, UsageProblem
-from batchperf.cli.ab import USAGE_ERROR, add_verdict_args, usage_errors_exit_3, verdict_kwargs
+from batchperf.cli.ab import RUN_FAILED, USAGE_ERROR, add_verdict_args, usage_errors_exit_3, verdict_kwargs
 from batchperf.cli.bisect import add_environment_args, environments
 from batchperf.results.io import atomic_write_text
 
@@ -58,6 +58,10 @@ def main(args: argparse.Namespace) -> int:
     except (UsageProblem, EnvironmentProblem) as exc:
         print(f"batchperf chain: {exc}", file=sys.stderr)
         return USAGE_ERROR
+    except Exception as exc:  # noqa: BLE001 - one line, never a traceback, never exit 1 (a regression)
+        print(f"batchperf chain: failed: {type(exc).__name__}: {exc} (the finished steps are in {out}, if any; run "
+              "the same command again to resume)", file=sys.stderr)
+        return RUN_FAILED
     table = render_markdown(Chain.of(result))
     print(table)
     try:

@@ -18,6 +18,7 @@ from __future__ import annotations
 import contextlib
 import fcntl
 import json
+import math
 import os
 import statistics
 from collections.abc import Callable, Iterator, Sequence
@@ -84,7 +85,9 @@ class ChainStep:
                    data.get("minutes_needed"))
 
     def absorb(self, ab: dict[str, Any]) -> None:
-        """Take an ``ab.json``'s (or :meth:`AbResult.to_dict`'s) outcome, pairs and per-cell intervals."""
+        """Take an ``ab.json``'s (or :meth:`AbResult.to_dict`'s) outcome, pairs and per-cell intervals; ValueError,
+        naming the field, for one of another shape (the step is left as it was)."""
+        check_ab(ab)
         self.exit_code, self.status, self.reason = ab["exit_code"], ab["status"], ab.get("reason", "")
         self.pairs, self.minutes = len(ab.get("pairs", [])), ab.get("elapsed_s", 0.0) / 60
         self.versions_differ = dict(ab.get("versions_differ", {}))
@@ -104,6 +107,59 @@ def cell_summary(cell: dict[str, Any]) -> dict[str, Any]:
     note = "; ".join(filter(None, [cell.get("note", ""),
                                    *(f"in {k}: {v}" for k, v in sorted(cell.get("failures", {}).items()))]))
     return {"verdict": cell["verdict"], "note": note, "metrics": metrics}
+
+
+def expect(value: Any, where: str, *kinds: type) -> Any:
+    """``value`` when it is one of ``kinds`` (a bool is no number, a number is finite); else ValueError naming
+    ``where``, the field of a file read back."""
+    ok = isinstance(value, kinds) and (bool in kinds or not isinstance(value, bool))
+    if not ok or (isinstance(value, float) and not math.isfinite(value)):
+        names = " or ".join({type(None): "null", dict: "an object", list: "a list", str: "a string", int: "an integer",
+                             float: "a number", bool: "true or false"}.get(k, k.__name__) for k in kinds)
+        raise ValueError(f"{where} is {json.dumps(value)[:60]}, not {names}")
+    return value
+
+
+def check_ab(ab: Any) -> None:
+    """ValueError, naming the field, unless ``ab`` has the shape of an ``ab.json`` where :meth:`ChainStep.absorb`
+    and :func:`cell_summary` read it."""
+    expect(ab, "the file", dict)
+    expect(ab.get("exit_code"), "exit_code", int)
+    expect(ab.get("status"), "status", str)
+    expect(ab.get("reason", ""), "reason", str)
+    expect(ab.get("pairs", []), "pairs", list)
+    expect(ab.get("elapsed_s", 0.0), "elapsed_s", int, float)
+    expect(ab.get("minutes_needed"), "minutes_needed", int, type(None))
+    for axis, versions in expect(ab.get("versions_differ", {}), "versions_differ", dict).items():
+        if len(expect(versions, f"versions_differ.{axis}", list)) != 2:
+            raise ValueError(f"versions_differ.{axis} holds {len(versions)} versions, not A's and B's")
+    for i, cell in enumerate(expect(ab.get("cells", []), "cells", list)):
+        where = f"cells[{i}]"
+        expect(cell, where, dict)
+        expect(cell.get("id"), f"{where}.id", str)
+        expect(cell.get("verdict"), f"{where}.verdict", str)
+        expect(cell.get("note", ""), f"{where}.note", str)
+        expect(cell.get("failures", {}), f"{where}.failures", dict)
+        for j, m in enumerate(expect(cell.get("metrics", []), f"{where}.metrics", list)):
+            expect(m, f"{where}.metrics[{j}]", dict)
+            expect(m.get("metric"), f"{where}.metrics[{j}].metric", str)
+            for key in ("a", "b"):
+                for k, x in enumerate(expect(m.get(key) or [], f"{where}.metrics[{j}].{key}", list)):
+                    expect(x, f"{where}.metrics[{j}].{key}[{k}]", int, float)
+            for key in ("estimate", "low", "high", "margin"):
+                expect_change(m.get(key), f"{where}.metrics[{j}].{key}")
+
+
+def expect_change(value: Any, where: str) -> float | None:
+    """A relative change B/A - 1 (an estimate, an interval's end, a margin), or null; else ValueError naming
+    ``where``. Of a measured rate it is never below -1, and past a millionfold the file is damaged (and a plot of it
+    fails deep in matplotlib, naming neither the file nor the field); an infinite one is an interval that too few
+    pairs leave open (ab writes -Infinity)."""
+    if value is None or (isinstance(value, float) and math.isinf(value)):
+        return value
+    if not -1 <= expect(value, where, int, float) <= 1e6:
+        raise ValueError(f"{where} is {value}, not a change B/A - 1 (-1 to 1e6)")
+    return value
 
 
 @dataclass(slots=True)
@@ -229,6 +285,10 @@ def _same_chain(out: Path, identity: dict[str, Any]) -> None:
         data = json.loads(path.read_text(encoding="utf-8"))
     except ValueError as exc:
         raise UsageProblem(f"{path}: not readable JSON ({exc}); give a new --out") from None
+    if not isinstance(data, dict) or "batchperf_chain" not in data:
+        shape = f"a JSON {type(data).__name__}" if not isinstance(data, dict) else "an object without batchperf_chain"
+        raise UsageProblem(f"{path}: not a chain.json ({shape}, not what `batchperf chain` writes); give a new --out, "
+                           "or the folder this chain wrote")
     old = {"environments": data.get("environments"), "settings": data.get("settings")}
     if old != identity:
         differ = [k for k in ("environments", "settings") if old[k] != identity[k]]
@@ -302,11 +362,14 @@ def measure_step(step: ChainStep, result: ChainResult, base: Settings, ab: AbRun
 
 
 def _finished_ab(folder: Path) -> dict[str, Any] | None:
+    """The step's ``ab.json`` when it ran to its end and reads as one; None (measure the step again) when it did not,
+    or when it is missing, no JSON or of another shape (a hand edit, a disk error, another tool's file)."""
     try:
         data = json.loads((folder / "ab.json").read_text(encoding="utf-8"))
+        check_ab(data)
     except (OSError, ValueError):
         return None
-    return data if data.get("status") in FINISHED else None
+    return data if data["status"] in FINISHED else None
 
 
 def _discard(folder: Path, out: Path) -> None:
