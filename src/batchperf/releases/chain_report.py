@@ -249,31 +249,38 @@ def status_line(chain: Chain) -> str:
     return STATUS_LINES.get(chain.status, chain.status)
 
 
+def _md(text: str) -> str:
+    """A user's text (a label, a cell id, a reason) inside a Markdown table row: a '|' would end its column and a
+    line break its row."""
+    return " ".join(text.split()).replace("|", "\\|")
+
+
 def render_markdown(chain: Chain) -> str:
     """The chain's state, its table (release pair x cell: verdict, estimate, interval, pairs, minutes) and the
     levels."""
     status = status_line(chain)
-    lines = ["## batchperf chain", "", " -> ".join(chain.labels), "", *([f"Status: {status}", ""] if status else []),
+    lines = ["## batchperf chain", "", _md(" -> ".join(chain.labels)), "",
+             *([f"Status: {_md(status)}", ""] if status else []),
              "| step | cell | verdict | metric | estimate | interval | pairs | minutes |",
              "|---|---|---|---|---|---|---|---|"]
     for step in chain.steps:
-        name = f"{chain.labels[step.a]} -> {chain.labels[step.b]}" + (" (first -> last)" if step.kind == FIRST_LAST
-                                                                       else "")
+        name = _md(f"{chain.labels[step.a]} -> {chain.labels[step.b]}") + (" (first -> last)"
+                                                                            if step.kind == FIRST_LAST else "")
         if not step.cells:
             lines.append(f"| {name} | - | {step.outcome.upper()} | - | - | - | {step.pairs} | {step.minutes:.1f} |")
         for cell, c in step.cells.items():
             metric = headline_metric(chain, cell)
             iv = _interval(step, cell, metric)
             verdict = c["verdict"] if c["verdict"] in ("improvement", "no change") else c["verdict"].upper()
-            lines.append(f"| {name} | {cell} | {verdict} | {metric} | {_pct(iv[0] if iv else None)} | "
+            lines.append(f"| {name} | {_md(cell)} | {_md(verdict)} | {_md(metric)} | {_pct(iv[0] if iv else None)} | "
                          + (f"[{_pct(iv[1])}, {_pct(iv[2])}]" if iv else "-")
                          + f" | {step.pairs} | {step.minutes:.1f} |")
         if step.reason:
-            lines.append(f"| | | why: {step.reason[:300].replace('|', '/')} | | | | | |")
+            lines.append(f"| | | why: {_md(step.reason[:300])} | | | | | |")
     lines += ["", "Level against the first release (product of the step estimates; measured first -> last beside it):",
               ""]
     for lv in levels(chain):
         measured = (f"measured {_pct(lv.first_last[0])} [{_pct(lv.first_last[1])}, {_pct(lv.first_last[2])}]"
                     if lv.first_last else "measured: none")
-        lines.append(f"- {lv.cell} ({lv.metric}): product {_pct(lv.cumulative[-1])}; {measured}")
+        lines.append(f"- {_md(lv.cell)} ({_md(lv.metric)}): product {_pct(lv.cumulative[-1])}; {measured}")
     return "\n".join(lines)
