@@ -107,6 +107,13 @@ def cached(folder: Path, recipe: Recipe) -> dict[str, object] | None:
     return None
 
 
+def unfinished(python: Path) -> Path | None:
+    """The marker of the unfinished build whose virtualenv ``python`` (``DIR/bin/python``) is, or None: such an
+    environment lacks what its recipe installs (or holds half of it), so nothing may measure with it."""
+    marker = python.parent.parent / BUILDING
+    return marker if python.parent.name == "bin" and os.path.lexists(marker) else None
+
+
 def check_rebuildable(given: Path, folder: Path) -> None:
     """An interrupted build's folder may be deleted: not a link, its marker a plain file, only a build's entries."""
     linked = [str(p) for p in (given, folder / BUILDING) if p.is_symlink()]

@@ -221,6 +221,15 @@ def interpreter_exists(env: Environment) -> None:
                                  "`batchperf env make --pip SPEC DIR` and give DIR or DIR/bin/python")
 
 
+def usable(env: Environment) -> None:
+    """The interpreter exists and the checkout is one: a chain that could not run one step is refused before its first
+    (else every step would fail the same way, an hour later)."""
+    interpreter_exists(env)
+    if not (env.dir / "perf_tests").is_dir() or not (env.dir / "src" / "batchperf").is_dir():
+        raise EnvironmentProblem(f"{env.dir}: not a batchperf checkout (no perf_tests/ or src/batchperf/); give --dir "
+                                 "a checkout, or leave --dir out to run this one")
+
+
 def check_input(envs: Sequence[Environment], labels: Sequence[str], check: Check) -> None:
     """Fewer than two environments, a duplicate, a label given twice, or one that cannot start: UsageProblem."""
     if len(envs) < 2:
@@ -298,7 +307,7 @@ def _same_chain(out: Path, identity: dict[str, Any]) -> None:
 
 def run_chain(envs: Sequence[Environment], labels: Sequence[str], base: Settings, ab: AbRun = run_ab,
               progress: Callable[[str], None] = lambda line: None,
-              check: Check = interpreter_exists) -> ChainResult:
+              check: Check = usable) -> ChainResult:
     """Judge ``envs`` (release order) step by step into ``base.out``; resumes a chain that folder holds."""
     check_input(envs, labels, check)
     result = ChainResult(list(envs), list(labels), plan(labels), settings_identity(base))
