@@ -10,7 +10,7 @@ from rich.console import Console
 
 from batchperf.ab.cell import CellState
 from batchperf.ab.env import Environment, Probe
-from batchperf.ab.report import headline, kept_text, render_markdown, render_rich, rounds_text, summary
+from batchperf.ab.report import headline, kept_text, render_ab_markdown, render_rich, rounds_text, summary
 from batchperf.ab.result import AbResult, Pair
 from batchperf.ab.settings import Settings
 from batchperf.ab.stats import SequentialTest
@@ -73,6 +73,6 @@ def test_terminal_and_markdown_show_the_same_run() -> None:
     render_rich(result, console)
     text = console.export_text()
     assert text.splitlines()[0] == "A = /py/a (checkout .)" and f"batchperf ab: {summary(result)}" in text
-    markdown = render_markdown(result)
+    markdown = render_ab_markdown(result)
     assert markdown.startswith(f"## batchperf ab\n\n**{summary(result)}**\n\n- A = /py/a (checkout .)\n")
     assert "c1" in markdown and "c2" in markdown and "REGRESSION" in markdown

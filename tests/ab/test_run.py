@@ -219,9 +219,9 @@ def test_junit_outcomes_are_read_by_cell(tmp_path: Path) -> None:
 def test_bad_variables_are_named() -> None:
     from batchperf.ab.env import parse_vars
 
-    assert parse_vars(["X=1", "Y="], "B") == (("X", "1"), ("Y", ""))
+    assert parse_vars(["X=1", "Y="], "--b-env") == (("X", "1"), ("Y", ""))
     with pytest.raises(EnvironmentProblem, match="--b-env 'oops': expected K=V"):
-        parse_vars(["oops"], "B")
+        parse_vars(["oops"], "--b-env")
 
 
 def test_a_budget_of_pairs_that_cannot_conclude_is_refused_with_the_right_minimum(tmp_path: Path) -> None:

@@ -220,3 +220,18 @@ def test_keep_servers_reaches_the_run_and_its_report(tmp_path: Path, monkeypatch
     saved = json.loads((tmp_path / "out" / "ab.json").read_text())
     assert saved["settings"]["keep_servers"] is True and saved["kept_servers"] == {"A": [], "B": []}
     assert "A: none started; B: none started" in (tmp_path / "out" / "ab.md").read_text()  # the fakes start none
+
+
+def test_an_environment_still_marked_as_an_unfinished_build_is_exit_3(tmp_path: Path, capsys) -> None:
+    """Seen (issue 59): ab measured with a virtualenv `env make` had not finished (half its packages)."""
+    from batchperf.envs.venv import BUILDING
+
+    python = tmp_path / "venv" / "bin" / "python"
+    python.parent.mkdir(parents=True)
+    python.symlink_to(sys.executable)
+    (tmp_path / "venv" / BUILDING).write_text("{}")
+    code = main(["ab", "--a", sys.executable, "--b", str(tmp_path / "venv"), "--out", str(tmp_path / "out"),
+                 "--", "-m", "cpu"])
+    err = capsys.readouterr().err
+    assert code == 3 and "is an unfinished `batchperf env make` build" in err and "Traceback" not in err
+    assert not (tmp_path / "out").exists()

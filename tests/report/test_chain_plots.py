@@ -46,7 +46,14 @@ def test_release_plot_draws_steps_levels_and_math_looking_labels_as_text(tmp_pat
                   ("no change", "regression", "failed"), (0.0, 0.0, -0.08, None), (-0.07, -0.1, -0.04), "regression",
                   0.03)
     path = release_plot(level, tmp_path / file_name(level.cell))
-    assert path.name == "chain-cell__x_.png" and path.read_bytes().startswith(b"\x89PNG")
+    assert path.name.startswith("chain-cell__x_-") and path.read_bytes().startswith(b"\x89PNG")
+
+
+def test_cell_ids_that_differ_only_in_other_characters_get_files_of_their_own() -> None:
+    """Seen (issue 59): `a/b` and `a:b` both drew chain-a_b.png, the second plot replacing the first."""
+    names = {file_name(c) for c in ("bs4/p64", "bs4:p64", "bs4_p64", "x" * 400)}
+    assert len(names) == 4 and file_name("bs4_p64") == "chain-bs4_p64.png"  # a plain id keeps its plain name
+    assert all(len(n.encode()) <= 255 for n in names)
 
 
 def test_report_of_a_chain_folder_writes_one_plot_per_cell_and_the_table(tmp_path: Path, capsys) -> None:

@@ -50,6 +50,13 @@ class EnvironmentProblem(ValueError):
     """An environment that cannot be used as given; the message names it, the problem and the fix."""
 
 
+class ArgumentsRejected(EnvironmentProblem):
+    """pytest's own usage error (exit 4) on the pytest arguments after ``--``: the same in every environment."""
+
+
+PYTEST_USAGE_ERROR = 4  # pytest.ExitCode.USAGE_ERROR: an unknown option, a malformed -m or -k expression
+
+
 @dataclass(frozen=True, slots=True)
 class Environment:
     label: str  # "A", "B", or a bisect step's name
@@ -89,13 +96,13 @@ def default_checkout() -> Path:
     return root if (root / "pyproject.toml").exists() and (root / "perf_tests").is_dir() else Path.cwd()
 
 
-def parse_vars(entries: Sequence[str], label: str) -> tuple[tuple[str, str], ...]:
-    """``["K=V", ...]`` -> pairs; EnvironmentProblem names a malformed entry."""
+def parse_vars(entries: Sequence[str], option: str) -> tuple[tuple[str, str], ...]:
+    """``["K=V", ...]`` -> pairs; EnvironmentProblem names a malformed entry and the ``option`` it came with."""
     pairs = []
     for entry in entries:
         key, sep, value = entry.partition("=")
         if not sep or not key.strip():
-            raise EnvironmentProblem(f"--{label.lower()}-env {entry!r}: expected K=V, e.g. BATCHPERF_INJECT_SLOWDOWN=0.05")
+            raise EnvironmentProblem(f"{option} {entry!r}: expected K=V, e.g. BATCHPERF_INJECT_SLOWDOWN=0.05")
         pairs.append((key.strip(), value))
     return tuple(pairs)
 
@@ -178,6 +185,9 @@ def collect(env: Environment, args: Sequence[str], timeout: float = 600) -> dict
         output = fh.read()
     if done.timed_out:
         raise subprocess.TimeoutExpired(cmd, timeout, output)
+    if done.returncode == PYTEST_USAGE_ERROR:
+        raise ArgumentsRejected(f"pytest rejects the arguments after `--` ({' '.join(args) or 'none'}), a usage "
+                                f"error (exit 4); correct them:\n{_tail(output)}")
     if done.returncode not in (0, 5):
         raise EnvironmentProblem(f"environment {env.label}: pytest could not collect the cells (exit "
                                  f"{done.returncode}); check the pytest arguments after `--`:\n"

@@ -25,6 +25,7 @@ from batchperf.ab.stats import DEFAULT_TEST, TESTS
 from batchperf.ab.settings import DEFAULT_ROUNDS, DESIGNS, Settings, UsageProblem
 from batchperf.ab.stats.signed_rank import MAX_PAIRS
 from batchperf.ab.warmup import MAX_ROUNDS, MIN_ROUNDS
+from batchperf.envs.venv import unfinished
 from batchperf.launch.child import exit_code_of
 from batchperf.measure.catalogue import AB_DEFAULT, AB_WITH_LATENCY
 from batchperf.results.io import atomic_write_text
@@ -144,8 +145,14 @@ def add_cli_args(parser: argparse.ArgumentParser) -> None:
     add_verdict_args(parser)
 
 
-def environment(label: str, python: Path, env: list[str], folder: Path | None) -> Environment:
-    return Environment(label, interpreter(python), parse_vars(env, label), (folder or default_checkout()).resolve())
+def environment(label: str, python: Path, env: list[str], folder: Path | None, env_option: str = "") -> Environment:
+    """Environment ``label`` as the options give it; ``env_option`` names its ``env`` in a message (default
+    ``--a-env`` for A)."""
+    option = env_option or f"--{label.lower()}-env"
+    if marker := unfinished(found := interpreter(python)):
+        raise EnvironmentProblem(f"{found}: its virtualenv is an unfinished `batchperf env make` build ({marker.name} "
+                                 "is there); run that `batchperf env make` again to finish it")
+    return Environment(label, found, parse_vars(env, option), (folder or default_checkout()).resolve())
 
 
 def check_markdown(target: str | None) -> None:

@@ -51,7 +51,7 @@ def environments(pythons: list[Path], dirs: list[Path], env: list[str]) -> list[
         raise UsageProblem("bisect needs at least two environments (good first, bad last): repeat --python or --dir")
     pythons = pythons or [Path(sys.executable)]
     return [environment(str(i), pythons[i % len(pythons)] if len(pythons) > 1 else pythons[0], env,
-                        (dirs[i] if len(dirs) > 1 else dirs[0]) if dirs else None) for i in range(count)]
+                        (dirs[i] if len(dirs) > 1 else dirs[0]) if dirs else None, "--env") for i in range(count)]
 
 
 def main(args: argparse.Namespace) -> int:

@@ -7,21 +7,23 @@ Each ``--python`` (or ``--dir``) is one environment, in release order; ``--label
 virtualenv's folder). Every step is one ``batchperf ab`` (same options) in OUT/step-NN-<from>-to-<to>/, first -> last
 in OUT/first-last-…/; OUT/chain.json and OUT/chain.md hold the summary. Run it again with the same arguments to resume
 after an interruption. Exit codes (docs/upgrades.md): 0 no regression in any step, 1 a regression, 2 an inconclusive
-step (and none failed), 3 usage error (nothing ran), 4 a step failed (the chain went on), 130/143 interrupted by
-SIGINT/SIGTERM (resume it). Logic in :mod:`batchperf.releases.chain`.
+step (and none failed), 3 usage error (nothing ran), 4 a step failed (the chain went on), or any other error (one
+line says why, never 1), 130/143 interrupted by SIGINT/SIGTERM (resume it). Logic in :mod:`batchperf.releases.chain`.
 """
 
 from __future__ import annotations
 
 import argparse
+import subprocess
 import sys
 import time
 from pathlib import Path
 
 from batchperf.ab.env import Environment, EnvironmentProblem
 from batchperf.ab.settings import Settings, UsageProblem
-from batchperf.cli.ab import USAGE_ERROR, add_verdict_args, usage_errors_exit_3, verdict_kwargs
+from batchperf.cli.ab import RUN_FAILED, USAGE_ERROR, add_verdict_args, usage_errors_exit_3, verdict_kwargs
 from batchperf.cli.bisect import add_environment_args, environments
+from batchperf.launch.child import exit_code_of
 from batchperf.results.io import atomic_write_text
 
 
@@ -43,8 +45,22 @@ def default_labels(envs: list[Environment]) -> list[str]:
     return names if len(set(names)) == len(names) else [str(i) for i in range(len(envs))]
 
 
+def check_arguments(env: Environment, pytest_args: list[str]) -> None:
+    """UsageProblem when pytest rejects the arguments after ``--`` (an unknown option, a malformed ``-m``), asked of
+    the first environment before any step: every step would fail the same way. Any other problem of that
+    environment is its steps' to report."""
+    from batchperf.ab.env import ArgumentsRejected, collect
+
+    try:
+        collect(env, pytest_args)
+    except ArgumentsRejected as exc:
+        raise UsageProblem(str(exc)) from None
+    except (EnvironmentProblem, OSError, subprocess.TimeoutExpired):
+        pass
+
+
 def main(args: argparse.Namespace) -> int:
-    from batchperf.releases.chain import run_chain
+    from batchperf.releases.chain import run_chain, usable
     from batchperf.releases.chain_report import Chain, render_chain_markdown
 
     out = args.out or Path("results") / f"chain-{time.strftime('%Y%m%d-%H%M%S')}"
@@ -54,10 +70,24 @@ def main(args: argparse.Namespace) -> int:
         envs = environments(args.python, args.dir, args.env)
         labels = args.label or default_labels(envs)
         base = Settings(envs[0], envs[-1], out=out, **verdict_kwargs(args))
-        result = run_chain(envs, labels, base, progress=lambda line: print(line, file=sys.stderr, flush=True))
+
+        def ready(env: Environment) -> None:
+            usable(env)
+            if env is envs[-1]:  # once, after every environment passed (a checkout outside one fails pytest too)
+                check_arguments(envs[0], args.pytest_args)
+
+        result = run_chain(envs, labels, base, progress=lambda line: print(line, file=sys.stderr, flush=True),
+                           check=ready)
     except (UsageProblem, EnvironmentProblem) as exc:
         print(f"batchperf chain: {exc}", file=sys.stderr)
         return USAGE_ERROR
+    except KeyboardInterrupt as exc:  # in the checks before the first step (after it, run_chain says what ran)
+        print("batchperf chain: interrupted before the first step; nothing was measured", file=sys.stderr)
+        return exit_code_of(exc)
+    except Exception as exc:  # noqa: BLE001 - one line, never a traceback, never exit 1 (a regression)
+        print(f"batchperf chain: failed: {type(exc).__name__}: {exc} (the finished steps are in {out}, if any; run "
+              "the same command again to resume)", file=sys.stderr)
+        return RUN_FAILED
     table = render_chain_markdown(Chain.of(result))
     print(table)
     try:

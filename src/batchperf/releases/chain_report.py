@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from batchperf.releases.chain import FIRST_LAST, NAME, STEP, ChainResult, ChainStep
+from batchperf.releases.chain import FIRST_LAST, NAME, STEP, ChainResult, ChainStep, check_ab, expect, expect_change
 from batchperf.measure.catalogue import AB_DEFAULT
 
 
@@ -61,21 +61,37 @@ def is_chain_input(path: Path) -> bool:
     return '"batchperf_chain"' in head or '"batchperf_ab"' in head
 
 
+FIX = "give a chain's folder, its chain.json, or its ab.json files in release order, as `batchperf chain` wrote them"
+
+
 def load(paths: Sequence[Path]) -> Chain:
     """One chain from a chain folder or ``chain.json``, or from ``ab.json`` files given in release order (a file
-    whose A is the first file's A and whose B is the last file's B, among three or more, is the first -> last)."""
+    whose A is the first file's A and whose B is the last file's B, among three or more, is the first -> last).
+
+    ValueError, naming the file, the field and the fix, for a file of another shape (one line for the user)."""
+    if len(paths) > 1 and (whole := next((p for p in paths if p.is_dir() or p.name == NAME), None)):
+        raise ValueError(f"{whole}: a whole chain, given beside {len(paths) - 1} other input(s); a report draws one "
+                         f"chain: give one chain folder (or its chain.json), or ab.json files in release order")
     if len(paths) == 1 and (paths[0].is_dir() or paths[0].name == NAME or _json(paths[0]).get("batchperf_chain")):
         path = paths[0] / NAME if paths[0].is_dir() else paths[0]
         data = _json(path)
         if "batchperf_chain" not in data:
-            raise ValueError(f"{path}: not a chain.json (no batchperf_chain)")
-        return Chain(tuple(e["label"] for e in data["environments"]),
-                     tuple(ChainStep.from_dict(s) for s in data["steps"]), data.get("status", ""),
-                     data.get("reason", ""))
+            raise ValueError(f"{path}: not a chain.json (no batchperf_chain); {FIX}")
+        try:
+            return _chain(data)
+        except ValueError as exc:
+            raise ValueError(f"{path}: {exc}; {FIX}") from None
     runs = [(p, _json(p)) for p in paths]
     for p, data in runs:
         if "batchperf_ab" not in data:
             raise ValueError(f"{p}: neither a chain folder, a chain.json nor an ab.json; give them in release order")
+        try:
+            check_ab(data)
+            for side in ("A", "B"):
+                expect(expect(expect(data.get("environments"), "environments", dict).get(side), f"environments.{side}",
+                              dict).get("python"), f"environments.{side}.python", str)
+        except ValueError as exc:
+            raise ValueError(f"{p}: {exc}; {FIX}") from None
     pythons = [(d["environments"]["A"]["python"], d["environments"]["B"]["python"]) for _, d in runs]
     overall = next((i for i in range(len(runs)) if len(runs) >= 3 and _spans(pythons, i)), None)
     order = [i for i in range(len(runs)) if i != overall]
@@ -90,6 +106,47 @@ def load(paths: Sequence[Path]) -> Chain:
         step.absorb(runs[overall][1])
         steps.append(step)
     return Chain(tuple(labels), tuple(steps))
+
+
+def _chain(data: dict[str, Any]) -> Chain:
+    """A chain.json's content as a chain; ValueError naming the first field of another shape."""
+    labels = tuple(expect(expect(e, f"environments[{i}]", dict).get("label"), f"environments[{i}].label", str)
+                   for i, e in enumerate(expect(data.get("environments"), "environments", list)))
+    steps = tuple(_step(s, f"steps[{i}]", len(labels))
+                  for i, s in enumerate(expect(data.get("steps"), "steps", list)))
+    return Chain(labels, steps, expect(data.get("status", ""), "status", str),
+                 expect(data.get("reason", ""), "reason", str))
+
+
+def _step(data: Any, where: str, releases: int) -> ChainStep:
+    """One step of a chain.json as :meth:`ChainStep.to_dict` wrote it, every field the table and the plot read
+    checked: its releases within the chain's, its numbers finite, its cells' verdicts strings."""
+    expect(data, where, dict)
+    if data.get("kind") not in (STEP, FIRST_LAST):
+        raise ValueError(f"{where}.kind is {json.dumps(data.get('kind'))[:60]}, not {STEP!r} or {FIRST_LAST!r}")
+    for end in ("a", "b"):
+        if not 0 <= expect(data.get(end), f"{where}.{end}", int) < releases:
+            raise ValueError(f"{where}.{end} is {data[end]}, not one of the chain's {releases} releases (0 to "
+                             f"{releases - 1})")
+    expect(data.get("folder"), f"{where}.folder", str)
+    expect(data.get("exit_code"), f"{where}.exit_code", int, type(None))
+    for key in ("status", "reason"):
+        expect(data.get(key, ""), f"{where}.{key}", str)
+    if expect(data.get("pairs", 0), f"{where}.pairs", int) < 0 or \
+            expect(data.get("minutes", 0.0), f"{where}.minutes", int, float) < 0:
+        raise ValueError(f"{where}: pairs {data.get('pairs')} and minutes {data.get('minutes')}: a count is never "
+                         "negative")
+    expect(data.get("minutes_needed"), f"{where}.minutes_needed", int, type(None))
+    expect(data.get("versions_differ", {}), f"{where}.versions_differ", dict)
+    for cell, c in expect(data.get("cells", {}), f"{where}.cells", dict).items():
+        at = f"{where}.cells[{cell!r}]"
+        expect(expect(c, at, dict).get("verdict"), f"{at}.verdict", str)
+        expect(c.get("note", ""), f"{at}.note", str)
+        for name, m in expect(c.get("metrics", {}), f"{at}.metrics", dict).items():
+            expect(m, f"{at}.metrics.{name}", dict)
+            for key in ("estimate", "low", "high", "margin"):
+                expect_change(m.get(key), f"{at}.metrics.{name}.{key}")
+    return ChainStep.from_dict(data)
 
 
 def _spans(pythons: list[tuple[str, str]], i: int) -> bool:
@@ -192,31 +249,38 @@ def status_line(chain: Chain) -> str:
     return STATUS_LINES.get(chain.status, chain.status)
 
 
+def _md(text: str) -> str:
+    """A user's text (a label, a cell id, a reason) inside a Markdown table row: a '|' would end its column and a
+    line break its row."""
+    return " ".join(text.split()).replace("|", "\\|")
+
+
 def render_chain_markdown(chain: Chain) -> str:
     """The chain's state, its table (release pair x cell: verdict, estimate, interval, pairs, minutes) and the
     levels."""
     status = status_line(chain)
-    lines = ["## batchperf chain", "", " -> ".join(chain.labels), "", *([f"Status: {status}", ""] if status else []),
+    lines = ["## batchperf chain", "", _md(" -> ".join(chain.labels)), "",
+             *([f"Status: {_md(status)}", ""] if status else []),
              "| step | cell | verdict | metric | estimate | interval | pairs | minutes |",
              "|---|---|---|---|---|---|---|---|"]
     for step in chain.steps:
-        name = f"{chain.labels[step.a]} -> {chain.labels[step.b]}" + (" (first -> last)" if step.kind == FIRST_LAST
-                                                                       else "")
+        name = _md(f"{chain.labels[step.a]} -> {chain.labels[step.b]}") + (" (first -> last)"
+                                                                            if step.kind == FIRST_LAST else "")
         if not step.cells:
             lines.append(f"| {name} | - | {step.outcome.upper()} | - | - | - | {step.pairs} | {step.minutes:.1f} |")
         for cell, c in step.cells.items():
             metric = headline_metric(chain, cell)
             iv = _interval(step, cell, metric)
             verdict = c["verdict"] if c["verdict"] in ("improvement", "no change") else c["verdict"].upper()
-            lines.append(f"| {name} | {cell} | {verdict} | {metric} | {_pct(iv[0] if iv else None)} | "
+            lines.append(f"| {name} | {_md(cell)} | {_md(verdict)} | {_md(metric)} | {_pct(iv[0] if iv else None)} | "
                          + (f"[{_pct(iv[1])}, {_pct(iv[2])}]" if iv else "-")
                          + f" | {step.pairs} | {step.minutes:.1f} |")
         if step.reason:
-            lines.append(f"| | | why: {step.reason[:300].replace('|', '/')} | | | | | |")
+            lines.append(f"| | | why: {_md(step.reason[:300])} | | | | | |")
     lines += ["", "Level against the first release (product of the step estimates; measured first -> last beside it):",
               ""]
     for lv in levels(chain):
         measured = (f"measured {_pct(lv.first_last[0])} [{_pct(lv.first_last[1])}, {_pct(lv.first_last[2])}]"
                     if lv.first_last else "measured: none")
-        lines.append(f"- {lv.cell} ({lv.metric}): product {_pct(lv.cumulative[-1])}; {measured}")
+        lines.append(f"- {_md(lv.cell)} ({_md(lv.metric)}): product {_pct(lv.cumulative[-1])}; {measured}")
     return "\n".join(lines)

@@ -12,13 +12,12 @@ report stage reads a chain's numbers, never the ab stage that measured them).
 from __future__ import annotations
 
 import html
-import re
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Protocol
 
 from batchperf.report.plots import _pyplot, _save
-from batchperf.results.io import atomic_write_text
+from batchperf.results.io import atomic_write_text, file_part
 
 COLORS = {"regression": "tab:red", "improvement": "tab:green", "no change": "tab:blue", "inconclusive": "tab:orange"}
 OTHER = "tab:gray"  # failed, not judged, not run
@@ -37,7 +36,8 @@ class ChainLevel(Protocol):
 
 
 def file_name(cell: str) -> str:
-    return "chain-" + re.sub(r"[^A-Za-z0-9._-]", "_", cell) + ".png"
+    """The cell's PNG: one name per cell id (``a/b`` and ``a:b`` apart), under the 255 bytes a name may hold."""
+    return f"chain-{file_part(cell, distinct=True)}.png"
 
 
 def release_plot(level: ChainLevel, path: Path) -> Path:

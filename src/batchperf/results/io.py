@@ -327,6 +327,21 @@ def json_problem(exc: ValueError) -> str:
     return text
 
 
+NAME_PART = 64  # characters of a user's text in a file name: two of them and a prefix stay under 255 bytes
+
+
+def file_part(text: str, limit: int = NAME_PART, distinct: bool = False) -> str:
+    """``text`` (a label, a cell id) as part of a file or folder name: anything but letters, digits, '.', '_' and '-'
+    becomes '_', no dot at either end. One longer than ``limit`` is cut and ends in 8 hex digits of the text's
+    sha256, so it stays under the 255 bytes a name may hold and apart from the others cut the same way.
+    ``distinct``: every text the rule changed ends so, so two texts never share a name (``a/b`` and ``a:b``); without
+    it a short text keeps the name it always had (a chain resumes from folders named so)."""
+    part = re.sub(r"[^A-Za-z0-9._-]", "_", text).strip(".") or "_"
+    if len(part) <= limit and not (distinct and part != text):
+        return part
+    return f"{part[:limit - 9]}-{hashlib.sha256(text.encode('utf-8', 'surrogatepass')).hexdigest()[:8]}"
+
+
 def atomic_write_text(path: Path, text: str) -> None:
     """``path`` holds either its old content or ``text``, never a mix, even if the machine dies."""
     atomic_write_bytes(path, text.encode("utf-8"))
