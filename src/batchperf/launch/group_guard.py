@@ -31,11 +31,16 @@ import psutil
 STOP_SIGNALS = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)
 
 
-def die_with_parent() -> None:
-    """In the child, before exec: get SIGTERM if the parent dies (even by SIGKILL). Linux only."""
+def die_with_parent(parent: int | None = None) -> None:
+    """In the child, before exec: get SIGTERM if the parent dies (even by SIGKILL). Linux only.
+
+    ``parent``: the pid that started this child; when it died before the request was made (between the fork and
+    here), the kernel will never send the signal, so this child sends it to itself."""
     if sys.platform.startswith("linux"):
         pr_set_pdeathsig = 1
         ctypes.CDLL("libc.so.6", use_errno=True).prctl(pr_set_pdeathsig, signal.SIGTERM)
+        if parent is not None and os.getppid() != parent:
+            os.kill(os.getpid(), signal.SIGTERM)
 
 
 def group_members(pgid: int) -> list[int]:
