@@ -31,7 +31,7 @@ from typing import Any
 
 from batchperf.backends.vllm_server import VLLMServerBackend
 from batchperf.launch.environ import CLIENT_REALTIME_ENV
-from batchperf.measure.client_lag import BOUND, REASONS, SCHEDULING, STALLS
+from batchperf.measure.client_lag import BOUND, CLIENT_WITHIN, REASONS, SCHEDULING, STALLS
 from batchperf.measure.metrics import compute_metrics
 from batchperf.measure.wire import chunk_lateness, completions, wire_trace
 from batchperf.suite.cell import build_workload, one_round
@@ -41,7 +41,7 @@ from batchperf.telemetry.wire_capture import Capture, capture_refused
 from batchperf.workload.spec import LengthSpec, WorkloadSpec
 
 MEANS = ("mean_ttft_ms", "mean_tpot_ms", "mean_itl_ms", "mean_e2el_ms")
-WITHIN = 0.05  # the bar: the client's means within 5% of the wire's
+WITHIN = CLIENT_WITHIN  # the bar: the client's means within 5% of the wire's
 
 
 def one_run(backend: VLLMServerBackend, cell: Cell, warmup_rounds: int, port: int, workdir: Path,

@@ -68,3 +68,22 @@ def test_a_foreground_child_past_its_time_limit_is_told_to_stop_and_waited_for(t
               "time.sleep(60)\n")
     done = run_guarded([sys.executable, "-c", script], timeout_s=1.0, foreground=True)
     assert done.timed_out and done.returncode == 2 and (tmp_path / "saved").exists()
+
+
+def test_sigkill_of_the_parent_stops_a_foreground_child(tmp_path: Path) -> None:
+    # batchperf run's pytest: SIGKILLing the run left it measuring every selected cell to the end (issue 59, 5)
+    pid_file = tmp_path / "pid"
+    child = f"import os, time; open({str(pid_file)!r}, 'w').write(f'{{os.getpid()}}\\n'); time.sleep(120)"
+    parent = subprocess.Popen([sys.executable, "-c", "import sys; from batchperf.launch.child import run_guarded; "
+                               f"run_guarded([sys.executable, '-c', {child!r}], foreground=True)"],
+                              env={**os.environ, "PYTHONPATH": str(REPO / "src")})
+    pids = read_pids(pid_file)
+    try:
+        assert alive(pids[0])
+        parent.kill()
+        parent.wait()
+        assert all_gone(pids, timeout_s=30)
+    finally:
+        for pid in pids:
+            if alive(pid):
+                os.kill(pid, signal.SIGKILL)

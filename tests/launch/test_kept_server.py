@@ -22,7 +22,7 @@ from batchperf.launch.kept_server import (
     server_key,
     stop_kept,
 )
-from batchperf.launch.server_process import healthy
+from batchperf.launch.server_process import ServerStartError, healthy
 
 # One process that asks for the kept server, prints its URL and exits (as a pair's pytest process does).
 ASK = """
@@ -98,3 +98,17 @@ def test_a_servers_identity_leaves_out_what_pytest_changes_per_test() -> None:
     assert server_key(["vllm", "--port", "0"], {"A": "2"}) != base
     assert server_key(["vllm", "--port", "1"], {"A": "1"}) != base
     assert reuse_or_start is not None
+
+
+def test_a_kept_server_whose_owner_is_gone_is_refused_naming_the_owner(tmp_path: Path) -> None:
+    # issue 59: it failed with an empty log and no reason (the guard ended the server at once)
+    owner = subprocess.Popen([sys.executable, "-c", "pass"])
+    owner.wait()
+
+    def command(port: int) -> tuple[list[str], dict[str, str], str]:
+        return ([sys.executable, str(SUPPORT / "fake_health_server.py"), str(port), str(tmp_path / "pids.txt")],
+                dict(os.environ), f"http://127.0.0.1:{port}/health")
+
+    with pytest.raises(ServerStartError, match=f"pid {owner.pid} \\(\\${OWNER_ENV}\\), is gone"):
+        reuse_or_start(Keep(tmp_path / "servers", owner.pid), "fake", command, 30)
+    assert not (tmp_path / "pids.txt").exists()  # nothing was started

@@ -4,9 +4,11 @@ by the requests in flight it delayed), and a cell's summary."""
 from __future__ import annotations
 
 import asyncio
+import json
 import time
 
 import pytest
+from paths import REPO
 
 from batchperf.measure.client_lag import (
     ABSENT,
@@ -130,11 +132,28 @@ def test_a_lag_tail_alone_no_longer_marks_the_round() -> None:
     assert out[BOUND] is False and out["loop_lag_p99_ms"] == 30.0
 
 
-@pytest.mark.parametrize(("ttft", "bound"), [(20 * 1.1 + 2, False), (20 * 1.1 + 2.01, True)])
-def test_the_ttft_bound_is_server_ttft_times_1_10_plus_2_ms(ttft: float, bound: bool) -> None:
+@pytest.mark.parametrize(("ttft", "bound"), [(20 * 1.26 + 2, False), (20 * 1.26 + 2.01, True)])
+def test_the_ttft_bound_is_server_ttft_times_1_26_plus_2_ms(ttft: float, bound: bool) -> None:
     out = check(measured=client(ttft=ttft))
     assert out[BOUND] is bound
     assert bound == any("client mean TTFT" in r and "server mean TTFT 20.00 ms" in r for r in out[REASONS])
+
+
+def test_no_run_of_the_wire_study_within_5_percent_of_the_wire_is_marked_by_the_ttft_rule() -> None:
+    # issue 59: x 1.10 + 2 ms marked 6 of its 20 runs, each within 2.3% of the wire: vLLM's own TTFT leaves out its
+    # HTTP front end, 14-24% of it under that load. The rule is derived from these runs (studies/wire/README.md).
+    runs = json.loads((REPO / "studies/wire/data/runs.json").read_text())
+    assert len(runs) == 20 and all(r["within"] for r in runs)
+    for r in runs:
+        server = {k: v for k, v in r["check"].items() if k.startswith("server_")}
+        out = check_round({}, {**server, ABSENT: {}}, {**r["client"], "completed": server["server_requests"]},
+                          duration_s=1.0, slots=1)
+        assert not [why for why in out[REASONS] if "TTFT" in why], (r["concurrency"], r["run"], out[REASONS])
+    # a client whose TTFT is off the server's by more than the front end and the study's 5% is still marked
+    worst = max(runs, key=lambda r: r["wire"]["mean_ttft_ms"] / r["check"]["server_mean_ttft_ms"])
+    server = worst["check"]["server_mean_ttft_ms"]
+    late = client(ttft=worst["wire"]["mean_ttft_ms"] * 1.08, e2el=worst["client"]["mean_e2el_ms"])
+    assert check({}, {**SERVER, "server_mean_ttft_ms": server}, late)[BOUND] is True
 
 
 def test_a_server_shared_with_another_client_gives_no_server_figures() -> None:

@@ -38,3 +38,14 @@ def test_compare_fails_on_a_dotted_tenants_regression(tmp_path: Path, name: str)
     before = results_file(tmp_path / "before.json", [with_tenant(name, 1.0)])
     after = results_file(tmp_path / "after.json", [with_tenant(name, 0.0)])
     assert main(["compare", str(before), str(after), "--fail-on-regression"]) == 1
+
+
+@pytest.mark.parametrize("name", ["chat.v2", "a.b[c]", "v1.0 [beta]"])
+def test_compare_shows_a_dotted_tenants_row_by_its_whole_name(tmp_path: Path, name: str,
+                                                              capsys: pytest.CaptureFixture[str]) -> None:
+    # issue 59: the row of tenant chat.v2 read "v2]", the label cut at the tenant's dot
+    before = results_file(tmp_path / "before.json", [with_tenant(name, 1.0)])
+    after = results_file(tmp_path / "after.json", [with_tenant(name, 0.0)])
+    assert main(["compare", str(before), str(after), "--markdown", str(tmp_path / "table.md")]) == 0
+    assert f"| **attainment[{name}]** |" in (tmp_path / "table.md").read_text()  # a regression: bold
+    assert f"attainment[{name}]" in capsys.readouterr().out

@@ -157,3 +157,27 @@ def test_cli_json_and_errors(tmp_path, capsys):
     (tmp_path / "plain.json").write_text(json.dumps({"benchmarks": [{"name": "x", "extra_info": {}}]}))  # not ours
     with pytest.raises(SystemExit, match="no batchperf cells"):
         main(_args(str(tmp_path / "plain.json"), "--p99-e2el-ms", "1"))
+
+
+def _traffic(bs: int, workload: str, load: float | None = None) -> CellRecord:
+    data = cell(bs, run_trace(bs, [0.3] * 16, end=1.6))
+    data["cell"] |= {"workload": workload, "id": data["cell"]["id"] + "-w" + workload.partition(":")[0]}
+    if load is not None:
+        data["cell"] |= {"load": load, "id": data["cell"]["id"] + f"-load{load:g}"}
+    return CellRecord.from_dict(data, source="run")
+
+
+def test_traffic_cells_of_one_file_are_groups_of_their_own(tmp_path, capsys):
+    # issue 59, 6: the CI slice's one file (synthetic, trace and two-tenant cells at bs 4) exited 1, "batch sizes
+    # [1, 4, 4, 8] repeat; pass one results file per run": the groups lacked the workload the report's lines have
+    cells = sweep() + [_traffic(4, "trace:mini_trace.jsonl"), _traffic(4, "tenants:two.toml"),
+                       _traffic(8, "tenants:two.toml"), _traffic(4, "tenants:two.toml", load=2.0)]
+    recs = recommend(cells, SLOTargets(p99_e2el_ms=700))
+    assert [(r.workload, [c.batch_size for c in r.candidates]) for r in recs] == [
+        ("synthetic", [1, 4, 8, 16]), ("tenants:two.toml", [4, 8]), ("tenants:two.toml at load 2x", [4]),
+        ("trace:mini_trace.jsonl", [4])]
+    path = _results_file(tmp_path, cells)
+    assert main(_args(str(path), "--p99-e2el-ms", "700")) == 0
+    out = capsys.readouterr().out
+    assert "m · prompt 128 · hf-static · concurrency 8 · tenants:two.toml at load 2x: batch size 4" in out
+    assert "m · prompt 128 · hf-static · concurrency 8: batch size 8" in out

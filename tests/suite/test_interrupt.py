@@ -79,15 +79,19 @@ def test_an_interrupted_run_writes_its_finished_cells_marked_incomplete(
                                  "batchperf refresh stores an incomplete run only with --partial*"])
 
 
-def test_an_interrupt_in_the_first_cell_says_none_finished(cells: pytest.Pytester,
-                                                           monkeypatch: pytest.MonkeyPatch) -> None:
+def test_an_interrupt_in_the_first_cell_says_none_finished_and_keeps_the_file_already_there(
+        cells: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> None:
+    # issue 59, 7: an earlier run's results at the path were replaced by a file without a cell
+    earlier = results_file(cells.path / "out.json", [cell_info(IDS[2])]).read_bytes()
     monkeypatch.setenv("STOP_AT", IDS[0])
     monkeypatch.setenv("SIG", "SIGTERM")
     result = cells.runpytest_subprocess(*ARGS)
     assert result.ret == pytest.ExitCode.INTERRUPTED
     result.stdout.fnmatch_lines(["batchperf: interrupted by SIGTERM: 0 finished cell(s) none finished; "
-                                 "out.json holds no cell; 3 of 3 cell(s) unfinished*"])
+                                 "out.json not written (a file already there is kept as it was); "
+                                 "3 of 3 cell(s) unfinished*"])
     assert "INTERNALERROR" not in result.stdout.str() + result.stderr.str()
+    assert (cells.path / "out.json").read_bytes() == earlier
 
 
 # What an interrupt cut half-way: a file opened and not yet closed, collected unclosed before pytest exits.

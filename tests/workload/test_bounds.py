@@ -191,3 +191,33 @@ def test_a_tenant_named_blank_is_refused(tmp_path: Path, name: str) -> None:
     path = tenants(tmp_path / "t.toml", f"[tenants.{name}]\nrequests = 2\nrate = 1.0\nprompt_len = 8\n")
     with pytest.raises(ValueError, match=r"a tenant named .*; name each tenant with some text"):
         parse_workload(f"tenants:{path}", BASE).build(1000, 512)
+
+
+@pytest.mark.parametrize("priority", [-2**31, 2**31 - 1])
+def test_a_tenants_priority_takes_every_32_bit_value_a_trace_takes(tmp_path: Path, priority: int) -> None:
+    # issue 59: the tenants file refused -2**31, which the trace reader and docs/traffic.md accept
+    row = {**ROW, "priority": priority}
+    assert [r.priority for r in read_jsonl([json.dumps(row)], block_size=16)] == [priority]
+    path = tenants(tmp_path / "t.toml", f"[tenants.a]\nrate = 1.0\nprompt_len = 8\nrequests = 2\n"
+                                        f"priority = {priority}\n")
+    w = parse_workload(f"tenants:{path}", BASE).build(1000, 512)
+    assert {r.priority for r in w.requests} == {priority}
+
+
+@pytest.mark.parametrize(("field", "said"), [
+    ("priority = 2147483648", "it must be a whole number >= -2,147,483,648 and at most 2,147,483,647 (a priority"),
+    ("priority = -2147483649", "it must be a whole number >= -2,147,483,648 and at most 2,147,483,647 (a priority"),
+    ('slo = { ttft_ms = 1e300 }', "and at most 86,400,000 (an SLO within a cell's time limit)"),
+    ("burstiness = 1e-300", "it must be a finite number >= 0.001 and at most 1,000 (a gamma shape"),
+])
+def test_a_tenants_bound_is_printed_exactly(tmp_path: Path, field: str, said: str) -> None:
+    # issue 59: %g printed 2**31 - 1 as 2.14748e+09, a limit nobody can check a value against
+    path = tenants(tmp_path / "t.toml", f"[tenants.a]\nrate = 1.0\nprompt_len = 8\nrequests = 2\n{field}\n")
+    with pytest.raises(ValueError) as refused:
+        parse_workload(f"tenants:{path}", BASE).build(1000, 512)
+    assert said in str(refused.value)
+
+
+def test_a_traces_timestamp_bound_is_printed_exactly() -> None:
+    with pytest.raises(TraceError, match=r"from 0 to 3,155,760,000,000 \(ms\)"):
+        list(read_jsonl(['{"timestamp": 4e12, "input_length": 8, "output_length": 2}'], block_size=16))

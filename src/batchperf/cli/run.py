@@ -3,8 +3,11 @@
 from __future__ import annotations
 
 import argparse
+import sys
 import time
 from pathlib import Path
+
+import pytest
 
 from batchperf.launch.child import run_guarded
 from batchperf.launch.suite import tier_command
@@ -22,16 +25,29 @@ def add_cli_args(parser: argparse.ArgumentParser) -> None:
 
 
 def main(args: argparse.Namespace) -> int:
-    if not args.suite.is_dir():
-        raise SystemExit(f"batchperf run: no performance suite at {args.suite}/; "
-                         f"run from a batchperf checkout or pass --suite PATH")
+    if not args.suite.is_dir():  # pytest's usage error (4), as every exit code of run is pytest's: 1 is a failed cell
+        print(f"batchperf run: no performance suite at {args.suite}/; run from a batchperf checkout or pass "
+              "--suite PATH", file=sys.stderr)
+        return int(pytest.ExitCode.USAGE_ERROR)
     out = args.out or Path("results") / f"{args.tier}-{time.strftime('%Y%m%d-%H%M%S')}.json"
     out.parent.mkdir(parents=True, exist_ok=True)
     # A child pytest, not pytest.main(): this process has imported batchperf already, which pytest
     # would have to assertion-rewrite as a plugin. In the foreground: a Ctrl-C or SIGTERM still lets it
     # write its results file.
     cmd = tier_command(args.tier, vars(args), out, suite=args.suite, passthrough=args.pytest_args)
+    before = _state(out)
     code = run_guarded(cmd, foreground=True).returncode
-    if out.exists():
+    if before is not None and _state(out) == before:  # an interrupted run that finished no cell writes nothing
+        print(f"batchperf: {out} kept as it was: this run wrote no results (exit code {code})")
+    elif out.exists():
         print(f"batchperf: results of the {args.tier} tier in {out}")
     return code
+
+
+def _state(path: Path) -> tuple[int, int, int] | None:
+    """What tells a file's content changed (inode, size, modification time in ns); None when it does not exist."""
+    try:
+        st = path.stat()
+    except FileNotFoundError:
+        return None
+    return st.st_ino, st.st_size, st.st_mtime_ns

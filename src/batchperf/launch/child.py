@@ -11,6 +11,8 @@ and exits 128 + the signal (130, 143). Outside a child they raise :class:`Stoppe
 ``run_guarded(..., foreground=True)`` (``batchperf run``, whose pytest a user watches at a
 terminal) starts the child without the guard, in this process's group, so that a Ctrl-C at the terminal reaches
 pytest as it would reach a pytest run by hand; it waits for it to its end, so pytest writes its results file.
+It dies with this process all the same (:func:`group_guard.die_with_parent`: a SIGTERM, on which pytest writes
+the cells it finished), so a SIGKILLed ``batchperf run`` leaves no pytest measuring on.
 The command itself is built by :func:`batchperf.launch.suite.suite_command`.
 """
 
@@ -143,7 +145,8 @@ def run_guarded(cmd: Sequence[str], *, cwd: Path | None = None, env: Mapping[str
 
     ``foreground``: no guard; the child stays in this process's group (a terminal's Ctrl-C reaches it), a SIGTERM to
     this process is passed on to it, a SIGINT left to it, and it is waited for to its end (a stopped pytest still
-    writes its results), its exit code being this call's; past ``timeout_s`` it gets a SIGTERM and is waited for."""
+    writes its results), its exit code being this call's; past ``timeout_s`` it gets a SIGTERM and is waited for;
+    when this process dies, even by SIGKILL, it gets a SIGTERM (what it started itself is its own to end)."""
     if foreground:
         return _run_foreground(cmd, cwd=cwd, env=env, stdout=stdout, timeout_s=timeout_s)
     return finish_guarded(start_guarded(cmd, cwd=cwd, env=env, stdout=stdout, grace_s=grace_s), timeout_s)
@@ -154,8 +157,10 @@ def _run_foreground(cmd: Sequence[str], *, cwd: Path | None, env: Mapping[str, s
     # subprocess.call() kills its child 0.25 s after a Ctrl-C, cutting the results file: here the child is never
     # killed, only told (SIGTERM), and a Ctrl-C is left to it (the terminal sends it to the child too; a second
     # one would interrupt pytest while it is saving).
+    parent = os.getpid()
     child = subprocess.Popen(list(cmd), cwd=cwd, env=None if env is None else dict(env), stdout=stdout,
-                             stderr=subprocess.STDOUT if stdout is not None else None)
+                             stderr=subprocess.STDOUT if stdout is not None else None,
+                             preexec_fn=lambda: group_guard.die_with_parent(parent))
 
     def pass_on(signum: int, frame: Any) -> None:
         if signum == signal.SIGTERM and child.poll() is None:

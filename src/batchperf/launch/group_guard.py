@@ -14,7 +14,9 @@ PARENT_PID need not be the parent: a server kept across processes (:mod:`batchpe
 outlives the process that started it and goes with an owner further up (``batchperf ab``), watched by pid.
 
 Run by path, not as ``-m batchperf…``: it imports nothing of batchperf, so it starts whatever
-environment the server is given. It exits with the server's exit code (128 + N for a signal N).
+environment the server is given. It exits with the server's exit code (128 + N for a signal N), or
+:data:`GONE` without starting it when PARENT_PID was gone already; either way an end it brought about
+because PARENT_PID went is said on stderr, the server's log.
 """
 
 from __future__ import annotations
@@ -29,13 +31,19 @@ import time
 import psutil
 
 GROUP_END_SIGNALS = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)
+GONE = 3  # the exit code when the process to end with was gone before the command started (usage is 2)
 
 
-def die_with_parent() -> None:
-    """In the child, before exec: get SIGTERM if the parent dies (even by SIGKILL). Linux only."""
+def die_with_parent(parent: int | None = None) -> None:
+    """In the child, before exec: get SIGTERM if the parent dies (even by SIGKILL). Linux only.
+
+    ``parent``: the pid that started this child; when it died before the request was made (between the fork and
+    here), the kernel will never send the signal, so this child sends it to itself."""
     if sys.platform.startswith("linux"):
         pr_set_pdeathsig = 1
         ctypes.CDLL("libc.so.6", use_errno=True).prctl(pr_set_pdeathsig, signal.SIGTERM)
+        if parent is not None and os.getppid() != parent:
+            os.kill(os.getpid(), signal.SIGTERM)
 
 
 def group_members(pgid: int) -> list[int]:
@@ -72,7 +80,7 @@ def _is_parent(pid: int) -> bool:
     return os.getppid() == pid
 
 
-def _exists(pid: int) -> bool:
+def alive(pid: int) -> bool:
     """An owner that is not this process's parent: alive while its pid is (polled every 0.2 s)."""
     try:
         return psutil.Process(pid).status() not in (psutil.STATUS_ZOMBIE, psutil.STATUS_DEAD)
@@ -88,13 +96,20 @@ def main(argv: list[str]) -> int:
     stop: list[int] = []
     for sig in GROUP_END_SIGNALS:  # before the server starts: a stop that comes early must not be lost
         signal.signal(sig, lambda signum, frame: stop.append(signum))
+    parent_alive = _is_parent if os.getppid() == parent else alive
+    if not parent_alive(parent):  # said on stderr (a server's log): a start that fails must say why
+        print(f"group_guard: the process this command ends with (pid {parent}) is gone; not starting "
+              f"{command[0]}", file=sys.stderr, flush=True)
+        return GONE
     child = subprocess.Popen(command)
-    parent_alive = _is_parent if os.getppid() == parent else _exists
     while not stop and parent_alive(parent) and child.poll() is None:
         try:
             child.wait(timeout=0.2)
         except subprocess.TimeoutExpired:
             pass
+    if not stop and child.poll() is None and not parent_alive(parent):
+        print(f"group_guard: the process this command ends with (pid {parent}) is gone; ending {command[0]} and "
+              "its group", file=sys.stderr, flush=True)
     end_group(grace_s, child)
     code = child.poll()
     if code is None:  # SIGKILLed above but not reaped yet

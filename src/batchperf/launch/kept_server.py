@@ -25,9 +25,11 @@ from typing import Any
 import psutil
 
 from batchperf.launch.environ import KEEP_SERVERS_ENV, KEEP_SERVERS_OWNER_ENV, ROUND_GATE_ENV
+from batchperf.launch.group_guard import alive
 from batchperf.launch.server_process import (
     STOP_GRACE_S,
     ServerProcess,
+    ServerStartError,
     free_port,
     healthy,
     signal_group,
@@ -81,6 +83,10 @@ def reuse_or_start(keep: Keep, name: str, command: Command, timeout_s: float) ->
         return str(record["health_url"])
     if record is not None:
         stop_recorded(record)
+    if not alive(keep.owner):  # the guard would end the server at once, leaving an empty log
+        raise ServerStartError(f"{name}: not started: the process kept servers end with, pid {keep.owner} "
+                               f"(${OWNER_ENV}), is gone; start the servers under a running owner (batchperf ab "
+                               f"--keep-servers sets it), or unset ${KEEP_ENV}")
     argv, env, health = command(free_port())
     server = ServerProcess(argv, health, env=dict(env), name=name)
     server.start(timeout_s, owner_pid=keep.owner)

@@ -42,8 +42,14 @@ from batchperf.measure.trace import RequestTrace
 # on the loaded 2-core VM (lag max 1.2-8.2 ms in runs within 1% of the wire), below the shortest stall seen to move
 # a run off the wire (23 ms; issue 39)
 STALL_BOUND_MS = 10.0
-TTFT_RATIO_BOUND = 1.10  # client mean TTFT may exceed the server's by 10% ...
-TTFT_SLACK_MS = 2.0  # ... plus 2 ms (loopback, HTTP parsing, the client's send path)
+# client mean TTFT may exceed the server's x TTFT_RATIO_BOUND + TTFT_SLACK_MS. vLLM's TTFT histogram starts when the
+# request reaches its engine, not its HTTP front end, whose time grows with the load: in the wire study's 20 runs
+# (studies/wire/README.md, load average 8.6-29.4) the wire's mean TTFT reached the server's x 1.198 + 2 ms (23% over it
+# at concurrency 1, 171 ms at 16), and a client on time is within the study's 5% of the wire: 1.198 x 1.05 = 1.258.
+# The old x 1.10 + 2 ms marked 6 of those 20 on-time runs; a lag under ~25% of TTFT is left to the stall rule.
+TTFT_RATIO_BOUND = 1.26
+TTFT_SLACK_MS = 2.0  # loopback, HTTP parsing, the client's send path: what a fast server's TTFT leaves to the ratio
+CLIENT_WITHIN = 0.05  # a client on time: its means within 5% of the wire's (the wire study's bar)
 SATURATED_OCCUPANCY = 0.90  # the server's E2E time over duration x slots it could run, below which it was underfed
 LOOP_LAG_INTERVAL_S = 0.002  # the timer's period: fine enough to see a 5 ms stall, ~0.5% of a core
 ABSENT = "absent"  # figure -> why it is absent

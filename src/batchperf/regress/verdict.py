@@ -102,7 +102,11 @@ class MetricVerdict:
 
     @property
     def name(self) -> str:
-        return self.metric.rsplit(".", 1)[-1]
+        """The metric's last key, with its tenant: ``output_throughput``, ``attainment[chat.v2]``. A per-tenant
+        metric is ``PATH[TENANT]`` (the gate's ``tenants.attainment[chat.v2]``, ab's ``p99_ttft_ms[chat.v2]``):
+        only the catalogue's PATH, which holds no bracket, is split at its dots; the tenant's name is kept whole."""
+        path, bracket, tenant = self.metric.partition("[")
+        return path.rsplit(".", 1)[-1] + bracket + tenant
 
 
 @dataclass(frozen=True, slots=True)

@@ -16,6 +16,7 @@ from typing import Any
 from batchperf.measure.kv_growth import KVGrowth
 from batchperf.measure.metrics import itl_samples
 from batchperf.report import counter_plots
+from batchperf.report.identity import identity
 from batchperf.report.knee import KNEE_FRACTION, knee
 from batchperf.results.io import atomic_write_bytes
 from batchperf.results.record import CellRecord
@@ -51,13 +52,6 @@ def _prompt_order(cells: Iterable[CellRecord]) -> list[str]:
     return sorted(tokens, key=lambda label: (tokens[label], label))
 
 
-def _arrival(c: CellRecord) -> str:
-    arrival = c.cell.get("arrival")
-    if not isinstance(arrival, dict) or arrival.get("kind", "closed") == "closed":
-        return "closed"
-    return f"{arrival.get('kind')} {arrival.get('rate')}/s burst {arrival.get('burstiness', 1.0)}"
-
-
 def batch_study(cells: Iterable[CellRecord]) -> list[CellRecord]:
     """The cells of the batch-size study: synthetic workloads under the default policy. Traffic cells (a trace,
     tenants, shared prefixes) and policy cells are other experiments, drawn in figures of their own
@@ -71,8 +65,6 @@ class Series:
     matrix axis, the policy, the workload (kind and spec), the load and the arrival. Named by the parts that vary
     across ``cells``, so a single-backend run reads 'hf-static'."""
 
-    PARTS = ("run", "model", "backend", "batch_size", "concurrency", "policy", "workload", "load", "arrival")
-
     def __init__(self, cells: list[CellRecord], x: str = "batch_size") -> None:
         if x not in ("batch_size", "concurrency", "load"):
             raise ValueError(f"x: {x!r} is not batch_size, concurrency or load")
@@ -84,13 +76,10 @@ class Series:
         self.colors = {b: self.cycle[i % len(self.cycle)] for i, b in enumerate(backends)}
 
     def key(self, c: CellRecord) -> tuple[tuple[str, Any], ...]:
-        """(part, value) for each part of :attr:`PARTS` but x: a policy's cells are a line of their own beside the
-        same backend's fcfs cells (docs/policies.md), a workload's beside the synthetic ones."""
-        parts = {"run": c.source, "model": c.model_name, "backend": c.backend, "batch_size": c.batch_size,
-                 "concurrency": c.concurrency, "policy": str(c.cell.get("policy", "fcfs")),
-                 "workload": str(c.cell.get("workload", "synthetic")), "load": float(c.cell.get("load", 1.0)),
-                 "arrival": _arrival(c)}
-        return tuple((name, parts[name]) for name in self.PARTS if name != self.x)
+        """(part, value) for each part of a cell's identity but x (:func:`batchperf.report.identity.identity`): a
+        policy's cells are a line of their own beside the same backend's fcfs cells (docs/policies.md), a
+        workload's beside the synthetic ones."""
+        return identity(c, self.x)
 
     def label(self, key: tuple[tuple[str, Any], ...]) -> str:
         parts = [dict(key)["backend"]]  # the backend is always named

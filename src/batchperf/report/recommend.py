@@ -1,6 +1,8 @@
 """The batch size with the most throughput whose tail latency meets the SLOs (``batchperf recommend``).
 
-Per model × prompt length × backend × concurrency, every measured batch size
+Per model × prompt length × backend × concurrency (× policy, workload, load and
+arrival: the cell's identity but its batch size, as the report's lines are,
+:func:`batchperf.report.identity.identity`), every measured batch size
 is a candidate. A candidate is rejected when a request failed or generated the
 wrong number of tokens, or when one of its P99s (median over rounds) exceeds
 its SLO. Of those left, the one with the highest output throughput wins (or
@@ -18,6 +20,7 @@ from typing import Literal
 
 from batchperf.measure.metrics import SLO, compute_metrics
 from batchperf.measure.slo import attainment
+from batchperf.report.identity import CLOSED, SYNTHETIC, identity, load_of, policy_of
 from batchperf.results.record import RERUN, CellRecord, ResultsError
 
 Ranking = Literal["throughput", "goodput"]
@@ -72,6 +75,7 @@ class Recommendation:
     by: Ranking
     batch_size: int | None  # None: no batch size meets the SLOs
     candidates: tuple[Candidate, ...]
+    workload: str = SYNTHETIC  # the workload, with its load and arrival when not the batch-size study's
 
 
 def goodput(cell: CellRecord, slo: SLOTargets) -> float:
@@ -95,21 +99,25 @@ def _problems(cell: CellRecord) -> list[str]:
 def recommend(cells: list[CellRecord], slo: SLOTargets, by: Ranking = "throughput") -> list[Recommendation]:
     if by not in ("throughput", "goodput"):
         raise ValueError(f"rank by throughput or goodput, not {by!r}")
-    groups: dict[tuple[str, str, str, int], list[CellRecord]] = {}
+    groups: dict[tuple[str, tuple[tuple[str, object], ...]], list[CellRecord]] = {}
     for c in cells:
         if lacking := [name for name in NEEDED if name not in c.metrics]:  # a hand-edited file: say where
             raise ResultsError(c.where, f"metrics lacks {', '.join(lacking)}", RERUN)
-        # a policy other than fcfs is a backend of its own here: its batch sizes compete among themselves
-        backend = c.backend if policy_of(c) == "fcfs" else f"{c.backend} policy {policy_of(c)}"
-        groups.setdefault((c.model_name, c.prompt_label, backend, c.concurrency), []).append(c)
+        # a run split over several files is one sweep: its batch sizes compete, so the run is not a part here
+        groups.setdefault((c.prompt_label, identity(c, "run", "batch_size")), []).append(c)
     out = []
-    # models, then prompt lengths shortest first, then backends and concurrencies
-    order = sorted(groups.items(), key=lambda kv: (kv[0][0], kv[1][0].prompt_tokens, kv[0][2], kv[0][3]))
-    for (model, prompt, backend, conc), mine in order:
+    # models, then prompt lengths shortest first, then backends, concurrencies and the rest of the identity
+    order = sorted(groups.items(), key=lambda kv: (kv[0][1][0], kv[1][0].prompt_tokens, kv[0][0], kv[0][1][1:]))
+    for (prompt, _), mine in order:
+        first = mine[0]
+        model, conc, workload = first.model_name, first.concurrency, describe_workload(first)
+        # a policy other than fcfs is a backend of its own here: its batch sizes compete among themselves
+        backend = first.backend if policy_of(first) == "fcfs" else f"{first.backend} policy {policy_of(first)}"
         mine.sort(key=lambda c: c.batch_size)
         sizes = [c.batch_size for c in mine]
         if len(set(sizes)) < len(sizes):
-            raise ValueError(f"{model} · prompt {prompt} · {backend} · c{conc}: batch sizes {sizes} repeat; "
+            raise ValueError(f"{model} · prompt {prompt} · {backend} · c{conc}"
+                             f"{'' if workload == SYNTHETIC else ' · ' + workload}: batch sizes {sizes} repeat; "
                              "pass one results file per run")
         scores = {c.batch_size: goodput(c, slo) if by == "goodput" else c.metrics["output_throughput"] for c in mine}
         reasons = {c.batch_size: _problems(c) + slo.violations(c.metrics) for c in mine}
@@ -127,14 +135,23 @@ def recommend(cells: list[CellRecord], slo: SLOTargets, by: Ranking = "throughpu
                 verdict = f"meets the SLOs, but {scores[b]:,.2f} < {scores[best]:,.2f} {unit} of bs {best}"
             candidates.append(Candidate(b, scores[b], c.metrics["p99_e2el_ms"], c.metrics["p99_ttft_ms"],
                                         c.metrics["p99_tpot_ms"], verdict))
-        out.append(Recommendation(model, prompt, backend, conc, by, best, tuple(candidates)))
+        out.append(Recommendation(model, prompt, backend, conc, by, best, tuple(candidates), workload))
     return out
+
+
+def describe_workload(cell: CellRecord) -> str:
+    """The cell's workload in words, its load and arrival named when they are not the batch-size study's:
+    ``synthetic``, ``tenants:two.toml at load 2x``."""
+    parts = dict(identity(cell))
+    return " ".join([str(parts["workload"]), *([f"at load {parts['load']:g}x"] if parts["load"] != 1.0 else []),
+                     *([f"arriving {parts['arrival']}"] if parts["arrival"] != CLOSED else [])])
 
 
 def render(recs: list[Recommendation], slo: SLOTargets) -> str:
     lines = [f"SLOs: {slo.describe()}; ranked by {recs[0].by if recs else 'throughput'}", ""]
     for r in recs:
-        head = f"{r.model} · prompt {r.prompt_len} · {r.backend} · concurrency {r.concurrency}: "
+        head = (f"{r.model} · prompt {r.prompt_len} · {r.backend} · concurrency {r.concurrency}"
+                f"{'' if r.workload == SYNTHETIC else ' · ' + r.workload}: ")
         if r.batch_size is None:
             lines.append(head + "NO batch size meets the SLOs")
         else:
@@ -171,22 +188,11 @@ class CapacityCandidate:
 
 @dataclass(frozen=True, slots=True)
 class CapacityChoice:
-    group: str  # model · prompt · backend · concurrency · workload
+    group: str  # model · prompt · backend · concurrency · workload (· arrival, when not a closed loop)
     target: float
     batch_size: int | None  # the most capacity; None: no batch size met the target at any load measured
     candidates: tuple[CapacityCandidate, ...]
     policy: str | None = None  # the policy of the best candidate (None: none met the target)
-
-
-def policy_of(cell: CellRecord) -> str:
-    """The batching policy a cell ran (``cell.policy``, the --batchperf-policies entry; fcfs when absent)."""
-    return str(cell.cell.get("policy", "fcfs"))
-
-
-def load_of(cell: CellRecord) -> float:
-    """The offered-load factor a cell ran at (``--batchperf-load``; 1 when the cell has none)."""
-    raw = cell.raw("workload.load", cell.cell.get("load", 1.0))
-    return float(raw) if isinstance(raw, (int, float)) and not isinstance(raw, bool) else 1.0
 
 
 def attainment_of(cell: CellRecord, slo: SLO | None) -> float:
@@ -230,9 +236,12 @@ def recommend_capacity(cells: list[CellRecord], target: float = 0.9, slo: SLO | 
     compare); a tie goes to the smaller batch size (lower latency), then to fcfs and the policies in name order."""
     if not 0 < target <= 1:
         raise ValueError(f"target attainment must be in (0, 1], got {target}")
-    groups: dict[tuple[str, str, str, int, str], dict[tuple[int, str], list[CellRecord]]] = {}
+    groups: dict[tuple[object, ...], dict[tuple[int, str], list[CellRecord]]] = {}
     for c in cells:
-        key = (c.model_name, c.prompt_label, c.backend, c.concurrency, str(c.cell.get("workload", "synthetic")))
+        # the cell's identity but what is compared within a group (batch size, policy) and searched (load)
+        parts = dict(identity(c, "run", "batch_size", "policy", "load"))
+        key = (parts["model"], c.prompt_label, parts["backend"], parts["concurrency"], parts["workload"],
+               *([parts["arrival"]] if parts["arrival"] != CLOSED else []))
         groups.setdefault(key, {}).setdefault((c.batch_size, policy_of(c)), []).append(c)
     out = []
     for key, sizes in sorted(groups.items()):

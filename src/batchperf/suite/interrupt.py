@@ -9,7 +9,9 @@ benchmarks of cells that did not finish are left out of the JSON; the results fi
 is incomplete (``"batchperf_incomplete"`` at its top level, read by
 :attr:`batchperf.results.io.ResultsFile.incomplete`), which ``batchperf refresh`` refuses without
 ``--partial``; and the terminal summary says what was written where. While the results are being
-written, SIGINT and SIGTERM wait: the file is never cut half-way.
+written, SIGINT and SIGTERM wait: the file is never cut half-way. An interrupted run that finished no
+cell writes no file: a results file already at the path (an earlier run's) is kept as it was, never
+replaced by an empty one.
 """
 
 from __future__ import annotations
@@ -101,6 +103,9 @@ class Interrupts:
             if not bench or (self.reason and bench.fullname in self.cells and not finished_cell):
                 bench.fixture.has_error = True  # pytest-benchmark writes only benchmarks without an error
                 self.dropped.append(self.cells.get(bench.fullname, bench.fullname))
+        if self.reason and bench_session is not None and all(b.has_error for b in bench_session.benchmarks):
+            # pytest-benchmark would write a file without a cell over whatever PATH held (issue 59, 7)
+            bench_session.json = None
 
     def pytest_benchmark_update_json(self, config: pytest.Config, benchmarks: Any, output_json: dict[str, Any]) -> None:
         self.written = [b["extra_info"]["cell"]["id"] for b in output_json.get("benchmarks", [])
@@ -119,7 +124,7 @@ class Interrupts:
         if path is None:
             where = "not saved (no --benchmark-json)"
         elif not self.written:
-            where = f"none finished; {path} holds no cell"
+            where = f"none finished; {path} not written (a file already there is kept as it was)"
         else:
             where = f"written to {path}, marked incomplete"
         terminalreporter.write_line(f"batchperf: interrupted by {self.reason}: {len(self.written)} finished cell(s) "

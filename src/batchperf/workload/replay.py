@@ -158,6 +158,12 @@ def shown(value: object) -> str:
     return text if len(text) <= 60 else text[:57] + "..."
 
 
+def exact(limit: float) -> str:
+    """A bound for an error message, as it is: ``2,147,483,647``, ``0.001`` (``%g`` rounds 2**31 - 1 to
+    2.14748e+09, a limit no one can check a value against)."""
+    return f"{int(limit):,}" if float(limit).is_integer() else repr(float(limit))
+
+
 def real(value: object) -> bool:
     """A JSON number (not true/false) that a float holds: a 400-digit integer would overflow math.isfinite."""
     if type(value) is float:
@@ -169,7 +175,7 @@ def _time(value: object, per_s: float, at: str, name: str) -> float:
     """A timestamp in seconds (``per_s``: units of the field per second), within a century of the trace start."""
     if not real(value) or not 0 <= value / per_s <= MAX_TIMESTAMP_S:  # type: ignore[operator]
         raise TraceError(f"{at}: field {name} is {shown(value)}; it must be a number from 0 to "
-                         f"{MAX_TIMESTAMP_S * per_s:.4g} ({'ms' if per_s > 1 else 's'}): a timestamp within a "
+                         f"{exact(MAX_TIMESTAMP_S * per_s)} ({'ms' if per_s > 1 else 's'}): a timestamp within a "
                          f"century of the trace start")
     return float(value) / per_s  # type: ignore[arg-type]
 
@@ -220,7 +226,7 @@ def name_problem(name: str) -> str | None:
 def _priority(value: object, at: str) -> int:
     if isinstance(value, bool) or not isinstance(value, int) or not -MAX_PRIORITY <= value < MAX_PRIORITY:
         raise TraceError(f"{at}: field priority is {shown(value)}, not a whole number within 32 bits "
-                         f"(|priority| < 2**31; lower is served first)")
+                         f"(from {exact(-MAX_PRIORITY)} to {exact(MAX_PRIORITY - 1)}; lower is served first)")
     return value
 
 

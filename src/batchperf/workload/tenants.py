@@ -38,7 +38,7 @@ from typing import Any
 import numpy as np
 
 from batchperf.measure.metrics import SLO, SLO_FIELDS
-from batchperf.workload.replay import MAX_PRIORITY, MAX_TOKENS, file_hash, name_problem, real, shown
+from batchperf.workload.replay import MAX_PRIORITY, MAX_TOKENS, exact, file_hash, name_problem, real, shown
 from batchperf.workload.spec import MAX_SCHEDULE_S, Arrival, LengthSpec, RequestSpec, Workload, WorkloadSpec
 from batchperf.workload.synth import MAX_REQUESTS, TokenSynth, check_fits, check_memory, file_stem
 
@@ -76,8 +76,8 @@ def _number(value: Any, where: str, *, whole: bool = False, low: float = 0.0, st
     ok = real(value) and (value > low if strict else value >= low) and value <= high and (not whole or value == int(value))
     if not ok:
         kind = "a whole number" if whole else "a finite number"
-        upper = f" and at most {high:,g} ({bound})" if math.isfinite(high) else ""
-        raise ValueError(f"{where} is {shown(value)}; it must be {kind} {'>' if strict else '>='} {low:g}{upper}")
+        upper = f" and at most {exact(high)} ({bound})" if math.isfinite(high) else ""
+        raise ValueError(f"{where} is {shown(value)}; it must be {kind} {'>' if strict else '>='} {exact(low)}{upper}")
     return value
 
 
@@ -131,8 +131,8 @@ def parse_tenant(name: str, data: Any, where: str) -> Tenant:
                       high=BURSTINESS[1], bound="a gamma shape from bursty to near-even gaps")), prompt,
         tuple(int(_number(v, f"{at}: output_lens", whole=True, high=MAX_TOKENS,
                           bound="a length within any model's context")) for v in outs),
-        int(_number(data.get("priority", 0), f"{at}: priority", whole=True, low=-MAX_PRIORITY, high=MAX_PRIORITY - 1,
-                    bound="a priority within 32 bits")), slo,
+        int(_number(data.get("priority", 0), f"{at}: priority", whole=True, low=-MAX_PRIORITY, strict=False,
+                    high=MAX_PRIORITY - 1, bound="a priority within 32 bits, as a trace's")), slo,
         None if on_s is None else float(_number(on_s, f"{at}: on_s", low=MIN_ON_S, strict=False,
                                                 high=MAX_SCHEDULE_S, bound=schedule)),
         0.0 if on_s is None else float(_number(data["off_s"], f"{at}: off_s", strict=False, high=MAX_SCHEDULE_S,

@@ -31,7 +31,15 @@ from pathlib import Path
 
 import numpy as np
 
-from batchperf.workload.replay import MAX_TIMESTAMP_S, MAX_TOKENS, MOONCAKE_BLOCK_SIZE, TraceRow, file_hash, read_trace
+from batchperf.workload.replay import (
+    MAX_TIMESTAMP_S,
+    MAX_TOKENS,
+    MOONCAKE_BLOCK_SIZE,
+    TraceRow,
+    exact,
+    file_hash,
+    read_trace,
+)
 from batchperf.workload.spec import (
     MAX_SCHEDULE_S,
     Arrival,
@@ -241,7 +249,7 @@ def _seconds(name: str, raw: str, text: str) -> float:
     value = _float(raw)
     if not 0 <= value <= MAX_TIMESTAMP_S:  # NaN too
         raise ValueError(f"bad workload {text!r}: {name} {raw!r} must be a number of seconds from 0 to "
-                         f"{MAX_TIMESTAMP_S:.4g} (a timestamp within a century of the trace start)")
+                         f"{exact(MAX_TIMESTAMP_S)} (a timestamp within a century of the trace start)")
     return value
 
 
