@@ -25,7 +25,14 @@ import pytest
 from batchperf.regress import fingerprint as fp
 from batchperf.regress.compare import add_gate_args, gate_config
 from batchperf.regress.gate import GateConfig, compare_cell, confirm, render_table
-from batchperf.regress.store import DEFAULT_ROOT, fingerprint_of, load_baseline, load_reference, pinned_path
+from batchperf.regress.store import (
+    DEFAULT_ROOT,
+    fingerprint_of,
+    load_baseline,
+    load_reference,
+    older_pin,
+    pinned_path,
+)
 from batchperf.regress.verdict import CellVerdict, Verdict, count_line, fmt_delta
 from batchperf.results.io import ResultsFile
 from batchperf.results.record import CellRecord, ResultsError
@@ -33,7 +40,9 @@ from batchperf.results.record import CellRecord, ResultsError
 
 @dataclass(slots=True)
 class GateSession:
-    fingerprint: fp.Fingerprint
+    # this machine's; read when first needed (py-cpuinfo takes about a second): a session that neither compares nor
+    # writes results never pays for it
+    fingerprint: fp.Fingerprint | None
     config: GateConfig
     require_baseline: bool
     baseline: ResultsFile | None = None
@@ -59,8 +68,8 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 def pytest_configure(config: pytest.Config) -> None:
     # Runs before pytest-benchmark's own (trylast) pytest_configure, which reads benchmark_compare.
     try:
-        gate = GateSession(fp.current(), gate_config(config.getoption("batchperf_k"),
-                                                     config.getoption("batchperf_tolerance")),
+        gate = GateSession(None, gate_config(config.getoption("batchperf_k"),
+                                             config.getoption("batchperf_tolerance")),
                            config.getoption("batchperf_require_baseline"))
     except ValueError as exc:
         raise pytest.UsageError(f"batchperf gate: {exc}") from None
@@ -69,11 +78,13 @@ def pytest_configure(config: pytest.Config) -> None:
     if not compare:
         return
     gate.active = True
+    gate.fingerprint = fp.current()
     if compare is True:
         root = config.getoption("batchperf_baselines") or config.rootpath / DEFAULT_ROOT
         path = pinned_path(Path(root), gate.fingerprint)
         if not path.exists():
-            gate.source = f"no pinned baseline for this machine at {path}"
+            older = older_pin(Path(root), gate.fingerprint)
+            gate.source = f"no pinned baseline for this machine at {path}" + (f"; {older}" if older else "")
             config.option.benchmark_compare = []  # keep pytest-benchmark off the last saved run
             return
         try:
@@ -103,8 +114,10 @@ def pytest_configure(config: pytest.Config) -> None:
 
 def pytest_benchmark_update_machine_info(config: pytest.Config, machine_info: dict[str, Any]) -> None:
     """Record the fingerprint in every results file: the refresh tool files it under this hardware."""
-    if GATE in config.stash:
-        machine_info["batchperf"] = config.stash[GATE].fingerprint.to_dict()
+    if (gate := config.stash.get(GATE, None)) is not None:
+        if gate.fingerprint is None:  # pytest-benchmark has just read py-cpuinfo: the same dict, not a second read
+            gate.fingerprint = fp.current(cpu=machine_info.get("cpu"))
+        machine_info["batchperf"] = gate.fingerprint.to_dict()
 
 
 def gate_cell(request: pytest.FixtureRequest, record: CellRecord,
