@@ -50,7 +50,7 @@ def main(args: argparse.Namespace) -> int:
         refuse(f"--markdown {args.markdown}: cannot write it (No such file or directory: "
                f"{Path(args.markdown).parent}); create the folder first, or give '-' for stdout")
     try:
-        config = gate_config(args.batchperf_k, args.batchperf_tolerance)
+        config = gate_config(args.batchperf_k, args.batchperf_tolerance, args.batchperf_machine_moved)
         a, b = load_reference(args.a), load_run(args.b)
     except ValueError as exc:
         refuse(str(exc))

@@ -44,6 +44,7 @@ from batchperf.regress.fingerprint import (
     soft_warnings,
     version_diff,
 )
+from batchperf.regress.machine import MODES
 from batchperf.regress.judgeable import EXACT_REL, arrival_reason, client_bound_reason
 from batchperf.regress.verdict import CellVerdict, MetricVerdict, Verdict, combine, render_text
 from batchperf.results.record import CellRecord, RecordPath
@@ -56,10 +57,14 @@ MISSING_NOTE = "missing: the baseline has it, this run does not (a check was los
 class GateConfig:
     rules: tuple[Metric, ...] = GATED  # the catalogue's gated entries, in its order
     k: float = 3.0  # tolerance in units of the baseline's relative round-to-round spread
+    # a regression while the machine itself measured slower (regress.machine): "mark" it, or call it "not-judged"
+    machine_moved: str = "mark"
 
     def __post_init__(self) -> None:
         if not (self.k >= 0 and math.isfinite(self.k)):
             raise ValueError(f"gate k must be a finite number >= 0, got {self.k}")
+        if self.machine_moved not in MODES:
+            raise ValueError(f"gate machine_moved must be one of {', '.join(MODES)}, got {self.machine_moved!r}")
         names = [r.path for r in self.rules]
         if len(set(names)) != len(names):
             raise ValueError("gate rules name a metric twice")

@@ -25,6 +25,7 @@ import pytest
 from batchperf.regress import fingerprint as fp
 from batchperf.regress.compare import add_gate_args, gate_config
 from batchperf.regress.gate import GateConfig, compare_cell, confirm, render_table
+from batchperf.regress.machine import MACHINE_NOTE, SessionProbes, machine_moved, session_probes
 from batchperf.regress.store import (
     DEFAULT_ROOT,
     fingerprint_of,
@@ -36,6 +37,7 @@ from batchperf.regress.store import (
 from batchperf.regress.verdict import CellVerdict, Verdict, count_line, fmt_delta
 from batchperf.results.io import ResultsFile
 from batchperf.results.record import CellRecord, ResultsError
+from batchperf.telemetry.probe import probe
 
 
 @dataclass(slots=True)
@@ -47,6 +49,7 @@ class GateSession:
     require_baseline: bool
     baseline: ResultsFile | None = None
     baseline_fingerprint: fp.Fingerprint | None = None  # the baseline's, parsed once when it is loaded
+    baseline_probes: SessionProbes | None = None  # the machine probes the baseline's session recorded
     source: str = ""  # what the cells are compared with, for the summary
     active: bool = False  # --benchmark-compare was given
     verdicts: list[CellVerdict] = field(default_factory=list)
@@ -68,8 +71,8 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 def pytest_configure(config: pytest.Config) -> None:
     # Runs before pytest-benchmark's own (trylast) pytest_configure, which reads benchmark_compare.
     try:
-        gate = GateSession(None, gate_config(config.getoption("batchperf_k"),
-                                             config.getoption("batchperf_tolerance")),
+        gate = GateSession(None, gate_config(config.getoption("batchperf_k"), config.getoption("batchperf_tolerance"),
+                                             config.getoption("batchperf_machine_moved")),
                            config.getoption("batchperf_require_baseline"))
     except ValueError as exc:
         raise pytest.UsageError(f"batchperf gate: {exc}") from None
@@ -90,6 +93,7 @@ def pytest_configure(config: pytest.Config) -> None:
         try:
             gate.baseline = load_baseline(path, gate.fingerprint)
             gate.baseline_fingerprint = fingerprint_of(gate.baseline)
+            gate.baseline_probes = session_probes(gate.baseline)
         except ResultsError as exc:
             raise pytest.UsageError(f"batchperf gate: {exc}") from None
         config.option.benchmark_compare = str(path)  # pytest-benchmark's table and --benchmark-compare-fail
@@ -107,6 +111,7 @@ def pytest_configure(config: pytest.Config) -> None:
     try:
         gate.baseline = load_reference(path)
         gate.baseline_fingerprint = fingerprint_of(gate.baseline)
+        gate.baseline_probes = session_probes(gate.baseline)
     except ResultsError as exc:
         raise pytest.UsageError(f"batchperf gate: {exc}") from None
     gate.source = str(path)
@@ -133,8 +138,13 @@ def gate_cell(request: pytest.FixtureRequest, record: CellRecord,
         again = remeasure()
         verdict = confirm(verdict, _compare(gate, request.node.nodeid, again))
         record.gate_remeasured = {"metrics": again.metrics, "rounds": again.rounds}
+    machine = {}
+    if verdict.verdict is Verdict.REGRESSION:  # was it the machine? probe it now, beside the verdict
+        now = probe()
+        verdict = machine_moved(verdict, record, gate.baseline_probes, now, gate.config.machine_moved)
+        machine = {"machine_probe": now.to_dict()}
     record.gate = {"verdict": verdict.verdict.value, "remeasured": verdict.remeasured,
-                   "regressed": [m.name for m in verdict.metrics if m.verdict.failed and m.deciding]}
+                   "regressed": [m.name for m in verdict.metrics if m.verdict.failed and m.deciding], **machine}
     gate.verdicts.append(verdict)
     return verdict
 
@@ -182,7 +192,8 @@ def summary_lines(gate: GateSession) -> list[str]:
         if v.failed:
             worst = ", ".join(f"{m.name} {fmt_delta(m) if m.measured is not None else 'missing'}"
                               for m in v.metrics if m.verdict.failed and m.deciding)
-            lines.append(f"REGRESSION {v.name}: {worst}")
+            lines.append(f"REGRESSION {v.name}: {worst}"
+                         + "".join(f" ({n})" for n in v.notes if n.startswith(MACHINE_NOTE)))
         elif v.verdict is Verdict.IMPROVEMENT:
             better = ", ".join(f"{m.name} {fmt_delta(m)}" for m in v.metrics if m.verdict is Verdict.IMPROVEMENT)
             lines.append(f"improvement {v.name}: {better} — refresh suggested (batchperf refresh)")
