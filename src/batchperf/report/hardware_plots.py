@@ -9,6 +9,7 @@ mark at the prediction for the cell's bound, with its tolerance as a whisker.
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 from batchperf.regress.hardware import BEAT, LOST, SCALED, Scaling, compare_hardware
 from batchperf.regress.store import fingerprint_of
@@ -42,7 +43,7 @@ def scaling_figure(files: list[ResultsFile], path: Path) -> Path | None:
     return _save(fig, plt, path)
 
 
-def _panel(ax: object, rows: list[Scaling]) -> None:
+def _panel(ax: Any, rows: list[Scaling]) -> None:
     ys = range(len(rows))
     ax.barh(ys, [r.measured or 0.0 for r in rows], color=[COLORS.get(r.verdict, OTHER) for r in rows], alpha=0.8)
     marked = [(y, r) for y, r in zip(ys, rows) if r.predicted is not None]

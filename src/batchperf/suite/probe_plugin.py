@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 
 from batchperf.regress.machine import PROBE_KEY, SessionProbes
-from batchperf.telemetry.probe import MachineProbe, probe
+from batchperf.telemetry.probe import probe
 
 PROBES = pytest.StashKey[SessionProbes]()
 CELL_FIXTURE = "batchperf_params"  # what every cell's test takes (suite.plugin.pytest_generate_tests)
@@ -38,12 +38,6 @@ def pytest_sessionfinish(session: pytest.Session) -> Generator[None, None, None]
     if probes is not None:
         session.config.stash[PROBES] = replace(probes, end=probe())
     yield
-
-
-def latest(config: pytest.Config) -> MachineProbe | None:
-    """The session's most recent probe; None when it probed nothing."""
-    probes = config.stash.get(PROBES, None)
-    return None if probes is None else probes.end or probes.start
 
 
 def pytest_benchmark_update_machine_info(config: pytest.Config, machine_info: dict[str, Any]) -> None:
