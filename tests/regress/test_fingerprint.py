@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import sys
+
 import pytest
 from gate_samples import CPU_FP, GPU_FP, cell_info
 
@@ -120,3 +122,91 @@ def test_the_engine_section_round_trips_and_is_absent_when_empty() -> None:
     assert "engine" not in record.to_dict()
     record.engine = VLLM_ENGINE
     assert CellRecord.from_dict(record.to_dict()).engine == VLLM_ENGINE
+
+
+# py-cpuinfo's dict as pytest-benchmark records it in machine_info.cpu (an excerpt of this fleet's family-25 host)
+EPYC_25 = {"vendor_id_raw": "AuthenticAMD", "brand_raw": "AMD EPYC", "family": 25, "model": 17, "stepping": 1,
+           "flags": ["avx", "avx2", "avx512_bf16", "avx512bf16", "avx512f", "avx512vnni", "avx512_vnni", "fma",
+                     "hypervisor", "rdrand"]}
+
+
+def test_the_cpu_identity_keeps_vendor_family_model_stepping_and_the_kernel_isa_only() -> None:
+    cpu = fp.CPU.from_cpuinfo(EPYC_25)
+    assert cpu == fp.CPU("AuthenticAMD", 25, 17, 1, ("avx2", "avx512_bf16", "avx512_vnni", "avx512f"))
+    amx = fp.CPU.from_cpuinfo({**EPYC_25, "vendor_id_raw": "GenuineIntel", "flags": ["amx_tile", "amxbf16", "avx2"]})
+    assert amx is not None and amx.isa == ("amx_bf16", "amx_tile", "avx2")  # either spelling, the canonical name
+    assert fp.CPU.from_cpuinfo({"brand_raw": "AMD EPYC", "flags": ["avx2"]}) is None  # no family: not an identity
+    with pytest.raises(ValueError, match="CPU family must be a whole number >= 0"):
+        fp.CPU("AuthenticAMD", -1, 17, 1)
+    with pytest.raises(ValueError, match="CPU isa names sse2"):
+        fp.CPU("AuthenticAMD", 25, 17, 1, ("sse2",))
+
+
+def test_two_cpus_under_one_name_get_two_keys_and_the_diff_names_the_family() -> None:
+    family_25 = HardwareIdentity("x86_64", "AMD EPYC", 2, (), 1, fp.CPU.from_cpuinfo(EPYC_25))
+    family_26 = HardwareIdentity("x86_64", "AMD EPYC", 2, (), 1, fp.CPU.from_cpuinfo({**EPYC_25, "family": 26}))
+    assert family_25.key.startswith("cpu-amd-epyc-f25m17-2c-") and family_26.key.startswith("cpu-amd-epyc-f26m17-2c-")
+    assert fp.identity_diff(family_26.to_dict(), family_25.to_dict()) == ["cpu.family: 26 → 25"]
+    assert HardwareIdentity.from_dict(family_25.to_dict()) == family_25
+    # an identity recorded before the CPU fields keeps its dict, hence its key: an older baseline is still found
+    older = HardwareIdentity("x86_64", "AMD EPYC", 2, (), 1)
+    assert "cpu" not in older.to_dict() and older.key == "cpu-amd-epyc-2c-9bb45cf7fc"
+    assert older.lacks() == list(fp.CPU_FIELDS) and family_25.lacks() == []
+
+
+def test_a_gpu_keeps_name_and_memory_and_adds_its_compute_capability() -> None:
+    h200 = GPU("NVIDIA H200", 143771, "9.0")
+    ident = HardwareIdentity("x86_64", "c", 16, (h200,))
+    assert ident.key.startswith("1x-nvidia-h200-sm9-0-") and "compute capability 9.0" in ident.describe()
+    assert HardwareIdentity.from_dict(ident.to_dict()) == ident
+    assert GPU("NVIDIA H200", 143771).to_dict() == {"name": "NVIDIA H200", "memory_mib": 143771}  # older: unchanged
+    assert HardwareIdentity("x86_64", "c", 16, (GPU("NVIDIA H200", 143771),)).lacks()[-1] == "gpus.0.compute_capability"
+    with pytest.raises(ValueError, match="compute_capability must be MAJOR.MINOR"):
+        GPU("NVIDIA H200", 1, "sm90")
+
+
+def test_nvml_gives_the_compute_capability(monkeypatch: pytest.MonkeyPatch) -> None:
+    from fake_nvml import FakeNvml
+
+    device = {"memory_used": 0, "clock_sm": 1980, "max_clock_sm": 1980, "throttle": 0, "enforced_power_limit_mw": 1}
+    fake = FakeNvml([{**device, "name": "NVIDIA H100", "memory_total": 80 * 2**30, "compute_capability": (9, 0)},
+                     {**device, "name": "NVIDIA L4", "memory_total": 24 * 2**30}])  # a driver that cannot say: None
+    monkeypatch.setitem(sys.modules, "pynvml", fake)
+    gpus = fp.current().identity.gpus
+    assert [(g.name, g.compute_capability) for g in gpus] == [("NVIDIA H100", "9.0"), ("NVIDIA L4", None)]
+
+
+def test_an_older_identity_is_completed_from_its_files_machine_info_cpu() -> None:
+    older = HardwareIdentity("x86_64", "AMD EPYC", 2, (), 1)
+    done = fp.completed(older, {"cpu": EPYC_25})
+    assert done.cpu == fp.CPU.from_cpuinfo(EPYC_25) and done.key.startswith("cpu-amd-epyc-f25m17-2c-")
+    assert fp.completed(older, {}) == older  # nothing to take it from: it stays older, and says so (lacks)
+
+
+def test_this_machine_names_its_cpu() -> None:
+    here = fp.current(cpu_only=True)
+    if not fp.cpu_info():
+        pytest.skip("py-cpuinfo cannot read this machine")
+    assert here.identity.cpu is not None and here.identity.cpu.vendor
+    assert here.identity.cpu == fp.CPU.from_cpuinfo(fp.cpu_info())
+    assert fp.current(cpu_only=True, cpu=EPYC_25).identity.cpu == fp.CPU.from_cpuinfo(EPYC_25)
+
+
+def test_an_older_baseline_is_no_baseline_naming_what_it_lacks_and_the_refresh() -> None:
+    from batchperf.regress.gate import compare_cell
+    from batchperf.regress.verdict import Verdict
+
+    now = Fingerprint(HardwareIdentity("x86_64", "AMD EPYC", 2, (), 1, fp.CPU.from_cpuinfo(EPYC_25)))
+    older = Fingerprint(HardwareIdentity("x86_64", "AMD EPYC", 2, (), 1))
+    record = cell_info()
+    verdict = compare_cell("c", record, record, baseline_fp=older, current_fp=now)
+    assert verdict.verdict is Verdict.NO_BASELINE and not verdict.metrics
+    assert verdict.notes == (fp.lacking_note(older.identity, now.identity),)
+    assert "lacks cpu.vendor, cpu.family, cpu.model, cpu.stepping, cpu.isa" in verdict.notes[0]
+    assert "batchperf refresh --run perf_tests -m cpu" in verdict.notes[0]
+    other_family = Fingerprint(HardwareIdentity("x86_64", "AMD EPYC", 2, (), 1,
+                                                fp.CPU.from_cpuinfo({**EPYC_25, "family": 26})))
+    verdict = compare_cell("c", record, record, baseline_fp=other_family, current_fp=now)
+    assert verdict.verdict is Verdict.NO_BASELINE and verdict.notes == ("hardware.cpu.family: 26 → 25",)
+    # two older files (neither names the CPU) compare as before
+    assert compare_cell("c", record, record, baseline_fp=older, current_fp=older).verdict is Verdict.NO_CHANGE

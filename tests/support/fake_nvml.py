@@ -93,6 +93,9 @@ class FakeNvml:
     def nvmlDeviceGetUUID(self, h: int) -> str:
         return self._get(h, "uuid")
 
+    def nvmlDeviceGetCudaComputeCapability(self, h: int) -> tuple[int, int]:
+        return self._get(h, "compute_capability")  # (major, minor), as nvidia-ml-py returns it
+
     def nvmlDeviceGetMemoryInfo(self, h: int) -> SimpleNamespace:
         return SimpleNamespace(used=self._get(h, "memory_used"), total=self.devices[h].get("memory_total", 0))
 

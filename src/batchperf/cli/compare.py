@@ -3,6 +3,8 @@
 A is the reference (a baseline or an earlier results file), B the new run. It
 prints a terminal table (rich) and, with ``--markdown``, the same as Markdown
 for a CI job summary (``--markdown "$GITHUB_STEP_SUMMARY"``). Exit codes: see ``ERROR`` below.
+``--hardware``: A and B ran on two machines; per cell the measured speed-up beside what the hardware predicts for
+the cell's bound (:mod:`batchperf.regress.hardware`).
 """
 
 from __future__ import annotations
@@ -21,7 +23,9 @@ from batchperf.regress.compare import (
     render_compare_markdown,
     render_rich,
 )
+from batchperf.regress.gate import GateConfig
 from batchperf.regress.store import fingerprint_of, load_reference, load_run
+from batchperf.results.io import ResultsFile
 
 
 def add_cli_args(parser: argparse.ArgumentParser) -> None:
@@ -31,7 +35,12 @@ def add_cli_args(parser: argparse.ArgumentParser) -> None:
                         help="also write Markdown (to FILE, appended; '-' or no value: stdout)")
     parser.add_argument("--all-metrics", action="store_true",
                         help="also list every other numeric metric (no verdict: the gate does not judge it)")
-    parser.add_argument("--fail-on-regression", action="store_true", help="exit 1 when any cell regressed")
+    parser.add_argument("--fail-on-regression", action="store_true",
+                        help="exit 1 when any cell regressed (with --hardware: when any cell lost efficiency)")
+    parser.add_argument("--hardware", action="store_true",
+                        help="A and B ran on two machines: per cell the measured speed-up beside what the machine "
+                             "probes (or the GPU's roofline) predict for the cell's bound, and whether it scaled "
+                             "(docs/baselines.md, 'A hardware upgrade judged')")
     add_gate_args(parser)
 
 
@@ -50,10 +59,12 @@ def main(args: argparse.Namespace) -> int:
         refuse(f"--markdown {args.markdown}: cannot write it (No such file or directory: "
                f"{Path(args.markdown).parent}); create the folder first, or give '-' for stdout")
     try:
-        config = gate_config(args.batchperf_k, args.batchperf_tolerance)
+        config = gate_config(args.batchperf_k, args.batchperf_tolerance, args.batchperf_machine_moved)
         a, b = load_reference(args.a), load_run(args.b)
     except ValueError as exc:
         refuse(str(exc))
+    if args.hardware:
+        return hardware(args, a, b, config)
     verdicts = compare_files(a, b, config)
     extras = {v.name: extra_rows(a, b, v, config) for v in verdicts} if args.all_metrics else None
     if fingerprint_of(a) is None or fingerprint_of(b) is None:
@@ -75,3 +86,26 @@ def main(args: argparse.Namespace) -> int:
                        "for stdout (the table above is the comparison)")
     failed = any(v.failed for v in verdicts)
     return 1 if failed and args.fail_on_regression else 0
+
+
+def hardware(args: argparse.Namespace, a: ResultsFile, b: ResultsFile, config: GateConfig) -> int:
+    """``--hardware``: the scaling table (Markdown) on stdout, and appended to ``--markdown FILE``."""
+    from batchperf.regress.hardware import LOST, compare_hardware, render_markdown
+
+    try:
+        rows = compare_hardware(a, b, config)
+    except ValueError as exc:  # a malformed machine probe block, naming the file
+        refuse(str(exc))
+    for label, run in (("A", a), ("B", b)):
+        found = fingerprint_of(run)
+        print(f"{label}: {run.path}: {found.identity.describe() if found else 'no batchperf fingerprint'}")
+    text = render_markdown(rows, str(args.a), str(args.b))
+    print(text)
+    if args.markdown not in (None, "-"):
+        try:
+            with open(args.markdown, "a", encoding="utf-8") as fh:
+                fh.write(text + "\n")
+        except OSError as exc:
+            refuse(f"--markdown {args.markdown}: cannot write it ({exc.strerror}); give a writable file, or '-' "
+                   "for stdout (the table above is the comparison)")
+    return 1 if args.fail_on_regression and any(r.verdict == LOST for r in rows) else 0

@@ -30,7 +30,7 @@ def add_cli_args(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--partial", action="store_true",
                         help="accept results missing some cells of the old baseline (they keep their old entries)")
     parser.add_argument("--dry-run", action="store_true", help="show the diff and the checks; write nothing")
-    add_gate_args(parser)
+    add_gate_args(parser, machine_moved=False)
 
 
 def request_from(args: argparse.Namespace) -> RefreshRequest:

@@ -15,23 +15,30 @@ from typing import Any
 
 from batchperf.regress import verdict as table
 from batchperf.regress.gate import GateConfig, compare_cell, relative_change
+from batchperf.regress.machine import MODES, machine_moved, session_probes
 from batchperf.regress.store import fingerprint_of
 from batchperf.regress.verdict import CellVerdict, Verdict, count_line, fmt_change, fmt_value
 from batchperf.results.io import ResultsFile
 
 
-def add_gate_args(parser: Any) -> None:
-    """Tolerance overrides shared by `batchperf compare`, `batchperf refresh` and the pytest plugin."""
+def add_gate_args(parser: Any, machine_moved: bool = True) -> None:
+    """Tolerance overrides shared by `batchperf compare`, `batchperf refresh` and the pytest plugin; ``machine_moved``:
+    also ``--batchperf-machine-moved`` (not for refresh: a regression is never pinned as not judged)."""
     add = parser.addoption if hasattr(parser, "addoption") else parser.add_argument
     add("--batchperf-k", dest="batchperf_k", type=float, default=None, metavar="K",
         help="tolerance in units of the baseline's round-to-round spread (default 3)")
     add("--batchperf-tolerance", dest="batchperf_tolerance", action="append", default=[], metavar="METRIC=FRAC",
         help="floor for a metric, e.g. p99_e2el_ms=0.3 or output_throughput=0.1 (repeatable)")
+    if not machine_moved:
+        return
+    add("--batchperf-machine-moved", dest="batchperf_machine_moved", choices=MODES, default="mark",
+        help="a regression while the machine's own probe measured slower than the baseline's by more than the "
+             "cell's tolerance: mark it with a note (default), or treat it as not judged (docs/baselines.md)")
 
 
-def gate_config(k: float | None, tolerances: list[str]) -> GateConfig:
+def gate_config(k: float | None, tolerances: list[str], machine_moved: str = "mark") -> GateConfig:
     """The gate's config with command-line overrides applied; ValueError names a bad entry."""
-    config = GateConfig() if k is None else GateConfig(k=k)
+    config = GateConfig(machine_moved=machine_moved) if k is None else GateConfig(k=k, machine_moved=machine_moved)
     for entry in tolerances:
         metric, sep, value = entry.partition("=")
         try:
@@ -48,8 +55,10 @@ def compare_files(a: ResultsFile, b: ResultsFile, config: GateConfig) -> list[Ce
     """One verdict per cell of B; a cell only in A is *failed*: B lost it."""
     verdicts = []
     fp_a, fp_b = fingerprint_of(a), fingerprint_of(b)
+    probes_a, probes_b = session_probes(a), session_probes(b)
     for name, rec in sorted(b.cells.items()):
-        verdicts.append(compare_cell(rec.id, a.find(name, rec.id), rec, config, fp_a, fp_b))
+        verdict = compare_cell(rec.id, a.find(name, rec.id), rec, config, fp_a, fp_b)
+        verdicts.append(machine_moved(verdict, rec, probes_a, probes_b, config.machine_moved))
     for name in sorted(a.cells.keys() - b.cells.keys()):
         cell_id = a.cell_ids[name]
         if not any(v.name == cell_id for v in verdicts):

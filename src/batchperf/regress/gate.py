@@ -36,7 +36,15 @@ from dataclasses import dataclass, replace
 from batchperf.measure.catalogue import GATED, Direction, Metric
 from batchperf.measure.slo import NO_TENANT, STARVATION_MIN_S, STARVATION_SHARE
 from batchperf.regress.cell_notes import disagreement, driver_note, power_cap_notes, void_notes
-from batchperf.regress.fingerprint import Fingerprint, cell_identity, identity_diff, soft_warnings, version_diff
+from batchperf.regress.fingerprint import (
+    Fingerprint,
+    cell_identity,
+    identity_diff,
+    lacking_note,
+    soft_warnings,
+    version_diff,
+)
+from batchperf.regress.machine import MODES
 from batchperf.regress.judgeable import EXACT_REL, arrival_reason, client_bound_reason
 from batchperf.regress.verdict import CellVerdict, MetricVerdict, Verdict, combine, render_text
 from batchperf.results.record import CellRecord, RecordPath
@@ -49,10 +57,14 @@ MISSING_NOTE = "missing: the baseline has it, this run does not (a check was los
 class GateConfig:
     rules: tuple[Metric, ...] = GATED  # the catalogue's gated entries, in its order
     k: float = 3.0  # tolerance in units of the baseline's relative round-to-round spread
+    # a regression while the machine itself measured slower (regress.machine): "mark" it, or call it "not-judged"
+    machine_moved: str = "mark"
 
     def __post_init__(self) -> None:
         if not (self.k >= 0 and math.isfinite(self.k)):
             raise ValueError(f"gate k must be a finite number >= 0, got {self.k}")
+        if self.machine_moved not in MODES:
+            raise ValueError(f"gate machine_moved must be one of {', '.join(MODES)}, got {self.machine_moved!r}")
         names = [r.path for r in self.rules]
         if len(set(names)) != len(names):
             raise ValueError("gate rules name a metric twice")
@@ -260,7 +272,11 @@ def _compare_cell(
         return CellVerdict(name, Verdict.NO_BASELINE, notes=("no baseline entry for this cell",))
     diffs: list[str] = []
     if baseline_fp is not None and current_fp is not None:
-        diffs += [f"hardware.{d}" for d in identity_diff(baseline_fp.identity.to_dict(), current_fp.identity.to_dict())]
+        lacking = lacking_note(baseline_fp.identity, current_fp.identity)
+        # what an older baseline lacks is said once, with its fix (below), not field by field as "(absent)"
+        now = current_fp.identity if lacking is None else current_fp.identity.older()
+        diffs += [f"hardware.{d}" for d in identity_diff(baseline_fp.identity.to_dict(), now.to_dict())]
+        diffs += [lacking] if lacking else []
     diffs += identity_diff(cell_identity(baseline), cell_identity(current))
     if diffs:
         return CellVerdict(name, Verdict.NO_BASELINE, notes=tuple(diffs))

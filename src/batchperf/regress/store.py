@@ -27,7 +27,7 @@ from typing import Any
 
 from batchperf.measure.client_lag import summarise as summarise_client
 from batchperf.measure.metrics import summarise
-from batchperf.regress.fingerprint import Fingerprint, cell_identity, identity_diff, version_diff
+from batchperf.regress.fingerprint import REFRESH_HINT, Fingerprint, cell_identity, identity_diff, version_diff
 from batchperf.regress.safe_open import make_folder, open_problem, open_regular, refuse_link
 from batchperf.results.claim import CannotOpen, ClaimError, Held, claim
 from batchperf.results.io import INCOMPLETE_KEY, ResultsFile, read_results, write_results
@@ -47,6 +47,18 @@ def folder_for(root: Path, fingerprint: Fingerprint) -> Path:
 
 def pinned_path(root: Path, fingerprint: Fingerprint) -> Path:
     return folder_for(root, fingerprint) / BASELINE_FILE
+
+
+def older_pin(root: Path, fingerprint: Fingerprint) -> str | None:
+    """When this machine has no pinned baseline but one sits under the key its identity had before it named the
+    CPU's family, model, stepping and instruction sets (and the GPUs' compute capability): what that baseline lacks
+    and the refresh that re-pins it; None otherwise. It is never compared: that key covered CPUs 2-3x apart."""
+    older = fingerprint.identity.older()
+    path = root / older.key / BASELINE_FILE
+    if older == fingerprint.identity or not path.exists():
+        return None
+    return (f"{path} was pinned by an older batchperf: its identity lacks {', '.join(older.lacks())}, so it is not "
+            f"compared (one CPU model name covers CPUs 2-3x apart). Re-pin it on this machine with `{REFRESH_HINT}`")
 
 
 def _fingerprint(path: Path, raw: Any, where: str) -> Fingerprint:

@@ -4,7 +4,8 @@
 concurrency, the ITL distribution, KV-cache growth against the analytic line,
 peak memory (the batch-size study: synthetic cells under fcfs), one bar per traffic or policy cell, SLO attainment
 against offered load, per-tenant latency CDFs and the timeline of one run, with the
-tables behind them. Several results files (e.g.
+tables behind them; given files of two machines, how each cell scaled against what the
+hardware predicts. Several results files (e.g.
 before and after an upgrade) are drawn as separate lines, named by file.
 """
 
@@ -16,6 +17,7 @@ from pathlib import Path
 def build_report(results: list[Path], out: Path) -> Path:
     """Write the report for ``results`` into ``out``; returns the path of ``index.html``."""
     from batchperf.measure.kv_growth import kv_growth
+    from batchperf.report.hardware_plots import scaling_figure
     from batchperf.report.page import write_page
     from batchperf.report.plots import all_figures
     from batchperf.report.traffic_plots import traffic_figures
@@ -30,4 +32,6 @@ def build_report(results: list[Path], out: Path) -> Path:
         fits += run_fits
         skipped += run_skipped
     figures = all_figures(cells, fits, out) + traffic_figures(cells, out)
+    if len(files) > 1:  # two machines: how each cell scaled (a single file has nothing to scale against)
+        figures.append(("hardware", scaling_figure(files, out / "hardware_scaling.png")))
     return write_page(out, cells, files, figures, fits, skipped)

@@ -42,6 +42,12 @@ CAPTIONS: dict[str, tuple[str, str]] = {
                       "prefixes or runs a batching policy other than fcfs: its output throughput and P99 end-to-end "
                       "latency. These cells are other experiments than the batch-size study, so they are never "
                       "points on its curves above; their attainment is drawn against load below."),
+    "hardware": ("Hardware upgrade: did each cell scale?", "Results of two machines (the first file is the old "
+                 "machine): per cell, the measured new / old output throughput (bar; green: scaled as the hardware "
+                 "predicts, red: lost efficiency, blue: beat the prediction, grey: no prediction) and the prediction "
+                 "for its bound (black mark, whisker: the tolerance): GEMM-bound cells by the GEMM probe (or the "
+                 "GPU's peak FLOP/s), bandwidth-bound by the copy probe (or peak bandwidth), dispatch-bound by the "
+                 "interpreter probe (docs/baselines.md)."),
     "timeline": ("One run, over time", "The last round of one cell (a tenant cell where there is one): requests sent, "
                  "waiting (sent, not yet admitted), running (admitted, not finished) and the KV tokens they hold "
                  "(prompt + generated so far, from the trace), stacked per tenant."),
@@ -49,7 +55,8 @@ CAPTIONS: dict[str, tuple[str, str]] = {
 NO_DATA = {"itl": "the cells kept no raw traces", "counters": "no cell has engine counters",
            "kv": "no measured KV bytes", "attainment": "no cell stores SLO attainment",
            "tenant_cdf": "no cell with tenants kept its raw traces",
-           "traffic_cells": "every cell is a synthetic batch-size cell under fcfs", "timeline": "the cells kept no raw traces"}
+           "traffic_cells": "every cell is a synthetic batch-size cell under fcfs",
+           "hardware": "the results files are of one machine", "timeline": "the cells kept no raw traces"}
 
 CSS = """
 body { font-family: system-ui, sans-serif; margin: 2em auto; max-width: 1320px; color: #222; }

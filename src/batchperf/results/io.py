@@ -208,6 +208,9 @@ def fingerprint_problem(raw: Any) -> str | None:
         value = identity.get(key, 1)
         if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < 1):
             return f".identity.{key} is {value!r}, not a whole number >= 1"
+    cpu = identity.get("cpu")
+    if cpu is not None and not (isinstance(cpu, dict) and isinstance(cpu.get("isa", []), list)):
+        return ".identity.cpu is not an object with an isa list"
     gpus = identity.get("gpus", [])
     if not isinstance(gpus, list) or not all(isinstance(g, dict) and "name" in g and "memory_mib" in g for g in gpus):
         return ".identity.gpus is not a list of {name, memory_mib} objects"

@@ -26,19 +26,31 @@ from batchperf.launch.environ import BASELINE_PYTHON_ENV
 from batchperf.regress import fingerprint as fp
 from batchperf.regress.compare import add_gate_args, gate_config
 from batchperf.regress.gate import GateConfig, compare_cell, confirm, render_table
-from batchperf.regress.store import DEFAULT_ROOT, fingerprint_of, load_baseline, load_reference, pinned_path
+from batchperf.regress.machine import MACHINE_NOTE, SessionProbes, machine_moved, session_probes
+from batchperf.regress.store import (
+    DEFAULT_ROOT,
+    fingerprint_of,
+    load_baseline,
+    load_reference,
+    older_pin,
+    pinned_path,
+)
 from batchperf.regress.verdict import CellVerdict, Verdict, count_line, fmt_delta
 from batchperf.results.io import ResultsFile
 from batchperf.results.record import CellRecord, ResultsError
+from batchperf.telemetry.probe import probe
 
 
 @dataclass(slots=True)
 class GateSession:
-    fingerprint: fp.Fingerprint
+    # this machine's; read when first needed (py-cpuinfo takes about a second): a session that neither compares nor
+    # writes results never pays for it
+    fingerprint: fp.Fingerprint | None
     config: GateConfig
     require_baseline: bool
     baseline: ResultsFile | None = None
     baseline_fingerprint: fp.Fingerprint | None = None  # the baseline's, parsed once when it is loaded
+    baseline_probes: SessionProbes | None = None  # the machine probes the baseline's session recorded
     source: str = ""  # what the cells are compared with, for the summary
     active: bool = False  # --benchmark-compare was given
     verdicts: list[CellVerdict] = field(default_factory=list)
@@ -59,8 +71,8 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 def pytest_configure(config: pytest.Config) -> None:
     # Runs before pytest-benchmark's own (trylast) pytest_configure, which reads benchmark_compare.
     try:
-        gate = GateSession(fp.current(), gate_config(config.getoption("batchperf_k"),
-                                                     config.getoption("batchperf_tolerance")),
+        gate = GateSession(None, gate_config(config.getoption("batchperf_k"), config.getoption("batchperf_tolerance"),
+                                             config.getoption("batchperf_machine_moved")),
                            config.getoption("batchperf_require_baseline"))
     except ValueError as exc:
         raise pytest.UsageError(f"batchperf gate: {exc}") from None
@@ -69,16 +81,19 @@ def pytest_configure(config: pytest.Config) -> None:
     if not compare:
         return
     gate.active = True
+    gate.fingerprint = fp.current()
     if compare is True:
         root = config.getoption("batchperf_baselines") or config.rootpath / DEFAULT_ROOT
         path = pinned_path(Path(root), gate.fingerprint)
         if not path.exists():
-            gate.source = f"no pinned baseline for this machine at {path}"
+            older = older_pin(Path(root), gate.fingerprint)
+            gate.source = f"no pinned baseline for this machine at {path}" + (f"; {older}" if older else "")
             config.option.benchmark_compare = []  # keep pytest-benchmark off the last saved run
             return
         try:
             gate.baseline = load_baseline(path, gate.fingerprint)
             gate.baseline_fingerprint = fingerprint_of(gate.baseline)
+            gate.baseline_probes = session_probes(gate.baseline)
         except ResultsError as exc:
             raise pytest.UsageError(f"batchperf gate: {exc}") from None
         config.option.benchmark_compare = str(path)  # pytest-benchmark's table and --benchmark-compare-fail
@@ -96,6 +111,7 @@ def pytest_configure(config: pytest.Config) -> None:
     try:
         gate.baseline = load_reference(path)
         gate.baseline_fingerprint = fingerprint_of(gate.baseline)
+        gate.baseline_probes = session_probes(gate.baseline)
     except ResultsError as exc:
         raise pytest.UsageError(f"batchperf gate: {exc}") from None
     gate.source = str(path)
@@ -103,8 +119,10 @@ def pytest_configure(config: pytest.Config) -> None:
 
 def pytest_benchmark_update_machine_info(config: pytest.Config, machine_info: dict[str, Any]) -> None:
     """Record the fingerprint in every results file: the refresh tool files it under this hardware."""
-    if GATE in config.stash:
-        machine_info["batchperf"] = config.stash[GATE].fingerprint.to_dict()
+    if (gate := config.stash.get(GATE, None)) is not None:
+        if gate.fingerprint is None:  # pytest-benchmark has just read py-cpuinfo: the same dict, not a second read
+            gate.fingerprint = fp.current(cpu=machine_info.get("cpu"))
+        machine_info["batchperf"] = gate.fingerprint.to_dict()
 
 
 def gate_cell(request: pytest.FixtureRequest, record: CellRecord,
@@ -120,8 +138,13 @@ def gate_cell(request: pytest.FixtureRequest, record: CellRecord,
         again = remeasure()
         verdict = confirm(verdict, _compare(gate, request.node.nodeid, again))
         record.gate_remeasured = {"metrics": again.metrics, "rounds": again.rounds}
+    machine = {}
+    if verdict.verdict is Verdict.REGRESSION:  # was it the machine? probe it now, beside the verdict
+        now = probe()
+        verdict = machine_moved(verdict, record, gate.baseline_probes, now, gate.config.machine_moved)
+        machine = {"machine_probe": now.to_dict()}
     record.gate = {"verdict": verdict.verdict.value, "remeasured": verdict.remeasured,
-                   "regressed": [m.name for m in verdict.metrics if m.verdict.failed and m.deciding]}
+                   "regressed": [m.name for m in verdict.metrics if m.verdict.failed and m.deciding], **machine}
     gate.verdicts.append(verdict)
     return verdict
 
@@ -169,7 +192,8 @@ def summary_lines(gate: GateSession) -> list[str]:
         if v.failed:
             worst = ", ".join(f"{m.name} {fmt_delta(m) if m.measured is not None else 'missing'}"
                               for m in v.metrics if m.verdict.failed and m.deciding)
-            lines.append(f"REGRESSION {v.name}: {worst}")
+            lines.append(f"REGRESSION {v.name}: {worst}"
+                         + "".join(f" ({n})" for n in v.notes if n.startswith(MACHINE_NOTE)))
         elif v.verdict is Verdict.IMPROVEMENT:
             better = ", ".join(f"{m.name} {fmt_delta(m)}" for m in v.metrics if m.verdict is Verdict.IMPROVEMENT)
             lines.append(f"improvement {v.name}: {better} — refresh suggested (batchperf refresh)")

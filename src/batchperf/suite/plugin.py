@@ -29,7 +29,8 @@ from batchperf.suite.progress import add_progress_option, register_progress
 # sharding (--batchperf-shard=I/N) and the KV-cache growth check over the session's cells.
 pytest_plugins = ["batchperf.suite.gate_plugin", "batchperf.suite.shard", "batchperf.suite.kv_check",
                   "batchperf.suite.interrupt",  # an interrupted run writes its finished cells, marked incomplete
-                  "batchperf.suite.results_path"]  # --benchmark-json checked and held before any cell
+                  "batchperf.suite.results_path",  # --benchmark-json checked and held before any cell
+                  "batchperf.suite.probe_plugin"]  # the machine's own speed, before the first cell and after the last
 
 OPTION_AXES = {
     "models": "models (registry names, see `batchperf models`)",

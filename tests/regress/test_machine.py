@@ -1,0 +1,102 @@
+"""The machine beside a verdict: probes read back, a cell's bound, and the note when the machine moved."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from gate_samples import cell_info, copied, results_file, scaled
+
+from batchperf.regress.gate import compare_cell
+from batchperf.regress.machine import PROBE_KEY, Bound, SessionProbes, bound_of, machine_moved, session_probes
+from batchperf.regress.verdict import Verdict
+from batchperf.results.io import read_results
+from batchperf.results.record import ResultsError
+from batchperf.telemetry.probe import MachineProbe
+
+QUIET = MachineProbe({"gemm_gflops": 60.0, "copy_gbps": 12.0, "interp_mops": 40.0})
+BUSY = MachineProbe({"gemm_gflops": 40.0, "copy_gbps": 11.5, "interp_mops": 25.0})  # GEMM -33%, interpreter -37.5%
+
+
+def with_probes(path: Path, probes: dict[str, object] | None) -> Path:
+    results_file(path, [cell_info()])
+    data = json.loads(path.read_text())
+    if probes is not None:
+        data["machine_info"][PROBE_KEY] = probes
+    path.write_text(json.dumps(data))
+    return path
+
+
+def test_probes_are_read_back_from_a_results_file(tmp_path: Path) -> None:
+    run = read_results(with_probes(tmp_path / "r.json", {"start": QUIET.to_dict(), "end": BUSY.to_dict()}))
+    probes = session_probes(run)
+    assert probes == SessionProbes(QUIET, BUSY)
+    assert probes.figure("gemm_gflops") == 50.0  # the mean of start and end
+    assert session_probes(read_results(with_probes(tmp_path / "old.json", None))) is None  # before the probe
+    bad = read_results(with_probes(tmp_path / "bad.json", {"start": {"figures": {"gemm_gflops": 0}}}))
+    with pytest.raises(ResultsError, match=r"bad.json: machine_info.batchperf_probe.start: probe figures.gemm_gflops "
+                                           r"must be a finite number > 0"):
+        session_probes(bad)
+    missing = SessionProbes(MachineProbe({}, {"gemm_gflops": "ModuleNotFoundError: numpy"}))
+    assert missing.figure("gemm_gflops") is None and missing.missing("gemm_gflops") == "ModuleNotFoundError: numpy"
+
+
+def test_a_cells_bound_comes_from_the_tokens_a_step_computes_and_its_roofline() -> None:
+    small = cell_info()  # batch 4, prompt 64, outputs 16/32: 4 × 88 / 25 = 14 tokens per step
+    assert bound_of(small)[0] is Bound.DISPATCH and "14 tokens per step" in bound_of(small)[1]
+    prefill = copied(small)
+    prefill.cell.update(batch_size=8, prompt_len="512")  # 8 × 536 / 25 = 172 tokens per step
+    assert bound_of(prefill)[0] is Bound.GEMM
+    counted = copied(small)
+    counted.counters["iteration_tokens_mean"] = 300.0  # the engine's own count wins over the estimate
+    assert bound_of(counted)[0] is Bound.GEMM
+    streaming = copied(small)
+    streaming.efficiency["decode_mbu"] = 0.6  # a decode at 60% of the peak bandwidth
+    assert bound_of(streaming)[0] is Bound.BANDWIDTH
+    streaming.efficiency["decode_mbu"] = 0.05  # the GPU waits on the host
+    assert bound_of(streaming)[0] is Bound.DISPATCH
+
+
+def regression() -> tuple[object, object]:
+    base = cell_info()
+    slow = scaled(base, 1.5)  # throughput -33%: beyond the CPU floor of 15%
+    verdict = compare_cell("c", base, slow)
+    assert verdict.verdict is Verdict.REGRESSION
+    return verdict, slow
+
+
+def test_a_regression_while_the_machine_was_slower_says_so() -> None:
+    verdict, slow = regression()
+    marked = machine_moved(verdict, slow, SessionProbes(QUIET, QUIET), BUSY)
+    assert marked.verdict is Verdict.REGRESSION
+    assert marked.notes[-1] == (
+        "the machine itself measured 38% slower on interpreter than when the baseline was made (25 vs 40 Mops/s; the "
+        "cell is dispatch-bound): beyond the 15% tolerance of output_throughput, so the machine, not the code, may "
+        "explain this regression")
+    judged = machine_moved(verdict, slow, SessionProbes(QUIET), BUSY, mode="not-judged")
+    assert judged.verdict is Verdict.NOT_JUDGED and judged.notes[-1].endswith(
+        "; not judged (--batchperf-machine-moved=not-judged)")
+
+
+def test_a_machine_within_the_tolerance_or_a_regression_no_speed_explains_gets_no_note() -> None:
+    verdict, slow = regression()
+    steady = MachineProbe({"interp_mops": 36.0})  # 10% slower: within the 15% tolerance
+    assert machine_moved(verdict, slow, SessionProbes(QUIET), steady) == verdict
+    base = cell_info()
+    kv = compare_cell("c", base, cell_info(kv=4096.0))  # KV bytes: exact, no machine speed moves them
+    assert kv.verdict is Verdict.REGRESSION and machine_moved(kv, base, SessionProbes(QUIET), BUSY) == kv
+    same = compare_cell("c", base, base)
+    assert machine_moved(same, base, SessionProbes(QUIET), BUSY) == same
+    with pytest.raises(ValueError, match="machine-moved mode must be one of mark, not-judged"):
+        machine_moved(verdict, slow, None, None, mode="ignore")
+
+
+def test_a_baseline_without_a_probe_leaves_it_unknown_and_says_why() -> None:
+    verdict, slow = regression()
+    marked = machine_moved(verdict, slow, None, BUSY)
+    assert marked.verdict is Verdict.REGRESSION and marked.notes[-1] == (
+        "whether the machine moved is unknown: the baseline has no interpreter probe (not probed (recorded before "
+        "batchperf probed the machine))")
+    lost = machine_moved(verdict, slow, SessionProbes(QUIET), MachineProbe({}, {"interp_mops": "a sandbox"}))
+    assert lost.notes[-1] == "whether the machine moved is unknown: this run has no interpreter probe (a sandbox)"
