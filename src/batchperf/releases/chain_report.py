@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from batchperf.releases.chain import FIRST_LAST, NAME, STEP, ChainResult, ChainStep
-from batchperf.measure.catalogue import AB_DEFAULT
+from batchperf.measure.catalogue import AB_DEFAULT, BY_PATH
 
 
 @dataclass(frozen=True, slots=True)
@@ -143,6 +143,8 @@ class Level:
     first_last: tuple[float, float, float] | None
     first_last_verdict: str
     margin: float | None
+    confirmed: tuple[bool | None, ...] = ()  # per adjacent step: its call confirmed, not confirmed, or None (no call)
+    first_last_confirmed: bool | None = None
 
 
 def _interval(step: ChainStep | None, cell: str, metric: str) -> tuple[float, float, float] | None:
@@ -170,7 +172,9 @@ def levels(chain: Chain) -> list[Level]:
                    if (m := s.cells.get(cell, {}).get("metrics", {}).get(metric))]
         out.append(Level(cell, metric, chain.labels, steps, tuple(_verdict(s, cell) for s in chain.adjacent),
                          tuple(running), _interval(chain.first_last, cell, metric),
-                         _verdict(chain.first_last, cell), margins[0] if margins else None))
+                         _verdict(chain.first_last, cell), margins[0] if margins else None,
+                         tuple(s.confirmed(cell) for s in chain.adjacent),
+                         chain.first_last.confirmed(cell) if chain.first_last else None))
     return out
 
 
@@ -192,31 +196,89 @@ def status_line(chain: Chain) -> str:
     return STATUS_LINES.get(chain.status, chain.status)
 
 
+def _span(iv: tuple[float, float, float] | None) -> str:
+    return f"{_pct(iv[0])} [{_pct(iv[1])}, {_pct(iv[2])}]" if iv else "-"
+
+
+def _name(chain: Chain, step: ChainStep) -> str:
+    return f"{chain.labels[step.a]} -> {chain.labels[step.b]}" + (" (first -> last)" if step.kind == FIRST_LAST else "")
+
+
+def confirmation_cell(step: ChainStep, cell: str, metric: str) -> str:
+    """The table's word on a call: ``-`` (none), confirmed or NOT confirmed with the confirmation's estimate, or
+    pending (its confirmation still to run)."""
+    state = step.confirmed(cell)
+    again = step.confirmation
+    if cell not in step.calls:
+        return "-"
+    if state is None or again is None:
+        return "pending (measured again after the last step)"
+    said = f"{again.cells.get(cell, {}).get('verdict', again.outcome)} {_span(_interval(again, cell, metric))}"
+    return ("confirmed: " if state else "NOT confirmed: ") + said
+
+
+def explanation_lines(chain: Chain, step: ChainStep, cell: str) -> list[str]:
+    """Beside a confirmed call: the engine figures that differ between the two releases in both runs, or that none
+    does among those the records carry."""
+    found = step.explained.get(cell)
+    if not step.confirmed(cell) or found is None:
+        return []
+    head = f"- {_name(chain, step)}, {cell}, {step.calls[cell]} confirmed:"
+    if not found["differ"]:
+        compared = ", ".join(BY_PATH[p].name for p in found["compared"]) or "none recorded"
+        return [f"{head} no engine figure differs between the two releases in both runs (compared: {compared})"]
+    return [head] + [f"  - {BY_PATH[f['metric']].name}: {_span((f['estimate'], f['low'], f['high']))}, "
+                     f"confirmation {_span((f['confirmation']['estimate'], f['confirmation']['low'], f['confirmation']['high']))} "
+                     f"({f['pairs']} and {f['confirmation']['pairs']} pairs)" for f in found["differ"]]
+
+
+def reported_lines(chain: Chain) -> list[str]:
+    """Every metric outside the deciding set, per run and cell, as an estimate with its interval: never a call."""
+    lines = []
+    for step in chain.steps:
+        for cell, c in step.cells.items():
+            shown = [f"{name} {_span(_interval(step, cell, name))}" for name, m in c.get("metrics", {}).items()
+                     if not m.get("deciding") and _interval(step, cell, name) is not None]
+            if shown:
+                lines.append(f"- {_name(chain, step)}, {cell}: " + "; ".join(shown))
+    return lines
+
+
 def render_markdown(chain: Chain) -> str:
-    """The chain's state, its table (release pair x cell: verdict, estimate, interval, pairs, minutes) and the
-    levels."""
+    """The chain's state, its table (release pair x cell: verdict, its confirmation, estimate, interval, pairs,
+    minutes), the confirmed calls explained, the levels, and the metrics it reports without deciding on them."""
     status = status_line(chain)
     lines = ["## batchperf chain", "", " -> ".join(chain.labels), "", *([f"Status: {status}", ""] if status else []),
-             "| step | cell | verdict | metric | estimate | interval | pairs | minutes |",
-             "|---|---|---|---|---|---|---|---|"]
+             "| step | cell | verdict | confirmation | metric | estimate | interval | pairs | minutes |",
+             "|---|---|---|---|---|---|---|---|---|"]
     for step in chain.steps:
-        name = f"{chain.labels[step.a]} -> {chain.labels[step.b]}" + (" (first -> last)" if step.kind == FIRST_LAST
-                                                                       else "")
+        name = _name(chain, step)
+        again = step.confirmation
+        pairs = f"{step.pairs}" + (f" + {again.pairs}" if again else "")
+        minutes = f"{step.minutes:.1f}" + (f" + {again.minutes:.1f}" if again else "")
         if not step.cells:
-            lines.append(f"| {name} | - | {step.outcome.upper()} | - | - | - | {step.pairs} | {step.minutes:.1f} |")
+            lines.append(f"| {name} | - | {step.outcome.upper()} | - | - | - | - | {pairs} | {minutes} |")
         for cell, c in step.cells.items():
             metric = headline_metric(chain, cell)
             iv = _interval(step, cell, metric)
             verdict = c["verdict"] if c["verdict"] in ("improvement", "no change") else c["verdict"].upper()
-            lines.append(f"| {name} | {cell} | {verdict} | {metric} | {_pct(iv[0] if iv else None)} | "
-                         + (f"[{_pct(iv[1])}, {_pct(iv[2])}]" if iv else "-")
-                         + f" | {step.pairs} | {step.minutes:.1f} |")
-        if step.reason:
-            lines.append(f"| | | why: {step.reason[:300].replace('|', '/')} | | | | | |")
+            lines.append(f"| {name} | {cell} | {verdict} | {confirmation_cell(step, cell, metric)} | {metric} | "
+                         f"{_pct(iv[0] if iv else None)} | " + (f"[{_pct(iv[1])}, {_pct(iv[2])}]" if iv else "-")
+                         + f" | {pairs} | {minutes} |")
+        for why in (step.reason, again.reason if again else ""):
+            if why:
+                lines.append(f"| | | why: {why[:300].replace('|', '/')} | | | | | | |")
+    explained = [line for step in chain.steps for cell in step.calls for line in explanation_lines(chain, step, cell)]
+    if explained:
+        lines += ["", "Confirmed calls, explained (engine figures B/A - 1 that differ the same way in the call's run "
+                  "and in its confirmation, each with its interval):", "", *explained]
     lines += ["", "Level against the first release (product of the step estimates; measured first -> last beside it):",
               ""]
     for lv in levels(chain):
         measured = (f"measured {_pct(lv.first_last[0])} [{_pct(lv.first_last[1])}, {_pct(lv.first_last[2])}]"
                     if lv.first_last else "measured: none")
         lines.append(f"- {lv.cell} ({lv.metric}): product {_pct(lv.cumulative[-1])}; {measured}")
+    if reported := reported_lines(chain):
+        lines += ["", "Reported, not deciding (estimates B/A - 1 with their intervals; they make no call):", "",
+                  *reported]
     return "\n".join(lines)
