@@ -78,3 +78,12 @@ def test_a_call_not_confirmed_is_drawn_hollow_and_says_so(tmp_path: Path) -> Non
                   ("no change", "regression", "failed"), (0.0, 0.0, -0.08, None), (-0.07, -0.1, -0.04), "regression",
                   0.03, (None, False, None), True)
     assert release_plot(level, tmp_path / "c.png").read_bytes().startswith(b"\x89PNG")
+
+
+def test_a_chain_made_before_confirmations_reads_back_without_them(tmp_path: Path) -> None:
+    """The committed chains (docs/data/chain-*) have calls and no confirmation: finished, not pending."""
+    from batchperf.releases.chain_report import load, render_markdown
+
+    table = render_markdown(load([chain_folder(tmp_path)]))
+    assert table.count("not measured again (a chain made before chains confirmed their calls)") == 2
+    assert "pending" not in table and "| no change | - |" in table

@@ -197,20 +197,26 @@ def status_line(chain: Chain) -> str:
 
 
 def _span(iv: tuple[float, float, float] | None) -> str:
-    return f"{_pct(iv[0])} [{_pct(iv[1])}, {_pct(iv[2])}]" if iv else "-"
+    """An estimate and its interval; one too few pairs could not bound is said to be unbounded."""
+    if iv is None:
+        return "-"
+    bounded = math.isfinite(iv[1]) or math.isfinite(iv[2])
+    return f"{_pct(iv[0])} " + (f"[{_pct(iv[1])}, {_pct(iv[2])}]" if bounded else "(interval unbounded)")
 
 
 def _name(chain: Chain, step: ChainStep) -> str:
     return f"{chain.labels[step.a]} -> {chain.labels[step.b]}" + (" (first -> last)" if step.kind == FIRST_LAST else "")
 
 
-def confirmation_cell(step: ChainStep, cell: str, metric: str) -> str:
-    """The table's word on a call: ``-`` (none), confirmed or NOT confirmed with the confirmation's estimate, or
-    pending (its confirmation still to run)."""
+def confirmation_cell(chain: Chain, step: ChainStep, cell: str, metric: str) -> str:
+    """The table's word on a call: ``-`` (none), confirmed or NOT confirmed with the confirmation's estimate, pending
+    (its confirmation still to run), or none at all in a finished chain made before chains confirmed their calls."""
     state = step.confirmed(cell)
     again = step.confirmation
     if cell not in step.calls:
         return "-"
+    if again is None and chain.status == "done":
+        return "not measured again (a chain made before chains confirmed their calls)"
     if state is None or again is None:
         return "pending (measured again after the last step)"
     said = f"{again.cells.get(cell, {}).get('verdict', again.outcome)} {_span(_interval(again, cell, metric))}"
@@ -262,7 +268,7 @@ def render_markdown(chain: Chain) -> str:
             metric = headline_metric(chain, cell)
             iv = _interval(step, cell, metric)
             verdict = c["verdict"] if c["verdict"] in ("improvement", "no change") else c["verdict"].upper()
-            lines.append(f"| {name} | {cell} | {verdict} | {confirmation_cell(step, cell, metric)} | {metric} | "
+            lines.append(f"| {name} | {cell} | {verdict} | {confirmation_cell(chain, step, cell, metric)} | {metric} | "
                          f"{_pct(iv[0] if iv else None)} | " + (f"[{_pct(iv[1])}, {_pct(iv[2])}]" if iv else "-")
                          + f" | {pairs} | {minutes} |")
         for why in (step.reason, again.reason if again else ""):
