@@ -87,7 +87,7 @@ def false_calls(runs: int, cells: int, metrics: tuple[str, ...], judge, max_pair
 def test_a_chain_of_t_judged_runs_holds_its_alpha_over_every_run_cell_and_metric(tmp_path: Path) -> None:
     """Four releases (three steps and first -> last), two deciding metrics, twelve looks a run, normal pairs (where
     the sequential t is exact; it is conservative under outliers, docs/ab.md): split over the runs, the chain's
-    false calls stay within alpha; each run at the whole alpha (as chains were judged before) they do not."""
+    false calls stay within alpha; each run at the whole alpha (as chains were judged before) they exceed it."""
     law, alpha, sims, metrics = "normal", 0.05, 800, ("output_throughput", "p99_ttft_ms")
     slack = 3 * math.sqrt(alpha * (1 - alpha) / sims)  # Monte Carlo error of the check itself
     runs, judge = chain_judge(4, 1, metrics, "t", 12, True, tmp_path)
@@ -97,7 +97,8 @@ def test_a_chain_of_t_judged_runs_holds_its_alpha_over_every_run_cell_and_metric
     assert confirmed <= rate / 4 + slack, f"{law}: {confirmed:.3f} of null chains confirmed a call"
     _, whole = chain_judge(4, 1, metrics, "t", 12, False, tmp_path)
     naive, _ = false_calls(runs, 1, metrics, whole, 12, LAWS[law], sims, seed=6)
-    assert naive > 2 * alpha, f"{law}: each run at the whole alpha called only {naive:.3f}"
+    # seen: 0.016 split, 0.108 whole (800 sims); the check fails where the split is left out
+    assert naive > alpha + slack, f"{law}: each run at the whole alpha called only {naive:.3f}"
 
 
 @pytest.mark.parametrize("law", sorted(LAWS))
