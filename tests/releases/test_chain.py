@@ -371,3 +371,12 @@ def test_an_interrupted_confirmation_is_measured_again_on_resume(tmp_path: Path)
     assert (out / "discarded" / "confirm-step-01-0.29.0-to-0.30.0-1" / "ab.json").is_file()
     done: list[tuple[int, int]] = []
     assert two(out, [1.0, 0.85], done).exit_code == 1 and done == []  # a finished confirmation is kept too
+
+
+def test_a_confirmation_that_fails_leaves_the_call_failed_not_standing(tmp_path: Path) -> None:
+    calls: list[tuple[int, int]] = []
+    result = two(tmp_path / "c", [1.0, 0.85], calls, refuse=(1, 0))
+    [step] = result.steps
+    assert calls == [(0, 1), (1, 0)] and step.confirmation is not None and step.confirmation.outcome == "failed"
+    assert step.confirmed(CELLS[0]) is False and step.final(CELLS[0]) == "failed" and result.exit_code == 4
+    assert "refused before its first pair" in render_markdown(Chain.of(result))
