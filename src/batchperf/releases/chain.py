@@ -114,10 +114,13 @@ class ChainStep:
         return self.status in FINISHED
 
     def to_dict(self) -> dict[str, Any]:
-        return {"kind": self.kind, "a": self.a, "b": self.b, "folder": self.folder, "outcome": self.outcome,
-                "exit_code": self.exit_code, "status": self.status, "reason": self.reason, "pairs": self.pairs,
-                "minutes": round(self.minutes, 2), "versions_differ": self.versions_differ, "cells": self.cells,
-                "minutes_needed": self.minutes_needed, "final_outcome": self.final_outcome,
+        run = {"kind": self.kind, "a": self.a, "b": self.b, "folder": self.folder, "outcome": self.outcome,
+               "exit_code": self.exit_code, "status": self.status, "reason": self.reason, "pairs": self.pairs,
+               "minutes": round(self.minutes, 2), "versions_differ": self.versions_differ, "cells": self.cells,
+               "minutes_needed": self.minutes_needed}
+        if self.kind == CONFIRM:  # its cells, in the pair's B/A; what it confirms is its step's to say
+            return run
+        return {**run, "final_outcome": self.final_outcome,
                 "calls": {cid: {"call": call, "confirmed": self.confirmed(cid),
                                 "confirmation": self._confirmation_of(cid)} for cid, call in self.calls.items()},
                 "explained": self.explained,
@@ -342,7 +345,7 @@ def run_chain(envs: Sequence[Environment], labels: Sequence[str], base: Settings
 
 def in_order(result: ChainResult) -> Iterator[ChainStep]:
     """The steps, then a confirmation of each step that called a change, made only once every step has run (so it
-    measures the pair on another stretch of the machine); a confirmation's call is explained once it is in."""
+    measures the pair on another stretch of the machine)."""
     yield from result.steps
     for step in result.steps:
         if step.calls:
