@@ -74,7 +74,8 @@ def keep(chain: Path, dest: Path) -> None:
     for name in ("chain.json", "chain.md"):  # chain.md comes at the end; chain.json after every step
         if (chain / name).exists():
             shutil.copy2(chain / name, dest / name)
-    for step in summary["steps"]:
+    confirmations = [s["confirmation"] for s in summary["steps"] if s.get("confirmation")]  # confirm-<step>/
+    for step in [*summary["steps"], *confirmations]:
         src, out = chain / step["folder"], dest / step["folder"]
         if not (src / "ab.json").exists():  # a step not started yet (a chain still running)
             continue

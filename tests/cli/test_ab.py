@@ -235,3 +235,54 @@ def test_an_environment_still_marked_as_an_unfinished_build_is_exit_3(tmp_path: 
     err = capsys.readouterr().err
     assert code == 3 and "is an unfinished `batchperf env make` build" in err and "Traceback" not in err
     assert not (tmp_path / "out").exists()
+
+
+# --- ab --confirm: a call measured again, B first, before it counts ---
+
+def confirm_run(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, speeds: list[dict[str, float]],
+                extra: tuple[str, ...] = ()) -> tuple[int, FakeEnvs, list[Settings]]:
+    """``ab --confirm`` whose n-th ab run sees the speeds ``speeds[n]`` (by environment label)."""
+    fakes = FakeEnvs(cells=CELLS[:1], noise=0.005)
+    given: list[Settings] = []
+
+    fakes.starts = []  # type: ignore[attr-defined]  # where each ab run's processes begin in fakes.runs
+
+    def run_ab(s: Settings, progress):  # noqa: ANN001, ANN202
+        fakes.speed = speeds[len(given)]
+        fakes.starts.append(len(fakes.runs))  # type: ignore[attr-defined]
+        given.append(s)
+        return REAL_RUN_AB(one_at_a_time(s), runner=fakes.run, prober=fakes.probe, collector=fakes.collect,
+                           progress=progress)
+
+    monkeypatch.setattr(ab_run, "run_ab", run_ab)
+    code = main(ab(tmp_path, "--confirm", "--no-warmup", "--rounds", "2", *extra))
+    return code, fakes, given
+
+
+def test_confirm_measures_a_call_again_with_b_first_and_it_stands(tmp_path: Path, capsys, monkeypatch) -> None:
+    slow_b = {"A": 1.0, "B": 0.85}
+    code, fakes, given = confirm_run(tmp_path, monkeypatch, [slow_b, slow_b])
+    assert code == 1 and len(given) == 2
+    assert given[1].a.label == "B" and given[1].out == tmp_path / "out" / "confirmation"
+    # the first run's first process is A's, the confirmation's B's
+    assert fakes.runs[0][0] == "A" and fakes.runs[fakes.starts[1]][0] == "B"  # type: ignore[attr-defined]
+    saved = json.loads((tmp_path / "out" / "confirmed.json").read_text())
+    [entry] = saved["calls"].values()
+    assert entry["call"] == "regression" and entry["confirmed"] is True and saved["exit_code"] == 1
+    assert entry["confirmation"]["estimate"] == pytest.approx(-0.15, abs=0.02)
+    assert (tmp_path / "out" / "confirmation" / "ab.md").is_file()
+    assert "regression confirmed (the confirmation, B first: regression, -1" in capsys.readouterr().out
+
+
+def test_confirm_a_call_the_second_run_does_not_repeat_is_exit_2(tmp_path: Path, capsys, monkeypatch) -> None:
+    code, _, given = confirm_run(tmp_path, monkeypatch, [{"A": 1.0, "B": 0.85}, {"A": 1.0, "B": 1.0}])
+    assert code == 2 and code in DOCUMENTED and len(given) == 2
+    saved = json.loads((tmp_path / "out" / "confirmed.json").read_text())
+    assert [e["confirmed"] for e in saved["calls"].values()] == [False] and saved["outcome"] == "inconclusive"
+    assert "regression NOT confirmed" in capsys.readouterr().out
+
+
+def test_confirm_without_a_call_runs_once(tmp_path: Path, monkeypatch) -> None:
+    code, _, given = confirm_run(tmp_path, monkeypatch, [{"A": 1.0, "B": 1.0}])
+    assert code == 0 and len(given) == 1 and not (tmp_path / "out" / "confirmation").exists()
+    assert json.loads((tmp_path / "out" / "confirmed.json").read_text())["calls"] == {}

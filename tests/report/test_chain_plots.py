@@ -73,3 +73,24 @@ def test_report_of_a_chain_beside_results_files_writes_both_pages(tmp_path: Path
     assert main(["report", str(DATA / "results_cpu_small.json"), str(chain_folder(tmp_path) / "chain.json"),
                  "--out", str(out)]) == 0
     assert (out / "index.html").is_file() and "batchperf chain" in (out / "chain.html").read_text()
+
+
+def test_a_call_not_confirmed_is_drawn_hollow_and_says_so(tmp_path: Path) -> None:
+    from batchperf.report.chain_plots import marked
+
+    assert marked("regression", False) == ("regression (not confirmed)", "white")
+    assert marked("regression", True) == ("regression (confirmed)", "")
+    assert marked("no change", None) == ("no change", "")
+    level = Level("cell", "output_throughput", LABELS, ((0.0, -0.01, 0.02), (-0.08, -0.11, -0.05), None),
+                  ("no change", "regression", "failed"), (0.0, 0.0, -0.08, None), (-0.07, -0.1, -0.04), "regression",
+                  0.03, (None, False, None), True)
+    assert release_plot(level, tmp_path / "c.png").read_bytes().startswith(b"\x89PNG")
+
+
+def test_a_chain_made_before_confirmations_reads_back_without_them(tmp_path: Path) -> None:
+    """The committed chains (docs/data/chain-*) have calls and no confirmation: finished, not pending."""
+    from batchperf.releases.chain_report import load, render_markdown
+
+    table = render_markdown(load([chain_folder(tmp_path)]))
+    assert table.count("not measured again (a chain made before chains confirmed their calls)") == 2
+    assert "pending" not in table and "| no change | - |" in table

@@ -42,13 +42,17 @@ def scaled(info: dict[str, Any], speed: float) -> dict[str, Any]:
 
 
 def write_results(path: Path, speeds: dict[str, float], identity: dict[str, Any] | None = None,
-                  round_s: float | None = None) -> None:
-    """``round_s``: every round's ``duration`` (else the real file's, scaled)."""
+                  round_s: float | None = None, figures: dict[tuple[str, str], float] | None = None) -> None:
+    """``round_s``: every round's ``duration`` (else the real file's, scaled); ``figures``: (section, name) -> a value
+    every cell records there (an engine counter, CPU per token)."""
     data = copy.deepcopy({k: v for k, v in DATA.items() if k != "benchmarks"})
     if identity is not None:
         data["machine_info"]["batchperf"]["identity"] = identity
     data["benchmarks"] = [{**b, "extra_info": scaled(b["extra_info"], speeds[b["extra_info"]["cell"]["id"]])}
                           for b in DATA["benchmarks"] if b["extra_info"]["cell"]["id"] in speeds]
+    for bench in data["benchmarks"]:
+        for (section, name), value in (figures or {}).items():
+            bench["extra_info"].setdefault(section, {})[name] = value
     if round_s is not None:
         for bench in data["benchmarks"]:
             for one in bench["extra_info"]["rounds"]:
@@ -84,6 +88,8 @@ class FakeEnvs:
     seconds: float = 20.0  # what each fake process says it took
     round_s: float | None = None  # each round's duration in its results; seconds is then the start-up + the rounds
     on_run: Callable[[], None] | None = None
+    # label -> (section, name) -> a figure its processes record, divided by the process's speed (a time per token)
+    figures: dict[str, dict[tuple[str, str], float]] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         self.rng = np.random.default_rng(self.seed)
@@ -113,7 +119,7 @@ class FakeEnvs:
         speed = self.speed[env.label] * math.exp(self.rng.normal(0, self.noise))
         written = [c for c in chosen if c not in failing]
         write_results(stem.with_suffix(".json"), {c: speed for c in written}, self.identity.get(env.label),
-                      self.round_s)
+                      self.round_s, {k: v / speed for k, v in self.figures.get(env.label, {}).items()})
         outcomes = {c: Outcome("failed", failing[c]) if c in failing else Outcome("passed") for c in chosen}
         write_junit(stem.with_suffix(".xml"), outcomes)
         seconds = self.seconds

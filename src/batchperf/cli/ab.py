@@ -142,6 +142,11 @@ def add_cli_args(parser: argparse.ArgumentParser) -> None:
                         help="folder for every pair's results files, ab.json and ab.md (default results/ab-<time>)")
     parser.add_argument("--markdown", default=None, metavar="FILE",
                         help="also append the Markdown summary to FILE ('-': stdout), e.g. $GITHUB_STEP_SUMMARY")
+    parser.add_argument("--confirm", action="store_true",
+                        help="when the run calls a change, measure the pair again at once with the sides' order "
+                             "reversed (B first) into OUT/confirmation/, and let a call stand only where that run "
+                             "agrees; the exit code counts confirmed calls only (OUT/confirmed.json). Costs a second "
+                             "run only when there is a call (docs/upgrades.md, 'Every call confirmed')")
     add_verdict_args(parser)
 
 
@@ -168,15 +173,26 @@ def check_markdown(target: str | None) -> None:
         raise UsageProblem(f"--markdown {target}: cannot write there; give a file you can write")
 
 
+def _progress(line: str) -> None:
+    print(line, file=sys.stderr, flush=True)
+
+
 def main(args: argparse.Namespace) -> int:
     from batchperf.ab.run import run_ab
 
     out = args.out or Path("results") / f"ab-{time.strftime('%Y%m%d-%H%M%S')}"
+    confirmed = None
     try:
         check_markdown(args.markdown)
         settings = Settings(environment("A", args.a, args.a_env, args.a_dir),
                             environment("B", args.b, args.b_env, args.b_dir), out=out, **verdict_kwargs(args))
-        result = run_ab(settings, progress=lambda line: print(line, file=sys.stderr, flush=True))
+        if args.confirm:
+            from batchperf.releases.pair import run_confirmed
+
+            confirmed = run_confirmed(settings, run_ab, progress=_progress)
+            result = confirmed.first
+        else:
+            result = run_ab(settings, progress=_progress)
     except (UsageProblem, EnvironmentProblem) as exc:
         print(f"batchperf ab: {exc}", file=sys.stderr)
         return USAGE_ERROR
@@ -193,10 +209,20 @@ def main(args: argparse.Namespace) -> int:
         print(f"batchperf ab: the run failed: {result.reason}", file=sys.stderr)
     try:
         report(result, out, args.markdown)
+        if confirmed is not None and confirmed.second is not None:
+            report(confirmed.second, out / "confirmation", None)
     except OSError as exc:
         print(f"batchperf ab: the run ended ({result.status}, exit {result.exit_code} in {out / 'ab.json'}) but its "
               f"summary could not be written: {exc}", file=sys.stderr)
         return RUN_FAILED
+    if confirmed is not None:
+        from batchperf.releases.pair import summary_lines
+
+        for line in summary_lines(confirmed):
+            print(f"batchperf ab --confirm: {line}")
+        print(f"batchperf ab: every pair's results files, logs, ab.json and ab.md in {out}, the confirmation's in "
+              f"{out / 'confirmation'}, what stands in {out / 'confirmed.json'}")
+        return confirmed.exit_code
     print(f"batchperf ab: every pair's results files, logs, ab.json and ab.md in {out}")
     return result.exit_code
 

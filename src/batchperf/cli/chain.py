@@ -4,11 +4,13 @@
         --label 0.27.1 --label 0.28.0 --label 0.29.0 --out results/chain-vllm -- -m cpu -k vllm
 
 Each ``--python`` (or ``--dir``) is one environment, in release order; ``--label`` names each (default: its
-virtualenv's folder). Every step is one ``batchperf ab`` (same options) in OUT/step-NN-<from>-to-<to>/, first -> last
-in OUT/first-last-…/; OUT/chain.json and OUT/chain.md hold the summary. Run it again with the same arguments to resume
-after an interruption. Exit codes (docs/upgrades.md): 0 no regression in any step, 1 a regression, 2 an inconclusive
-step (and none failed), 3 usage error (nothing ran), 4 a step failed (the chain went on), or any other error (one
-line says why, never 1), 130/143 interrupted by SIGINT/SIGTERM (resume it). Logic in :mod:`batchperf.releases.chain`.
+virtualenv's folder). Every step is one ``batchperf ab`` (same options, ``--alpha`` split over the chain's runs) in
+OUT/step-NN-<from>-to-<to>/, first -> last in OUT/first-last-…/, and each run that called a change is measured again,
+B first, in OUT/confirm-…/; OUT/chain.json and OUT/chain.md hold the summary. Run it again with the same arguments to
+resume after an interruption. Exit codes (docs/upgrades.md), counting confirmed calls only: 0 no confirmed regression,
+1 a confirmed regression, 2 an inconclusive step or a call not confirmed (and none failed), 3 usage error (nothing
+ran), 4 a step or a confirmation failed (the chain went on), or any other error (one line says why, never 1), 130/143 interrupted by SIGINT/SIGTERM (resume it). Logic
+in :mod:`batchperf.releases.chain`.
 """
 
 from __future__ import annotations

@@ -588,6 +588,14 @@ AB_WITH_LATENCY: tuple[str, ...] = ("output_throughput", "p99_ttft_ms", "p99_e2e
 # and in a cell with tenants, these per-tenant numbers, one series per tenant (``p99_ttft_ms[interactive]``): reported
 # beside, and deciding where --metrics names one (a priority policy exists for one tenant's latency)
 AB_PER_TENANT: tuple[str, ...] = ("output_throughput", "p99_ttft_ms", "p99_tpot_ms", "attainment")
+# what a release chain lists beside a confirmed call to explain it (docs/upgrades.md, "Confirmed calls, explained"):
+# the engine's own figures, whichever a cell's records carry; ab judges the gated ones, the chain reads the rest from
+# the pairs' results files, each with the same interval
+ENGINE_FIGURES: tuple[str, ...] = (
+    "counters.engine_steps", "counters.iteration_tokens_mean", "counters.num_requests_running_mean",
+    "counters.request_prefill_time_seconds", "counters.request_decode_time_seconds",
+    "telemetry.cpu_seconds_per_output_token", "counters.num_preemptions", "counters.prefix_cache_hit_rate",
+    "kv.bytes_per_token_measured", "kv.kv_bytes_per_request_mean", "kv.kv_cache_peak_bytes")
 # the GPU check's A/A spread: every gated number of the metrics section (the time-based ones)
 AA_METRICS: tuple[str, ...] = tuple(m.name for m in GATED if m.section == "metrics")
 
@@ -609,6 +617,8 @@ def _check() -> None:
         raise ValueError(f"every engine counter needs one catalogue entry: {sorted(missing)}")
     if unknown := [n for n in (*AB_DEFAULT, *AB_WITH_LATENCY) if by_name(n) not in GATED]:
         raise ValueError(f"ab's default deciding metrics must be gated: {unknown}")
+    if unknown := [p for p in ENGINE_FIGURES if p not in BY_PATH]:
+        raise ValueError(f"the chain's engine figures must be catalogued: {unknown}")
 
 
 _check()

@@ -7,6 +7,13 @@ release). Each step is an ordinary ``ab`` run (:func:`batchperf.ab.run.run_ab`, 
 ``OUT/first-last-<first>-to-<last>/``, measures the whole way directly, so the product of the step ratios can be
 set against a measured interval. ``OUT/chain.json`` is rewritten after every step.
 
+The chain's alpha is the chain's: each of its runs (the steps and first -> last) is judged at alpha / runs, which
+ab splits again over cells x deciding metrics, so with no change anywhere the chance that any run calls one is at
+most alpha (a union bound: it needs no independence between the runs). Every call is then measured again
+(:mod:`batchperf.releases.confirm`): after the last step, one more ``ab`` of each pair that called a change, its sides'
+order reversed, in ``OUT/confirm-<the step's folder>/``; a call stands only where that run agrees, and each call that
+stands is explained by the engine figures that differ in both runs (:mod:`batchperf.releases.explain`).
+
 A step that fails (an environment crashes, a cell fails, the two environments share no cell) is recorded as failed
 for that step and the chain goes on to the next. The chain resumes: run again into the same ``OUT`` with the same
 environments and settings, a step whose ``ab.json`` finished (done, budget or failed) is kept, and one an
@@ -30,18 +37,21 @@ from batchperf.ab.result import AbResult
 from batchperf.ab.run import run_ab
 from batchperf.ab.settings import BudgetTooSmall, Settings, UsageProblem
 from batchperf.launch.child import exit_code_of, stop_signals
+from batchperf.releases import confirm
+from batchperf.releases.explain import explain
 from batchperf.results.claim import ClaimError, Held, NotAFolder, claim
 from batchperf.results.io import atomic_write_text, file_part
 
 SCHEMA = 1
 NAME = "chain.json"
 LOCK = ".chain.lock"
-STEP, FIRST_LAST = "step", "first-last"
+STEP, FIRST_LAST, CONFIRM = "step", "first-last", "confirm"
 FINISHED = ("done", "budget", "failed")  # an ab.json with one of these statuses ran to its end: kept on resume
 # ab's exit code -> the step's outcome (docs/upgrades.md, "Exit codes")
 OUTCOMES = {0: "no regression", 1: "regression", 2: "inconclusive", 3: "failed", 4: "failed",
             130: "interrupted", 143: "interrupted"}
 
+RANK = (0, 2, 4, 1)  # exit codes, least to most pressing: a confirmed regression outranks a failure, as in ab
 AbRun = Callable[..., AbResult]  # run_ab(settings, progress=...): a step's own lines go out under its name
 Check = Callable[[Environment], object]
 
@@ -62,27 +72,79 @@ class ChainStep:
     cells: dict[str, dict[str, Any]] = field(default_factory=dict)  # cell id -> verdict, note, metrics
     versions_differ: dict[str, list[str]] = field(default_factory=dict)
     minutes_needed: int | None = None  # ab stopped it because --max-minutes could not hold a verdict's pairs
+    confirmation: ChainStep | None = None  # kind CONFIRM: the same pair again, B first, when this one called a change
+    explained: dict[str, dict[str, Any]] = field(default_factory=dict)  # cell -> explain(): a confirmed call's figures
 
     @property
     def outcome(self) -> str:
         return "pending" if self.exit_code is None else OUTCOMES.get(self.exit_code, "failed")
 
     @property
+    def calls(self) -> dict[str, str]:
+        """cell -> the change this run called there (regression or improvement), before any confirmation."""
+        return {cid: c["verdict"] for cid, c in self.cells.items() if c.get("verdict") in confirm.CALLS}
+
+    def final(self, cell: str) -> str:
+        """The cell's verdict once its call (if any) was measured again (:func:`confirm.final_verdict`)."""
+        again = self.confirmation
+        return confirm.final_verdict(self.cells[cell]["verdict"], again.cells.get(cell) if again else None,
+                                     again is not None and again.finished)
+
+    def confirmed(self, cell: str) -> bool | None:
+        """True: the call stands; False: not confirmed; None: no call there, or its confirmation is still to run."""
+        if cell not in self.calls or (final := self.final(cell)) == confirm.PENDING:
+            return None
+        return final == self.calls[cell]
+
+    @property
+    def final_outcome(self) -> str:
+        """The run's outcome counting confirmed calls only: what the chain's exit code reads."""
+        if self.outcome in ("pending", "interrupted") or not self.cells:
+            return self.outcome
+        return confirm.outcome((self.final(c) for c in self.cells), self.outcome == "failed")
+
+    def take(self, ab: dict[str, Any]) -> None:
+        """:meth:`absorb`, and for a confirmation (its sides swapped) its cells turned back into the pair's B/A."""
+        self.absorb(ab)
+        if self.kind == CONFIRM:
+            self.cells = {cid: confirm.flipped(c) for cid, c in self.cells.items()}
+
+    @property
     def finished(self) -> bool:
         return self.status in FINISHED
 
     def to_dict(self) -> dict[str, Any]:
-        return {"kind": self.kind, "a": self.a, "b": self.b, "folder": self.folder, "outcome": self.outcome,
-                "exit_code": self.exit_code, "status": self.status, "reason": self.reason, "pairs": self.pairs,
-                "minutes": round(self.minutes, 2), "versions_differ": self.versions_differ, "cells": self.cells,
-                "minutes_needed": self.minutes_needed}
+        run = {"kind": self.kind, "a": self.a, "b": self.b, "folder": self.folder, "outcome": self.outcome,
+               "exit_code": self.exit_code, "status": self.status, "reason": self.reason, "pairs": self.pairs,
+               "minutes": round(self.minutes, 2), "versions_differ": self.versions_differ, "cells": self.cells,
+               "minutes_needed": self.minutes_needed}
+        if self.kind == CONFIRM:  # its cells, in the pair's B/A; what it confirms is its step's to say
+            return run
+        return {**run, "final_outcome": self.final_outcome,
+                "calls": {cid: {"call": call, "confirmed": self.confirmed(cid),
+                                "confirmation": self._confirmation_of(cid)} for cid, call in self.calls.items()},
+                "explained": self.explained,
+                "confirmation": self.confirmation.to_dict() if self.confirmation else None}
+
+    def _confirmation_of(self, cell: str) -> dict[str, Any] | None:
+        """The confirmation's folder, verdict and headline estimate in ``cell`` (None before it ran)."""
+        again = self.confirmation
+        if again is None or not again.finished:
+            return None
+        c = again.cells.get(cell, {})
+        head = next((m for m in c.get("metrics", {}).values() if m.get("deciding") and m.get("estimate") is not None),
+                    {})
+        return {"folder": again.folder, "verdict": c.get("verdict", again.outcome), "estimate": head.get("estimate"),
+                "low": head.get("low"), "high": head.get("high")}
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> ChainStep:
         return cls(data["kind"], data["a"], data["b"], data["folder"], data.get("exit_code"),
                    data.get("status", "pending"), data.get("reason", ""), data.get("pairs", 0),
                    data.get("minutes", 0.0), data.get("cells", {}), data.get("versions_differ", {}),
-                   data.get("minutes_needed"))
+                   data.get("minutes_needed"),
+                   cls.from_dict(data["confirmation"]) if data.get("confirmation") else None,
+                   data.get("explained", {}))
 
     def absorb(self, ab: dict[str, Any]) -> None:
         """Take an ``ab.json``'s (or :meth:`AbResult.to_dict`'s) outcome, pairs and per-cell intervals; ValueError,
@@ -174,17 +236,25 @@ class ChainResult:
 
     @property
     def exit_code(self) -> int:
-        """130/143 interrupted; 3 a step's budget could not hold a verdict (the steps after it not run); else 1 a
-        regression in any step, 4 a failed step, 2 an inconclusive one, 0 none."""
+        """130/143 interrupted; 3 a run's budget could not hold a verdict (the runs after it not run); else, counting
+        confirmed calls only, 1 a confirmed regression in any step, 4 a failed step or confirmation, 2 an
+        inconclusive step or a call not confirmed, 0 none."""
         if self.status == "interrupted":
             return self.stop_code
         if self.status == "budget":
             return 3
-        outcomes = {s.outcome for s in self.steps}
-        for outcome, code in (("regression", 1), ("failed", 4), ("inconclusive", 2)):
-            if outcome in outcomes:
-                return code
-        return 0
+        return max((confirm.EXIT.get(s.final_outcome, 4) for s in self.steps), key=RANK.index, default=0)
+
+    @property
+    def step_alpha(self) -> float:
+        """Each run's alpha: the chain's split over its steps (first -> last included); a confirmation shares its
+        step's."""
+        return self.settings["alpha"] / len(self.steps)
+
+    @property
+    def runs(self) -> list[ChainStep]:
+        """Every ab run of the chain in the order it runs: the steps, then the confirmations made so far."""
+        return [*self.steps, *(s.confirmation for s in self.steps if s.confirmation is not None)]
 
     def identity(self) -> dict[str, Any]:
         """What a resumed chain must share with the one that wrote ``chain.json``."""
@@ -194,7 +264,8 @@ class ChainResult:
     def to_dict(self) -> dict[str, Any]:
         return {"batchperf_chain": SCHEMA, "status": self.status, "exit_code": self.exit_code, "reason": self.reason,
                 **self.identity(),
-                "pairs": sum(s.pairs for s in self.steps), "minutes": round(sum(s.minutes for s in self.steps), 2),
+                "step_alpha": self.step_alpha,
+                "pairs": sum(s.pairs for s in self.runs), "minutes": round(sum(s.minutes for s in self.runs), 2),
                 "steps": [s.to_dict() for s in self.steps]}
 
 
@@ -297,33 +368,58 @@ def _same_chain(out: Path, identity: dict[str, Any]) -> None:
 def run_chain(envs: Sequence[Environment], labels: Sequence[str], base: Settings, ab: AbRun = run_ab,
               progress: Callable[[str], None] = lambda line: None,
               check: Check = usable) -> ChainResult:
-    """Judge ``envs`` (release order) step by step into ``base.out``; resumes a chain that folder holds."""
+    """Judge ``envs`` (release order) step by step into ``base.out``, then confirm every call; resumes a chain that
+    folder holds (its confirmations too)."""
     check_input(envs, labels, check)
     result = ChainResult(list(envs), list(labels), plan(labels), settings_identity(base))
     with hold_out(base.out, result.identity()), stop_signals():
         try:
-            for step in result.steps:
+            for step in in_order(result):
                 measure_step(step, result, base, ab, progress)
                 write_chain_json(result, base.out)
                 if step.outcome == "interrupted":
                     result.status, result.stop_code = "interrupted", step.exit_code or 130
                     break
-                if step.minutes_needed is not None and not all(s.finished for s in result.steps):
-                    # every later step would stop the same way after its first pair
+                if step.minutes_needed is not None and not all(s.finished for s in result.runs):
+                    # every later run would stop the same way after its first pair
                     result.status, result.reason = "budget", budget_reason(step, result)
                     progress(f"stopped: {result.reason}")
                     break
         except KeyboardInterrupt as exc:  # between two ab runs, or before a step's first pair
             result.status, result.stop_code = "interrupted", exit_code_of(exc)
+        for step in result.steps:
+            step.explained = explained(step, base.out)
         if result.status == "running":
             result.status = "done"
         write_chain_json(result, base.out)
     return result
 
 
+def in_order(result: ChainResult) -> Iterator[ChainStep]:
+    """The steps, then a confirmation of each step that called a change, made only once every step has run (so it
+    measures the pair on another stretch of the machine)."""
+    yield from result.steps
+    for step in result.steps:
+        if step.calls:
+            step.confirmation = ChainStep(CONFIRM, step.a, step.b, f"confirm-{step.folder}")
+            yield step.confirmation
+
+
+def explained(step: ChainStep, out: Path) -> dict[str, dict[str, Any]]:
+    """cell -> what :func:`explain` finds beside each confirmed call of ``step`` (read from both runs' folders)."""
+    again = step.confirmation
+    cells = [cid for cid in step.calls if step.confirmed(cid)]
+    if again is None or not cells:
+        return {}
+    runs = [(out / s.folder, _finished_ab(out / s.folder)) for s in (step, again)]
+    if any(ab is None for _, ab in runs):
+        return {}
+    return {cid: explain(runs[0], runs[1], cid) for cid in cells}  # type: ignore[arg-type]
+
+
 def budget_reason(step: ChainStep, result: ChainResult) -> str:
-    """Why a chain stopped at a step whose --max-minutes could not hold the pairs a verdict needs."""
-    rest = sum(1 for s in result.steps if not s.finished)
+    """Why a chain stopped at a run whose --max-minutes could not hold the pairs a verdict needs."""
+    rest = sum(1 for s in result.runs if not s.finished)
     return (f"{result.labels[step.a]} -> {result.labels[step.b]}: {step.reason}; the {rest} step(s) after it were not "
             f"run, each would stop the same way. Run the chain again with --max-minutes {step.minutes_needed} or more "
             "into a new --out")
@@ -335,20 +431,25 @@ def measure_step(step: ChainStep, result: ChainResult, base: Settings, ab: AbRun
 
     A step that ab refused before its first pair (exit 3) left no folder, so a resumed chain tries it again."""
     folder = base.out / step.folder
-    name = f"{result.labels[step.a]} -> {result.labels[step.b]}" + (" (first -> last)" if step.kind == FIRST_LAST else "")
+    name = f"{result.labels[step.a]} -> {result.labels[step.b]}" + {
+        FIRST_LAST: " (first -> last)", CONFIRM: f" (confirmation, {result.labels[step.b]} first)"}.get(step.kind, "")
     if (done := _finished_ab(folder)) is not None:
-        step.absorb(done)
+        step.take(done)
         progress(f"{name}: kept from the former run ({step.outcome}, {step.pairs} pair(s))")
         return
     if folder.exists():  # an interrupted step: its pairs are another run's, so measure it again from nothing
         _discard(folder, base.out)
     progress(f"{name}: measuring")
     settings = replace(base, a=replace(result.envs[step.a], label="A"), b=replace(result.envs[step.b], label="B"),
-                       out=folder)
+                       out=folder, alpha=result.step_alpha)
+    if step.kind == CONFIRM:
+        settings = confirm.reversed_sides(settings, folder)
     try:
-        step.absorb(ab(settings, progress=lambda line: progress(f"{name}: {line}")).to_dict())
-    except BudgetTooSmall:  # the same for every step: no step could give a verdict
-        raise
+        step.take(ab(settings, progress=lambda line: progress(f"{name}: {line}")).to_dict())
+    except BudgetTooSmall as exc:  # the same for every step: no step could give a verdict
+        raise BudgetTooSmall(f"each of the chain's {len(result.steps)} runs is judged at alpha {base.alpha:g} / "
+                             f"{len(result.steps)} = {result.step_alpha:.4g} (the chain's alpha over its runs, "
+                             f"docs/upgrades.md): {exc}") from None
     except UsageProblem as exc:  # e.g. no cell both releases have, different hardware identities
         step.exit_code, step.status, step.reason = 3, "failed", f"refused before its first pair: {exc}"
     except KeyboardInterrupt:

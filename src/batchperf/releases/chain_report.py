@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from batchperf.releases.chain import FIRST_LAST, NAME, STEP, ChainResult, ChainStep, check_ab, expect, expect_change
-from batchperf.measure.catalogue import AB_DEFAULT
+from batchperf.measure.catalogue import AB_DEFAULT, BY_PATH
 
 
 @dataclass(frozen=True, slots=True)
@@ -200,6 +200,8 @@ class Level:
     first_last: tuple[float, float, float] | None
     first_last_verdict: str
     margin: float | None
+    confirmed: tuple[bool | None, ...] = ()  # per adjacent step: its call confirmed, not confirmed, or None (no call)
+    first_last_confirmed: bool | None = None
 
 
 def _interval(step: ChainStep | None, cell: str, metric: str) -> tuple[float, float, float] | None:
@@ -227,7 +229,9 @@ def levels(chain: Chain) -> list[Level]:
                    if (m := s.cells.get(cell, {}).get("metrics", {}).get(metric))]
         out.append(Level(cell, metric, chain.labels, steps, tuple(_verdict(s, cell) for s in chain.adjacent),
                          tuple(running), _interval(chain.first_last, cell, metric),
-                         _verdict(chain.first_last, cell), margins[0] if margins else None))
+                         _verdict(chain.first_last, cell), margins[0] if margins else None,
+                         tuple(s.confirmed(cell) for s in chain.adjacent),
+                         chain.first_last.confirmed(cell) if chain.first_last else None))
     return out
 
 
@@ -256,31 +260,41 @@ def _md(text: str) -> str:
 
 
 def render_chain_markdown(chain: Chain) -> str:
-    """The chain's state, its table (release pair x cell: verdict, estimate, interval, pairs, minutes) and the
-    levels."""
+    """The chain's state, its table (release pair x cell: verdict, its confirmation, estimate, interval, pairs,
+    minutes), the confirmed calls explained, the levels, and the metrics it reports without deciding on them."""
     status = status_line(chain)
     lines = ["## batchperf chain", "", _md(" -> ".join(chain.labels)), "",
              *([f"Status: {_md(status)}", ""] if status else []),
-             "| step | cell | verdict | metric | estimate | interval | pairs | minutes |",
-             "|---|---|---|---|---|---|---|---|"]
+             "| step | cell | verdict | confirmation | metric | estimate | interval | pairs | minutes |",
+             "|---|---|---|---|---|---|---|---|---|"]
     for step in chain.steps:
-        name = _md(f"{chain.labels[step.a]} -> {chain.labels[step.b]}") + (" (first -> last)"
-                                                                            if step.kind == FIRST_LAST else "")
+        name = _md(_name(chain, step))
+        again = step.confirmation
+        pairs = f"{step.pairs}" + (f" + {again.pairs}" if again else "")
+        minutes = f"{step.minutes:.1f}" + (f" + {again.minutes:.1f}" if again else "")
         if not step.cells:
-            lines.append(f"| {name} | - | {step.outcome.upper()} | - | - | - | {step.pairs} | {step.minutes:.1f} |")
+            lines.append(f"| {name} | - | {step.outcome.upper()} | - | - | - | - | {pairs} | {minutes} |")
         for cell, c in step.cells.items():
             metric = headline_metric(chain, cell)
             iv = _interval(step, cell, metric)
             verdict = c["verdict"] if c["verdict"] in ("improvement", "no change") else c["verdict"].upper()
-            lines.append(f"| {name} | {_md(cell)} | {_md(verdict)} | {_md(metric)} | {_pct(iv[0] if iv else None)} | "
-                         + (f"[{_pct(iv[1])}, {_pct(iv[2])}]" if iv else "-")
-                         + f" | {step.pairs} | {step.minutes:.1f} |")
-        if step.reason:
-            lines.append(f"| | | why: {_md(step.reason[:300])} | | | | | |")
+            lines.append(f"| {name} | {_md(cell)} | {_md(verdict)} | {_md(confirmation_cell(chain, step, cell, metric))} | "
+                         f"{_md(metric)} | {_pct(iv[0] if iv else None)} | "
+                         + (f"[{_pct(iv[1])}, {_pct(iv[2])}]" if iv else "-") + f" | {pairs} | {minutes} |")
+        for why in (step.reason, again.reason if again else ""):
+            if why:
+                lines.append(f"| | | why: {_md(why[:300])} | | | | | | |")
+    explained = [line for step in chain.steps for cell in step.calls for line in explanation_lines(chain, step, cell)]
+    if explained:
+        lines += ["", "Confirmed calls, explained (engine figures B/A - 1 that differ the same way in the call's run "
+                  "and in its confirmation, each with its interval):", "", *explained]
     lines += ["", "Level against the first release (product of the step estimates; measured first -> last beside it):",
               ""]
     for lv in levels(chain):
         measured = (f"measured {_pct(lv.first_last[0])} [{_pct(lv.first_last[1])}, {_pct(lv.first_last[2])}]"
                     if lv.first_last else "measured: none")
         lines.append(f"- {_md(lv.cell)} ({_md(lv.metric)}): product {_pct(lv.cumulative[-1])}; {measured}")
+    if reported := reported_lines(chain):
+        lines += ["", "Reported, not deciding (estimates B/A - 1 with their intervals; they make no call):", "",
+                  *reported]
     return "\n".join(lines)

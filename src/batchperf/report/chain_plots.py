@@ -33,6 +33,15 @@ class ChainLevel(Protocol):
     first_last: tuple[float, float, float] | None
     first_last_verdict: str
     margin: float | None
+    confirmed: tuple[bool | None, ...]  # per adjacent step: its call confirmed, not confirmed, None (no call)
+    first_last_confirmed: bool | None
+
+
+def marked(verdict: str, confirmed: bool | None) -> tuple[str, str]:
+    """(the words beside a point, its face colour): a call not confirmed by its second run is drawn hollow."""
+    if confirmed is False:
+        return f"{verdict} (not confirmed)", "white"
+    return (f"{verdict} (confirmed)" if confirmed else verdict), ""
 
 
 def file_name(cell: str) -> str:
@@ -46,14 +55,17 @@ def release_plot(level: ChainLevel, path: Path) -> Path:
     fig, (left, right) = plt.subplots(1, 2, figsize=(max(9.5, 1.9 * n * 2), 4.2))
     fig.suptitle(f"{level.cell}: {level.metric}, release over release", fontsize=12)
     steps = [f"{a} →\n{b}" for a, b in zip(level.labels, level.labels[1:])]
-    for i, (iv, verdict) in enumerate(zip(level.steps, level.verdicts)):
+    confirmed = level.confirmed or (None,) * len(level.steps)
+    for i, (iv, verdict, state) in enumerate(zip(level.steps, level.verdicts, confirmed)):
         color = COLORS.get(verdict, OTHER)
         if iv is None:
             left.annotate(verdict.upper(), (i, 0), ha="center", va="bottom", fontsize=8, color=color)
             continue
         est, low, high = (100 * x for x in iv)
-        left.errorbar([i], [est], yerr=[[est - low], [high - est]], fmt="o", color=color, capsize=5, markersize=7)
-        left.annotate(verdict, (i, high), textcoords="offset points", xytext=(0, 5), ha="center", fontsize=8,
+        words, face = marked(verdict, state)
+        left.errorbar([i], [est], yerr=[[est - low], [high - est]], fmt="o", color=color, capsize=5, markersize=7,
+                      markerfacecolor=face or color, markeredgewidth=1.5)
+        left.annotate(words, (i, high), textcoords="offset points", xytext=(0, 5), ha="center", fontsize=8,
                       color=color)
     band = ""
     if level.margin:
@@ -74,8 +86,9 @@ def release_plot(level: ChainLevel, path: Path) -> Path:
     if level.first_last is not None:
         est, low, high = (100 * x for x in level.first_last)
         color = COLORS.get(level.first_last_verdict, OTHER)
+        words, face = marked(level.first_last_verdict, level.first_last_confirmed)
         right.errorbar([n - 1 + 0.15], [est], yerr=[[est - low], [high - est]], fmt="s", color=color, capsize=5,
-                       label=f"measured first → last ({level.first_last_verdict})")
+                       markerfacecolor=face or color, markeredgewidth=1.5, label=f"measured first → last ({words})")
     right.axhline(0, color="black", linewidth=0.8)
     right.set_xticks(range(n), list(level.labels), fontsize=8)
     right.set_xlim(-0.4, n - 0.4)
@@ -88,9 +101,10 @@ def release_plot(level: ChainLevel, path: Path) -> Path:
 
 
 CAPTION = ("Left: each step's B/A − 1 of the headline metric (throughput unless other metrics decide), the point "
-           "the estimate, the bar its interval, coloured by the step's verdict; the shaded band is the no-change "
-           "margin. Right: each release's level against the first, the product of the step ratios (no point past a "
-           "step without an estimate), and the measured first → last with its interval beside the last release. "
+           "the estimate, the bar its interval, coloured by the step's verdict, hollow where a call was not confirmed "
+           "by its second run (B first); the shaded band is the no-change margin. Right: each release's level against "
+           "the first, the product of the step ratios (no point past a step without an estimate), and the measured "
+           "first → last with its interval beside the last release. "
            "The product carries each step's noise; the measured first → last is the one to trust for the total.")
 
 
