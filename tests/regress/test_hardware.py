@@ -17,7 +17,7 @@ from batchperf.regress.hardware import (
     SCALED,
     compare_hardware,
     judge_scaling,
-    render_markdown,
+    render_hardware_markdown,
 )
 from batchperf.regress.machine import PROBE_KEY, Bound, SessionProbes
 from batchperf.results.io import read_results
@@ -76,7 +76,7 @@ def test_two_files_give_one_row_per_shared_cell_and_a_table(tmp_path: Path) -> N
     new = read_results(file_with(tmp_path / "new.json", NEW, 1 / 1.3, GPU_FP))
     [row] = compare_hardware(old, new)
     assert row.verdict is LOST and row.measured == pytest.approx(1.3)
-    table = render_markdown([row], "old.json", "new.json")
+    table = render_hardware_markdown([row], "old.json", "new.json")
     assert ("| cpu-tiny-qwen2-hf-static-bs4-p64-c8 | dispatch | 1.30 | 2.00 | probe: interpreter Mops/s | 65% | "
             "±15% | lost efficiency |") in table
     assert table.endswith("1 lost efficiency")

@@ -288,7 +288,7 @@ def test_a_call_the_second_run_repeats_is_confirmed_and_explained(tmp_path: Path
     assert figure["metric"] == "telemetry.cpu_seconds_per_output_token"
     assert figure["estimate"] == pytest.approx(1 / 0.85 - 1, abs=0.02) and figure["low"] > 0
     assert figure["confirmation"]["estimate"] == pytest.approx(1 / 0.85 - 1, abs=0.02)
-    table = render_markdown(load([out]))
+    table = render_chain_markdown(load([out]))
     assert "| REGRESSION | confirmed: regression -15." in table
     assert "0.29.0 -> 0.30.0, " + cell + ", regression confirmed:" in table
     assert "  - cpu_seconds_per_output_token: +17." in table and ", confirmation +17." in table
@@ -299,7 +299,7 @@ def test_a_confirmed_call_with_no_figure_that_differs_says_so(tmp_path: Path) ->
     out = tmp_path / "chain"
     result = two(out, [1.0, 0.85], [])
     assert result.exit_code == 1 and result.steps[0].explained[CELLS[0]]["differ"] == []
-    line = next(ln for ln in render_markdown(load([out])).splitlines() if "regression confirmed:" in ln)
+    line = next(ln for ln in render_chain_markdown(load([out])).splitlines() if "regression confirmed:" in ln)
     assert "no engine figure differs between the two releases in both runs (compared: " in line
     assert "kv_bytes_per_request_mean" in line  # what this cell's records carry, compared and equal
 
@@ -318,7 +318,7 @@ def test_a_call_made_on_a_slow_stretch_is_not_confirmed_and_is_no_regression(tmp
     assert saved["exit_code"] == 2 and saved["steps"][0]["calls"][CELLS[0]]["confirmed"] is False
     assert saved["steps"][0]["explained"] == {}  # only a confirmed call is explained
     chain = load([out])
-    assert "| REGRESSION | NOT confirmed: no change" in render_markdown(chain)
+    assert "| REGRESSION | NOT confirmed: no change" in render_chain_markdown(chain)
     [level] = levels(chain)
     assert level.confirmed == (False,) and level.first_last_confirmed is False  # drawn hollow
 
@@ -362,7 +362,7 @@ def test_an_interrupted_confirmation_is_measured_again_on_resume(tmp_path: Path)
     assert first == [(0, 1), (1, 0)] and stopped.status == "interrupted" and stopped.exit_code == 130
     saved = json.loads((out / "chain.json").read_text())["steps"][0]
     assert saved["calls"][CELLS[0]] == {"call": "regression", "confirmed": None, "confirmation": None}
-    assert "pending (measured again after the last step)" in render_markdown(load([out]))
+    assert "pending (measured again after the last step)" in render_chain_markdown(load([out]))
 
     again: list[tuple[int, int]] = []
     resumed = two(out, [1.0, 0.85], again)
@@ -379,4 +379,4 @@ def test_a_confirmation_that_fails_leaves_the_call_failed_not_standing(tmp_path:
     [step] = result.steps
     assert calls == [(0, 1), (1, 0)] and step.confirmation is not None and step.confirmation.outcome == "failed"
     assert step.confirmed(CELLS[0]) is False and step.final(CELLS[0]) == "failed" and result.exit_code == 4
-    assert "refused before its first pair" in render_markdown(Chain.of(result))
+    assert "refused before its first pair" in render_chain_markdown(Chain.of(result))

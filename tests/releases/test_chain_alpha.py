@@ -17,7 +17,7 @@ from paths import REPO
 
 from batchperf.ab.env import Environment
 from batchperf.ab.judging import judge_cell
-from batchperf.ab.result import CellState, PairSeries
+from batchperf.ab.cell import CellState, PairSeries
 from batchperf.ab.run import prepare
 from batchperf.ab.settings import Settings
 from batchperf.measure.catalogue import by_name
@@ -49,13 +49,13 @@ def chain_judge(releases: int, cells: int, metrics: tuple[str, ...], test: str, 
                                 max_pairs=max_pairs, max_minutes=None, margin=0.0, alpha=alpha),
                        fakes.probe, fakes.collect)
     assert len(prepared.cells) == cells
-    return len(chain.steps), prepared.judge
+    return len(chain.steps), prepared.sequential_test
 
 
 def calls(draws: np.ndarray, metrics: tuple[str, ...], judge) -> bool:  # noqa: ANN001
     """One cell of one run: its metrics' null log-ratios (metrics x pairs) judged after every pair until the cell
     settles, as ab does; True when it calls a change. A margin of 0 never settles as no change: every look is taken
-    (the worst case). Looks before ``judge.needs`` cannot decide (Judge.needs), so they are not judged."""
+    (the worst case). Looks before ``judge.needs`` cannot decide (SequentialTest.needs), so they are not judged."""
     cell = CellState("cell", "node")
     cell.metrics = {m: PairSeries(m, by_name(m).direction, True, 0.0) for m in metrics}
     for n in range(1, draws.shape[1] + 1):

@@ -89,8 +89,8 @@ def test_a_call_not_confirmed_is_drawn_hollow_and_says_so(tmp_path: Path) -> Non
 
 def test_a_chain_made_before_confirmations_reads_back_without_them(tmp_path: Path) -> None:
     """The committed chains (docs/data/chain-*) have calls and no confirmation: finished, not pending."""
-    from batchperf.releases.chain_report import load, render_markdown
+    from batchperf.releases.chain_report import load, render_chain_markdown
 
-    table = render_markdown(load([chain_folder(tmp_path)]))
+    table = render_chain_markdown(load([chain_folder(tmp_path)]))
     assert table.count("not measured again (a chain made before chains confirmed their calls)") == 2
     assert "pending" not in table and "| no change | - |" in table

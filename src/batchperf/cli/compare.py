@@ -90,7 +90,7 @@ def main(args: argparse.Namespace) -> int:
 
 def hardware(args: argparse.Namespace, a: ResultsFile, b: ResultsFile, config: GateConfig) -> int:
     """``--hardware``: the scaling table (Markdown) on stdout, and appended to ``--markdown FILE``."""
-    from batchperf.regress.hardware import LOST, compare_hardware, render_markdown
+    from batchperf.regress.hardware import LOST, compare_hardware, render_hardware_markdown
 
     try:
         rows = compare_hardware(a, b, config)
@@ -99,7 +99,7 @@ def hardware(args: argparse.Namespace, a: ResultsFile, b: ResultsFile, config: G
     for label, run in (("A", a), ("B", b)):
         found = fingerprint_of(run)
         print(f"{label}: {run.path}: {found.identity.describe() if found else 'no batchperf fingerprint'}")
-    text = render_markdown(rows, str(args.a), str(args.b))
+    text = render_hardware_markdown(rows, str(args.a), str(args.b))
     print(text)
     if args.markdown not in (None, "-"):
         try:

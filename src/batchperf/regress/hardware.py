@@ -113,7 +113,7 @@ def _num(value: float | None, spec: str) -> str:
     return "-" if value is None else format(value, spec)
 
 
-def render_markdown(rows: list[Scaling], old: str, new: str) -> str:
+def render_hardware_markdown(rows: list[Scaling], old: str, new: str) -> str:
     """The table ``compare --hardware`` prints: one row per cell, then the count per verdict."""
     lines = [f"## batchperf compare --hardware: `{old}` → `{new}`", "",
              "| cell | bound | measured × | predicted × | basis | measured / predicted | tolerance | verdict |",

@@ -4,7 +4,7 @@ The release study explained each confirmed call by hand from the records (vLLM's
 while the scheduler did the same work: 113 engine steps a round, 12.46 tokens a step). This does it from the pairs'
 results files an ``ab`` run leaves: per figure of :data:`batchperf.measure.catalogue.ENGINE_FIGURES` that a cell's
 records carry, its per-pair values go through ab's own judging (:func:`batchperf.ab.judging.judge_metric`, the run's
-own judge from its ``ab.json``), giving B/A - 1 with its interval, or for an exact figure the value-for-value
+own sequential test from its ``ab.json``), giving B/A - 1 with its interval, or for an exact figure the value-for-value
 comparison. A figure *differs* when its interval lies on one side of 0 (an exact one: differs in every pair), in the
 call's run and in its confirmation alike.
 """
@@ -17,9 +17,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from batchperf.ab import stats as ab_stats
 from batchperf.ab.judging import judge_metric
-from batchperf.ab.result import PairSeries
+from batchperf.ab.cell import PairSeries
+from batchperf.ab.stats import recorded_test
 from batchperf.ab.stats.signed_rank import relative
 from batchperf.measure.catalogue import BY_PATH, ENGINE_FIGURES, Direction
 from batchperf.regress.verdict import Verdict
@@ -63,7 +63,7 @@ def _records(path: Path | None) -> dict[str, Any]:
 def figures(folder: Path, ab: Mapping[str, Any], cell: str, reverse: bool = False) -> dict[str, Figure]:
     """Every engine figure ``cell``'s records carry in the ``ab`` run in ``folder``, as the pair's B/A (``reverse``:
     the run had the sides swapped, a confirmation's)."""
-    judge = ab_stats.from_settings(ab.get("settings", {}))
+    test = recorded_test(ab.get("settings", {}))
     series = {path: PairSeries(path, BY_PATH[path].direction, False, 0.0) for path in ENGINE_FIGURES}
     for pair in ab.get("pairs", []):
         sides = [_records(_results((pair.get(label) or {}).get("results"), folder)).get(cell) for label in "AB"]
@@ -79,7 +79,7 @@ def figures(folder: Path, ab: Mapping[str, Any], cell: str, reverse: bool = Fals
     for path, s in series.items():
         if not s.a:
             continue  # this cell's records do not carry it
-        judge_metric(s, judge)
+        judge_metric(s, test)
         out[path] = _figure(s)
     return out
 
