@@ -10,12 +10,22 @@ from rich.console import Console
 
 from batchperf.ab.cell import CellState
 from batchperf.ab.env import Environment, Probe
-from batchperf.ab.report import headline, kept_text, render_ab_markdown, render_rich, rounds_text, summary
+from batchperf.ab.report import (
+    headline,
+    kept_text,
+    machine_text,
+    render_ab_markdown,
+    render_rich,
+    rounds_text,
+    summary,
+)
 from batchperf.ab.result import AbResult, Pair
 from batchperf.ab.settings import Settings
 from batchperf.ab.stats import SequentialTest
 from batchperf.ab.warmup import RoundsChoice, Warmup
+from batchperf.regress.machine import SessionProbes
 from batchperf.regress.verdict import Verdict
+from batchperf.telemetry.probe import MachineProbe
 
 
 def ab_result(**kwargs: object) -> AbResult:
@@ -76,3 +86,21 @@ def test_terminal_and_markdown_show_the_same_run() -> None:
     markdown = render_ab_markdown(result)
     assert markdown.startswith(f"## batchperf ab\n\n**{summary(result)}**\n\n- A = /py/a (checkout .)\n")
     assert "c1" in markdown and "c2" in markdown and "REGRESSION" in markdown
+
+
+def probed(gemm: float, interp: float) -> SessionProbes:
+    return SessionProbes(MachineProbe({"gemm_gflops": gemm, "interp_mops": interp}))
+
+
+def test_pairs_whose_sides_saw_different_machine_speeds_are_named_in_ab_md() -> None:
+    result = ab_result(status="done")
+    assert machine_text(result) == ""  # no pair probed: nothing said (an older run's pairs)
+    result.pairs[0].machine = {"A": probed(100.0, 20.0), "B": probed(101.0, 20.2)}  # within the 3% margin
+    result.pairs[1].machine = {"A": probed(100.0, 20.0), "B": probed(92.0, 20.0)}  # B's GEMM 8% slower
+    result.pairs[2].machine = {"A": probed(100.0, 20.0)}  # one side only: not compared
+    text = machine_text(result)
+    assert text == ("machine speed (probed beside each side), B's against A's beyond ±3% in 1 of 2 pair(s), whose "
+                    "ratios carry the machine's move too: pair 2: GEMM -8%")
+    assert text in headline(result) and text in render_ab_markdown(result)
+    result.pairs[1].machine = {"A": probed(100.0, 20.0), "B": probed(99.0, 20.0)}
+    assert machine_text(result) == "machine speed (probed beside each side): B's within ±3% of A's in all 2 pair(s)"

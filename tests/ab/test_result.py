@@ -15,7 +15,9 @@ from batchperf.ab.env import Environment, Probe, SideRun
 from batchperf.ab.result import AbResult, Ended, Pair, exit_code
 from batchperf.ab.settings import Settings
 from batchperf.ab.stats import SequentialTest
+from batchperf.regress.machine import SessionProbes
 from batchperf.regress.verdict import Verdict
+from batchperf.telemetry.probe import MachineProbe
 
 TEST = SequentialTest("signed-rank", level=0.01)
 
@@ -42,6 +44,17 @@ def test_a_pair_records_each_side_s_files_and_seconds() -> None:
                            "returncode": 0, "started": 5.0},
                      "A": {"results": None, "log": "/o/pair-002-A.log", "seconds": 1.0, "returncode": 3,
                            "started": 0.0}}
+
+
+def test_a_pair_keeps_each_probed_side_s_machine_probes_and_only_those() -> None:
+    runs = {label: SideRun(label, 0, 1.0, Path(f"/o/pair-001-{label}.json"), Path(f"/o/pair-001-{label}.log"))
+            for label in ("A", "B")}
+    probe = MachineProbe({"gemm_gflops": 90.0}, {"copy_gbps": "no numpy"}, at="2026-12-06T23:00:00Z", seconds=0.5)
+    saved = Pair(1, ("A", "B"), runs, None, machine={"B": SessionProbes(start=probe)}).to_dict()
+    assert saved["B"]["probe"] == {"start": {"figures": {"gemm_gflops": 90.0}, "missing": {"copy_gbps": "no numpy"},
+                                             "at": "2026-12-06T23:00:00Z", "seconds": 0.5}}
+    assert "probe" not in saved["A"]  # not probed (a results file made before batchperf probed): no block, not 0
+    assert SessionProbes.from_dict(saved["B"]["probe"]) == SessionProbes(start=probe)
 
 
 @pytest.mark.parametrize("verdicts, status, code", [

@@ -44,4 +44,7 @@ def test_ab_catches_an_injected_slowdown_with_real_processes(tmp_path: Path, cap
     assert tput["high"] < 0 and sorted(tput["ratios"])[len(tput["ratios"]) // 2] < 0.8
     for pair in saved["pairs"]:  # each side's file is an ordinary results file
         assert read_results(pair["A"]["results"]).records and read_results(pair["B"]["results"]).records
+        for label in ("A", "B"):  # each side's own session probed the machine beside its cells (issue 55)
+            assert set(pair[label]["probe"]) == {"start", "end"}
+            assert pair[label]["probe"]["start"]["figures"] or pair[label]["probe"]["start"]["missing"]
     assert "REGRESSION" in summary.read_text() and "BATCHPERF_INJECT_SLOWDOWN" in summary.read_text()

@@ -9,7 +9,16 @@ import pytest
 from gate_samples import cell_info, copied, results_file, scaled
 
 from batchperf.regress.gate import compare_cell
-from batchperf.regress.machine import PROBE_KEY, Bound, SessionProbes, bound_of, machine_moved, session_probes
+from batchperf.regress.machine import (
+    PROBE_KEY,
+    Bound,
+    SessionProbes,
+    bound_of,
+    gaps_beyond,
+    machine_moved,
+    session_probes,
+    speed_gap,
+)
 from batchperf.regress.verdict import Verdict
 from batchperf.results.io import read_results
 from batchperf.results.record import ResultsError
@@ -100,3 +109,15 @@ def test_a_baseline_without_a_probe_leaves_it_unknown_and_says_why() -> None:
         "batchperf probed the machine))")
     lost = machine_moved(verdict, slow, SessionProbes(QUIET), MachineProbe({}, {"interp_mops": "a sandbox"}))
     assert lost.notes[-1] == "whether the machine moved is unknown: this run has no interpreter probe (a sandbox)"
+
+
+def test_the_speed_gap_of_a_pair_is_b_against_a_on_the_figures_both_measured() -> None:
+    a = SessionProbes(MachineProbe({"gemm_gflops": 100.0, "interp_mops": 20.0}),
+                      MachineProbe({"gemm_gflops": 80.0, "interp_mops": 20.0}))  # mean GEMM 90
+    b = SessionProbes(MachineProbe({"gemm_gflops": 99.0, "copy_gbps": 10.0}, {"interp_mops": "no clock"}))
+    gaps = speed_gap(a, b)
+    assert gaps == pytest.approx({"gemm_gflops": 0.1})  # copy: A has none; interpreter: B could not measure it
+    assert speed_gap(a, None) == {} and speed_gap(None, b) == {}
+    assert gaps_beyond({"gemm_gflops": 0.08, "interp_mops": -0.12, "copy_gbps": 0.01}, 0.03) == \
+        "GEMM +8%, interpreter -12%"
+    assert gaps_beyond({"copy_gbps": -0.03}, 0.03) == ""  # at the margin: not beyond it

@@ -11,6 +11,7 @@ from typing import Any
 
 from batchperf.ab.result import AbResult
 from batchperf.regress import verdict as table
+from batchperf.regress.machine import gaps_beyond, speed_gap
 
 EXIT_MEANING = {0: "no regression", 1: "regression", 2: "inconclusive at the budget",
                 4: "a cell failed to run or was not judged, or an environment failed", 130: "interrupted"}
@@ -29,6 +30,8 @@ def headline(result: AbResult) -> list[str]:
     if loads:
         lines.append(f"machine load (1-min average, at each pair): min {min(loads):.2f}, median "
                      f"{statistics.median(loads):.2f}, max {max(loads):.2f}")
+    if machine := machine_text(result):
+        lines.append(machine)
     lines.append(f"intervals: {result.sequential_test.describe()} ({result.level_method})")
     if result.versions_differ:
         lines.append("versions that differ: " + ", ".join(f"{k} {a} → {b}" for k, (a, b) in result.versions_differ.items()))
@@ -49,6 +52,20 @@ def kept_text(result: AbResult) -> str:
                         for label, records in result.kept_servers.items())
     return ("servers kept across pairs (--keep-servers): each side's server is started once and its level is sampled "
             "once a run, not once a pair" + (f"; {started}" if started else ""))
+
+
+def machine_text(result: AbResult) -> str:
+    """The machine's own speed beside each pair (each side's session probes): the pairs whose two sides saw speeds
+    apart by more than the margin, whose ratios carry the machine's move as well as the code's."""
+    probed = [(p.index, speed_gap(p.machine.get("A"), p.machine.get("B"))) for p in result.pairs if len(p.machine) == 2]
+    if not probed:
+        return ""
+    margin = result.settings.margin
+    apart = [f"pair {index}: {words}" for index, gaps in probed if (words := gaps_beyond(gaps, margin))]
+    if not apart:
+        return f"machine speed (probed beside each side): B's within ±{margin:.0%} of A's in all {len(probed)} pair(s)"
+    return (f"machine speed (probed beside each side), B's against A's beyond ±{margin:.0%} in {len(apart)} of "
+            f"{len(probed)} pair(s), whose ratios carry the machine's move too: " + "; ".join(apart))
 
 
 def rounds_text(result: AbResult) -> str:

@@ -17,6 +17,7 @@ from batchperf.ab.settings import Settings
 from batchperf.ab.stats import SequentialTest
 from batchperf.ab.warmup import RoundsChoice, Warmup
 from batchperf.regress.fingerprint import version_diff
+from batchperf.regress.machine import SessionProbes
 from batchperf.regress.verdict import Verdict
 
 SCHEMA = 2  # 2: verdicts in the one vocabulary ("not comparable" is now "not judged")
@@ -28,11 +29,13 @@ class Pair:
     order: tuple[str, str]
     runs: dict[str, SideRun]
     load_avg_1m: float | None
+    machine: dict[str, SessionProbes] = field(default_factory=dict)  # each side's session probes, where it probed
 
     def to_dict(self) -> dict[str, Any]:
         return {"index": self.index, "order": list(self.order), "load_avg_1m": self.load_avg_1m,
                 **{label: {"results": str(r.results) if r.results else None, "log": str(r.log),
-                           "seconds": round(r.seconds, 2), "returncode": r.returncode, "started": r.started}
+                           "seconds": round(r.seconds, 2), "returncode": r.returncode, "started": r.started,
+                           **({"probe": self.machine[label].to_dict()} if label in self.machine else {})}
                    for label, r in self.runs.items()}}
 
 

@@ -45,6 +45,7 @@ from batchperf.ab.warmup import WARMUP_ROUNDS, RoundsChoice, Warmup, choose_roun
 from batchperf.launch.child import exit_code_of, stop_signals
 from batchperf.launch.kept_server import KEEP_ENV, OWNER_ENV, stop_kept
 from batchperf.regress.fingerprint import identity_diff
+from batchperf.regress.machine import session_probes
 from batchperf.results.io import atomic_write_text
 from batchperf.results.record import ResultsError
 
@@ -179,6 +180,7 @@ def measure_pairs(result: AbResult, runner: SideRunner, progress: Progress, cloc
         if crashed := [r for r in runs.values() if r.crashed]:
             return Ended("failed", "; ".join(crash_reason(r, f"pair {index}", result, index - 1) for r in crashed))
         files = read_pair(runs)
+        pair.machine = {label: probes for label, file in files.items() if (probes := session_probes(file))}
         if problem := check_identity(files, index):
             return Ended("failed", problem)
         absorb(result, pair, files)

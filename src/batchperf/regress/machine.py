@@ -104,6 +104,21 @@ def session_probes(run: ResultsFile) -> SessionProbes | None:
                            "Re-run the cells with this batchperf, or delete that block (the probe is then missing)")
 
 
+def speed_gap(a: SessionProbes | None, b: SessionProbes | None) -> dict[str, float]:
+    """Probe figure -> B's machine speed against A's (``b / a - 1``, the mean of each side's start and end probes),
+    for the figures both sides measured: in ``ab``, how differently fast the machine was for the two processes of
+    one pair. Empty when a side was not probed."""
+    if a is None or b is None:
+        return {}
+    return {name: fb / fa - 1 for name in FIGURES
+            if (fa := a.figure(name)) is not None and (fb := b.figure(name)) is not None}
+
+
+def gaps_beyond(gaps: Mapping[str, float], margin: float) -> str:
+    """The gaps of :func:`speed_gap` larger than ``margin``, in words ("GEMM +8%, interpreter -12%"); empty if none."""
+    return ", ".join(f"{FIGURES[name][0]} {gap:+.0%}" for name, gap in gaps.items() if abs(gap) > margin)
+
+
 # --- what bounds a cell ---------------------------------------------------------------------------
 
 
