@@ -109,6 +109,6 @@ def test_a_kept_server_whose_owner_is_gone_is_refused_naming_the_owner(tmp_path:
         return ([sys.executable, str(SUPPORT / "fake_health_server.py"), str(port), str(tmp_path / "pids.txt")],
                 dict(os.environ), f"http://127.0.0.1:{port}/health")
 
-    with pytest.raises(ServerStartError, match=f"pid {owner.pid} \\(\\${OWNER_ENV}\\), is gone"):
+    with pytest.raises(ServerStartError, match=f"pid {owner.pid} \\(\\${KEEP_SERVERS_OWNER_ENV}\\), is gone"):
         reuse_or_start(Keep(tmp_path / "servers", owner.pid), "fake", command, 30)
     assert not (tmp_path / "pids.txt").exists()  # nothing was started

@@ -43,7 +43,8 @@ from batchperf.ab.settings import DEFAULT_ROUNDS, BudgetTooSmall, Settings, Usag
 from batchperf.ab.stats import fewest_max_pairs, make_test, signed_rank
 from batchperf.ab.warmup import WARMUP_ROUNDS, RoundsChoice, Warmup, choose_rounds
 from batchperf.launch.child import exit_code_of, stop_signals
-from batchperf.launch.kept_server import KEEP_ENV, OWNER_ENV, stop_kept
+from batchperf.launch.environ import KEEP_SERVERS_ENV, KEEP_SERVERS_OWNER_ENV
+from batchperf.launch.kept_server import stop_kept
 from batchperf.regress.fingerprint import identity_diff
 from batchperf.regress.machine import session_probes
 from batchperf.results.io import atomic_write_text
@@ -243,8 +244,8 @@ def side_envs(settings: Settings) -> dict[str, Environment]:
     envs = {"A": settings.a, "B": settings.b}
     if not settings.keep_servers:
         return envs
-    return {label: replace(env, vars=(*env.vars, (KEEP_ENV, str(kept_folder(settings.out, label))),
-                                      (OWNER_ENV, str(os.getpid()))))
+    return {label: replace(env, vars=(*env.vars, (KEEP_SERVERS_ENV, str(kept_folder(settings.out, label))),
+                                      (KEEP_SERVERS_OWNER_ENV, str(os.getpid()))))
             for label, env in envs.items()}
 
 

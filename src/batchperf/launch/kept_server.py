@@ -36,7 +36,6 @@ from batchperf.launch.server_process import (
     wait_group_gone,
 )
 
-KEEP_ENV, OWNER_ENV = KEEP_SERVERS_ENV, KEEP_SERVERS_OWNER_ENV  # the names ab/run.py imports (branch loop)
 # environment variables that change from test to test or process to process of one side, not part of a server's
 # identity: pytest's own, and the round gate of the pair (ab's resident design)
 VOLATILE = ("PYTEST_", ROUND_GATE_ENV)
@@ -85,8 +84,8 @@ def reuse_or_start(keep: Keep, name: str, command: Command, timeout_s: float) ->
         stop_recorded(record)
     if not alive(keep.owner):  # the guard would end the server at once, leaving an empty log
         raise ServerStartError(f"{name}: not started: the process kept servers end with, pid {keep.owner} "
-                               f"(${OWNER_ENV}), is gone; start the servers under a running owner (batchperf ab "
-                               f"--keep-servers sets it), or unset ${KEEP_ENV}")
+                               f"(${KEEP_SERVERS_OWNER_ENV}), is gone; start the servers under a running owner (batchperf ab "
+                               f"--keep-servers sets it), or unset ${KEEP_SERVERS_ENV}")
     argv, env, health = command(free_port())
     server = ServerProcess(argv, health, env=dict(env), name=name)
     server.start(timeout_s, owner_pid=keep.owner)

@@ -259,6 +259,60 @@ def _md(text: str) -> str:
     return " ".join(text.split()).replace("|", "\\|")
 
 
+def _span(iv: tuple[float, float, float] | None) -> str:
+    """An estimate and its interval; one too few pairs could not bound is said to be unbounded."""
+    if iv is None:
+        return "-"
+    bounded = math.isfinite(iv[1]) or math.isfinite(iv[2])
+    return f"{_pct(iv[0])} " + (f"[{_pct(iv[1])}, {_pct(iv[2])}]" if bounded else "(interval unbounded)")
+
+
+def _name(chain: Chain, step: ChainStep) -> str:
+    return f"{chain.labels[step.a]} -> {chain.labels[step.b]}" + (" (first -> last)" if step.kind == FIRST_LAST else "")
+
+
+def confirmation_cell(chain: Chain, step: ChainStep, cell: str, metric: str) -> str:
+    """The table's word on a call: ``-`` (none), confirmed or NOT confirmed with the confirmation's estimate, pending
+    (its confirmation still to run), or none at all in a finished chain made before chains confirmed their calls."""
+    state = step.confirmed(cell)
+    again = step.confirmation
+    if cell not in step.calls:
+        return "-"
+    if again is None and chain.status == "done":
+        return "not measured again (a chain made before chains confirmed their calls)"
+    if state is None or again is None:
+        return "pending (measured again after the last step)"
+    said = f"{again.cells.get(cell, {}).get('verdict', again.outcome)} {_span(_interval(again, cell, metric))}"
+    return ("confirmed: " if state else "NOT confirmed: ") + said
+
+
+def explanation_lines(chain: Chain, step: ChainStep, cell: str) -> list[str]:
+    """Beside a confirmed call: the engine figures that differ between the two releases in both runs, or that none
+    does among those the records carry."""
+    found = step.explained.get(cell)
+    if not step.confirmed(cell) or found is None:
+        return []
+    head = f"- {_name(chain, step)}, {cell}, {step.calls[cell]} confirmed:"
+    if not found["differ"]:
+        compared = ", ".join(BY_PATH[p].name for p in found["compared"]) or "none recorded"
+        return [f"{head} no engine figure differs between the two releases in both runs (compared: {compared})"]
+    return [head] + [f"  - {BY_PATH[f['metric']].name}: {_span((f['estimate'], f['low'], f['high']))}, "
+                     f"confirmation {_span((f['confirmation']['estimate'], f['confirmation']['low'], f['confirmation']['high']))} "
+                     f"({f['pairs']} and {f['confirmation']['pairs']} pairs)" for f in found["differ"]]
+
+
+def reported_lines(chain: Chain) -> list[str]:
+    """Every metric outside the deciding set, per run and cell, as an estimate with its interval: never a call."""
+    lines = []
+    for step in chain.steps:
+        for cell, c in step.cells.items():
+            shown = [f"{name} {_span(_interval(step, cell, name))}" for name, m in c.get("metrics", {}).items()
+                     if not m.get("deciding") and _interval(step, cell, name) is not None]
+            if shown:
+                lines.append(f"- {_name(chain, step)}, {cell}: " + "; ".join(shown))
+    return lines
+
+
 def render_chain_markdown(chain: Chain) -> str:
     """The chain's state, its table (release pair x cell: verdict, its confirmation, estimate, interval, pairs,
     minutes), the confirmed calls explained, the levels, and the metrics it reports without deciding on them."""
