@@ -2,9 +2,9 @@
 
 A probe is one short run of one cell at a load factor (``--batchperf-load``), written as an ordinary results file,
 beside its reference: the same cell at ``REFERENCE_LOAD`` (saturated) in the same process.
-The capacity is stored as an ordinary results file too: the cell as measured by the probe nearest the capacity, with the id
-``<cell id>-capacity`` (its load removed from the id and the cell, so the next search compares with this one
-whatever load it finds) and a ``capacity`` section (:meth:`batchperf.capacity.search.Capacity.section`). The gate,
+The capacity is stored as an ordinary results file too: the cell as measured by the probe nearest the capacity,
+with the id ``<cell id>-capacity`` (its load removed from the id and the cell, so the next search compares with this
+one whatever load it finds) and a ``capacity`` section (:meth:`batchperf.capacity.search.Capacity.section`). The gate,
 ``compare``, ``history``, ``export`` and the report read it as they read any cell.
 """
 
