@@ -30,3 +30,11 @@ def test_a_probe_that_wrote_no_results_names_its_load_exit_and_command(tmp_path:
     monkeypatch.setattr(capacity_probe, "run_child", lambda cmd: 4)
     with pytest.raises(ProbeFailed, match=r"load 2 wrote no results \(pytest exit 4\); run it alone.*--batchperf-load=2"):
         probes(tmp_path).run(2.0)
+
+
+def test_the_capacity_record_comes_from_the_probe_nearest_the_capacity() -> None:
+    from batchperf.capacity.probe import nearest
+
+    files = [(8.0, Path("a")), (2.0, Path("b")), (2.9, Path("c")), (3.2, Path("d")), (2.9, Path("e"))]
+    assert nearest(files, 3.0) == (2.9, Path("e"))  # nearest as a ratio; of equals, the latest run
+    assert nearest(files, 0.0) == (2.9, Path("e"))  # no capacity: the last probe

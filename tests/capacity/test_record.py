@@ -46,3 +46,43 @@ def test_a_probe_without_slo_counts_is_refused_naming_the_fix() -> None:
     record.slo = {"attainment": 0.75}
     with pytest.raises(ResultsError, match="no slo.offered / slo.met"):
         probe_result(record)
+
+
+def arriving(*times: float) -> list[RequestTrace]:
+    return [RequestTrace(i, 10, 2, t, t, (t + 0.1, t + 0.2), sent=t, tenant="interactive") for i, t in enumerate(times)]
+
+
+def test_the_offered_rate_is_over_the_arrival_span_the_drain_excluded() -> None:
+    """Issue 57: offered ÷ the run's duration counted the drain, so a slower engine read a lower offered rate at the
+    same load. Arrivals 0, 0.5, 1.0, 1.5 s: 3 gaps in 1.5 s, 2 req/s, whenever the last request finishes."""
+    record = probe(arriving(0.0, 0.5, 1.0, 1.5))
+    record.metrics = {**record.metrics, "duration": 9.0}  # a long drain after the last arrival
+    assert probe_result(record).request_rate == pytest.approx(2.0)
+    # two rounds: the mean of their rates (2 and 4 req/s)
+    assert probe_result(probe(arriving(0.0, 0.5, 1.0, 1.5), arriving(0.0, 0.25, 0.5, 0.75))).request_rate == 3.0
+
+
+def test_without_an_arrival_span_the_duration_is_used() -> None:
+    # every request released at once (the saturated reference's pattern): no span to measure
+    record = probe(arriving(0.0, 0.0, 0.0, 0.0))
+    assert probe_result(record).request_rate == pytest.approx(4 / record.metrics["duration"])
+
+
+def test_a_search_from_before_issue_57_is_read_and_judged_as_before() -> None:
+    """Its bracket, its spread (binomial, width, drift and the 6% floor: ±11.9% in search 1) and the gate's 3 × it:
+    search 6 (+13.6%) against search 1 is no change, as it was; half of search 1's capacity is a regression."""
+    from batchperf.regress.gate import compare_cell
+    from batchperf.regress.verdict import Verdict
+    from batchperf.results.io import read_results
+    from paths import REPO
+
+    data = REPO / "studies" / "capacity-repeat" / "data"
+    one, six = (read_results(data / f"run-{n}.json").records[0] for n in (1, 6))
+    assert one.capacity["bracket_high"] == 2.875 and one.capacity["attainment_at_max_load"] > 0.9
+    judged = {m.metric: m for m in compare_cell(one.id, one, six).metrics}
+    assert judged["capacity.max_load"].verdict is Verdict.NO_CHANGE
+    assert judged["capacity.max_load"].tolerance == pytest.approx(3 * one.capacity["spread"])
+    halved = read_results(data / "run-6.json").records[0]
+    halved.capacity = {**halved.capacity, "max_load": one.capacity["max_load"] / 2}
+    assert {m.metric: m for m in compare_cell(one.id, one, halved).metrics}["capacity.max_load"].verdict is \
+        Verdict.REGRESSION

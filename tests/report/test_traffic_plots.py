@@ -91,3 +91,18 @@ def test_each_policy_is_a_line_of_its_own_beside_fcfs() -> None:
     series = Series([fcfs, aimd], x="load")
     assert series.key(fcfs) != series.key(aimd)
     assert [series.label(series.key(c)) for c in (fcfs, aimd)] == ["hf-static fcfs", "hf-static aimd"]
+
+
+def test_a_fitted_capacity_is_drawn_with_its_interval_beside_a_bracket_from_before_issue_57(tmp_path: Path) -> None:
+    from batchperf.report.traffic_plots import attainment_vs_load
+
+    def searched(backend: str, capacity: dict[str, float]) -> CellRecord:
+        record = cell_info(f"cpu-tiny-qwen2-{backend}-bs4-p64-c8-wtenants-capacity")
+        record.cell |= {"backend": backend, "workload": "tenants:two.toml"}
+        record.capacity = {"target_attainment": 0.9, "max_request_rate": 3.0, **capacity}
+        return record
+
+    fitted = searched("continuous", {"max_load": 0.9, "interval_low": 0.87, "interval_high": 0.93})
+    bracket = searched("vllm", {"max_load": 0.9, "bracket_high": 0.94, "attainment_at_max_load": 0.92})
+    path = attainment_vs_load([tenant_cell(0.5), tenant_cell(1.0), fitted, bracket], tmp_path / "a.png")
+    assert path is not None and path.stat().st_size > 10_000

@@ -9,6 +9,7 @@ it and raises ``Stopped`` here, so the search ends as interrupted (130, 143) ins
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -70,7 +71,7 @@ class Probes:
 def find_capacity(probes: Probes, settings: SearchSettings, out: Path,
                   heard: Callable[[float, ProbeResult], None] = lambda load, got: None) -> tuple[Capacity, CellRecord]:
     """Search, one probe at a time (``heard`` is told each probe's result), and write the capacity results file
-    ``out`` from the last probe at the highest load that held. ProbeFailed, ResultsError as they come."""
+    ``out`` from the probe nearest the capacity. ProbeFailed, ResultsError as they come."""
     probes.folder.mkdir(parents=True, exist_ok=True)
 
     def probe(load: float) -> ProbeResult:
@@ -79,5 +80,13 @@ def find_capacity(probes: Probes, settings: SearchSettings, out: Path,
         return got
 
     capacity = search(probe, settings)
-    at = [(load, p) for load, p in probes.files if load == capacity.max_load] or [probes.files[-1]]
-    return capacity, write_capacity(out, at[-1][1], capacity, at[-1][0])
+    load, path = nearest(probes.files, capacity.max_load)
+    return capacity, write_capacity(out, path, capacity, load)
+
+
+def nearest(files: list[tuple[float, Path]], load: float) -> tuple[float, Path]:
+    """The probe file whose load is nearest ``load`` (as a ratio; the last of equals: the latest run), the last one
+    when ``load`` is 0 (no capacity)."""
+    if load <= 0:
+        return files[-1]
+    return min(reversed(files), key=lambda f: abs(math.log(f[0] / load)))

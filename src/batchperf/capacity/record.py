@@ -2,9 +2,9 @@
 
 A probe is one short run of one cell at a load factor (``--batchperf-load``), written as an ordinary results file,
 beside its reference: the same cell at ``REFERENCE_LOAD`` (saturated) in the same process.
-The capacity is stored as an ordinary results file too: the cell as measured at its capacity load, with the id
-``<cell id>-capacity`` (its load removed from the id and the cell, so the next search compares with this one
-whatever load it finds) and a ``capacity`` section (:meth:`batchperf.capacity.search.Capacity.section`). The gate,
+The capacity is stored as an ordinary results file too: the cell as measured by the probe nearest the capacity,
+with the id ``<cell id>-capacity`` (its load removed from the id and the cell, so the next search compares with this
+one whatever load it finds) and a ``capacity`` section (:meth:`batchperf.capacity.search.Capacity.section`). The gate,
 ``compare``, ``history``, ``export`` and the report read it as they read any cell.
 """
 
@@ -58,19 +58,24 @@ def probe_result(record: CellRecord, reference: float | None = None) -> ProbeRes
     With raw traces each round's requests are judged again against the workload's SLOs (``workload.slos``;
     measure.slo.attainment, the definition the ``slo`` section uses) and the rounds are summed, so a probe of R
     rounds counts R × its workload's requests; without traces it counts the ``slo`` section's one (median) round.
+    The offered rate is over the arrival span (``RunTrace.arrival_rate``, the mean over the rounds): the drain
+    after the last arrival measures the engine, and counting it made a slower engine read a lower offered rate at
+    the same load. Without traces, offered ÷ the run's duration (the only figure such a record has).
     ``reference``: the reference round's rate (:func:`reference_rate`), carried along."""
     offered, met = record.value("slo.offered"), record.value("slo.met")
     duration = record.value("metrics.duration")
     if offered is None or met is None or not duration:
         raise ResultsError(record.where, "the cell stores no slo.offered / slo.met / metrics.duration",
                            "Run the probe with a batchperf that measures SLO attainment (issue 24)")
-    rate = offered / duration
     if not record.traces:
-        return ProbeResult(round(met), round(offered), rate, reference)
+        return ProbeResult(round(met), round(offered), offered / duration, reference)
+    traces = record.run_traces()
+    spans = [r for r in (trace.arrival_rate for trace in traces) if r is not None]
+    rate = sum(spans) / len(spans) if spans else offered / duration
     slos = {name: SLO(**{k: v for k, v in slo.items() if k in SLO_FIELDS})
             for name, slo in (record.raw("workload.slos", {}) or {}).items()}
     per_tenant = {name: int(block["offered"]) for name, block in record.tenants.items() if "offered" in block}
-    rounds = [attainment(trace, slos, per_tenant or {NO_TENANT: round(offered)}) for trace in record.run_traces()]
+    rounds = [attainment(trace, slos, per_tenant or {NO_TENANT: round(offered)}) for trace in traces]
     return ProbeResult(sum(r.met for r in rounds), sum(r.offered for r in rounds), rate, reference)
 
 
@@ -88,8 +93,8 @@ def capacity_record(probe: CellRecord, capacity: Capacity) -> CellRecord:
 
 
 def write_capacity(path: Path, probe_file: Path, capacity: Capacity, load: float) -> CellRecord:
-    """Write the capacity results file at ``path`` from the probe file of the capacity load (its cell at ``load``,
-    not its reference)."""
+    """Write the capacity results file at ``path`` from a probe file near the capacity (its cell at ``load``, not its
+    reference)."""
     results = read_results(probe_file, "probe results")
     fullname, probe = next((name, r) for name, r in results.cells.items() if load_of(r) == load)
     record = capacity_record(probe, capacity)

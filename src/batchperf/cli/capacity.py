@@ -22,17 +22,17 @@ from batchperf.cli.run import add_cli_args as add_run_args
 if TYPE_CHECKING:
     from batchperf.capacity.probe import Probes
 
-NOT_CONVERGED = 3  # exit status when the budget or the load range ran out first
+NOT_CONVERGED = 3  # exit status when the budget or the load range ran out before the interval reached the resolution
 USAGE = 2  # exit status of a usage error (argparse's): nothing ran
 
 
 def add_cli_args(parser: argparse.ArgumentParser) -> None:
     add_run_args(parser)  # --tier, --out (the capacity results file), --suite, the matrix options, -- pytest args
     parser.add_argument("--target", type=real(above=True), default=0.90,
-                        help="attainment to hold, a ratio in (0, 1] (default 0.90: DistServe's 90%%)")
+                        help="attainment to hold, a ratio in (0, 1) (default 0.90: DistServe's 90%%)")
     parser.add_argument("--resolution", type=real(above=True), default=0.05,
-                        help="stop when the bracket's width is at most this share of its low end (default 0.05: "
-                             "the capacity is known to within 5%%)")
+                        help="stop when the capacity's interval (--confidence) is at most this share of it wide "
+                             "(default 0.05)")
     parser.add_argument("--budget-min", type=real(above=True), default=30.0,
                         help="wall-clock minutes the search may take; no probe starts that would run past it "
                              "(default 30)")
@@ -42,15 +42,8 @@ def add_cli_args(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--max-load", type=real(above=True), default=64.0,
                         help="the search grows the load no further (default 64)")
     parser.add_argument("--confidence", type=real(), default=0.90,
-                        help="a load is put on one side of the target only when this confidence interval (Wilson's, "
-                             "on the requests met / offered pooled over every run at that load) excludes the target; "
-                             "while it straddles the load is run again (default 0.90; 0: decide on one run)")
-    parser.add_argument("--repeats", type=int, default=4,
-                        help="runs at most at one load while its interval straddles the target; then the pooled "
-                             "attainment decides (default 4)")
-    parser.add_argument("--bisect-runs", type=int, default=2,
-                        help="runs at least at each load of the bisection, near the edge, so that runs which disagree "
-                             "are seen and widen the interval (default 2; 1: only while the interval straddles)")
+                        help="of the capacity's interval, from the fit of attainment against load over every "
+                             "probe's requests, in (0, 1) (default 0.90)")
     parser.add_argument("--probes-dir", type=Path, default=None,
                         help="where each probe's results file goes (default: next to --out, OUT-probes/)")
     parser.add_argument("--force", action="store_true",
@@ -59,9 +52,7 @@ def add_cli_args(parser: argparse.ArgumentParser) -> None:
 
 def settings_of(args: argparse.Namespace) -> SearchSettings:
     return SearchSettings(target=args.target, resolution=args.resolution, start=args.start, min_load=args.min_load,
-                          max_load=args.max_load, confidence=args.confidence, repeats=args.repeats,
-                          bisect_runs=args.bisect_runs,
-                          budget_s=args.budget_min * 60)
+                          max_load=args.max_load, confidence=args.confidence, budget_s=args.budget_min * 60)
 
 
 def probes_of(args: argparse.Namespace, folder: Path) -> Probes:

@@ -101,6 +101,15 @@ class RunTrace:
     def duration(self) -> float:
         return self.end - self.start
 
+    @property
+    def arrival_rate(self) -> float | None:
+        """Requests released per second over the arrival span, first release to last (the drain after the last is
+        excluded: it measures the engine, not the load offered): (n - 1) / span; None with fewer than two requests
+        or all released at once."""
+        arrivals = [r.arrival for r in self.requests]
+        span = max(arrivals, default=0.0) - min(arrivals, default=0.0)
+        return (len(arrivals) - 1) / span if len(arrivals) >= 2 and span > 0 else None
+
     def to_dict(self) -> dict[str, Any]:
         data = asdict(self)
         for req in data["requests"]:

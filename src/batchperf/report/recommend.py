@@ -253,8 +253,10 @@ def recommend_capacity(cells: list[CellRecord], target: float = 0.9, slo: SLO | 
                     raise ValueError(f"{searched[0].id} is a capacity searched under its workload's SLOs; leave "
                                      "--ttft-ms/--tpot-ms/--e2el-ms out to rank it")
                 cap = searched[-1].capacity
+                # a fit's capacity holds the target exactly; a bracket's low end (before issue 57) its measured one
+                held = float(cap.get("attainment_at_max_load", cap.get("target_attainment", target)))
                 scored.append(CapacityCandidate(bs, float(cap["max_load"]), float(cap["max_request_rate"]),
-                                                "search", float(cap["attainment_at_max_load"]), "", policy))
+                                                "search", held, "", policy))
                 continue
             capacity, value, rate = _sweep_capacity(mine, target, slo)
             loads = ",".join(f"{load_of(c):g}" for c in sorted(mine, key=load_of))

@@ -51,11 +51,14 @@ def attainment_vs_load(cells: list[CellRecord], path: Path) -> Path | None:
             ax.plot([load_of(c) for c in mine], [100 * c.value("slo.attainment") for c in mine],
                     label=series.label(key), **series.style(key, i))
         for c in (c for c in searched if _group(c) == group):
-            low, high = c.capacity["max_load"], c.capacity["bracket_high"]
-            target = 100 * c.capacity.get("target_attainment", TARGET)
+            cap = c.capacity
+            # the fit's interval; a search before issue 57 stored its bracket [max_load, bracket_high] instead
+            low, high = cap.get("interval_low", cap["max_load"]), cap.get("interval_high", cap.get("bracket_high"))
+            high = cap["max_load"] if high is None else high
+            target = 100 * cap.get("target_attainment", TARGET)
             ax.errorbar([(low + high) / 2], [target], xerr=[[(high - low) / 2], [(high - low) / 2]], fmt="none",
                         capsize=6, linewidth=2.5, color=series.colors.get(c.backend, "black"),
-                        label=f"capacity {c.backend} bs{c.batch_size}: {low:.3g}x")
+                        label=f"capacity {c.backend} bs{c.batch_size}: {cap['max_load']:.3g}x")
         ax.axhline(100 * TARGET, color="grey", linestyle=":", linewidth=1, label=f"target {TARGET:.0%}")
         ax.set(xlabel="offered load (x the workload's rate)", ylabel="SLO attainment (%)", title=group, ylim=(0, 105))
         ax.grid(True, alpha=0.3)

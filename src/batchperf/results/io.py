@@ -219,7 +219,7 @@ def fingerprint_problem(raw: Any) -> str | None:
 
 # The shape of the traffic sections every reader relies on (issue 38): the fields a reader indexes, and the type
 # of each field it reads. Numbers are JSON numbers, never true/false (``max_load: true`` would read as 1.0).
-CAPACITY_REQUIRED = ("max_load", "bracket_high", "max_request_rate", "attainment_at_max_load")  # what readers index
+CAPACITY_REQUIRED = ("max_load", "max_request_rate")  # what every reader indexes, in records before issue 57 too
 CAPACITY_NUMBERS = tuple(m.name for m in CATALOGUE if m.section == "capacity")  # every number the section stores
 TYPED_FIELDS: dict[str, dict[str, tuple[type, ...]]] = {
     "capacity": {"converged": (bool,), "why": (str,)},
