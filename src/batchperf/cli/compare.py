@@ -78,14 +78,19 @@ def main(args: argparse.Namespace) -> int:
         if args.markdown == "-":
             print(text)
         else:
-            try:
-                with open(args.markdown, "a", encoding="utf-8") as fh:
-                    fh.write(text + "\n")
-            except OSError as exc:
-                refuse(f"--markdown {args.markdown}: cannot write it ({exc.strerror}); give a writable file, or '-' "
-                       "for stdout (the table above is the comparison)")
+            append_markdown(args.markdown, text)
     failed = any(v.failed for v in verdicts)
     return 1 if failed and args.fail_on_regression else 0
+
+
+def append_markdown(path: str, text: str) -> None:
+    """``--markdown FILE``: the table appended (a CI job summary collects several)."""
+    try:
+        with open(path, "a", encoding="utf-8") as fh:
+            fh.write(text + "\n")
+    except OSError as exc:
+        refuse(f"--markdown {path}: cannot write it ({exc.strerror}); give a writable file, or '-' for stdout (the "
+               "table above is the comparison)")
 
 
 def hardware(args: argparse.Namespace, a: ResultsFile, b: ResultsFile, config: GateConfig) -> int:
@@ -102,10 +107,5 @@ def hardware(args: argparse.Namespace, a: ResultsFile, b: ResultsFile, config: G
     text = render_hardware_markdown(rows, str(args.a), str(args.b))
     print(text)
     if args.markdown not in (None, "-"):
-        try:
-            with open(args.markdown, "a", encoding="utf-8") as fh:
-                fh.write(text + "\n")
-        except OSError as exc:
-            refuse(f"--markdown {args.markdown}: cannot write it ({exc.strerror}); give a writable file, or '-' "
-                   "for stdout (the table above is the comparison)")
+        append_markdown(args.markdown, text)
     return 1 if args.fail_on_regression and any(r.verdict == LOST for r in rows) else 0
