@@ -9,6 +9,7 @@ machine as it is; prints each figure's mean and sd%. The probe itself (batchperf
 
 from __future__ import annotations
 
+import argparse
 import statistics
 
 import batchperf.telemetry.probe as probe
@@ -31,6 +32,16 @@ def measure(repeats: int, repeat_s: float, stat: str, n: int = 10) -> dict[str, 
             for name, v in found.items()}
 
 
-if __name__ == "__main__":
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--runs", type=int, default=10, help="measurements of each figure per setting (default 10)")
+    args = parser.parse_args(argv)
+    if args.runs < 2:
+        parser.error(f"--runs must be >= 2 (an sd needs two), got {args.runs}")
     for setting in SETTINGS:
-        print(setting, measure(*setting), flush=True)
+        print(setting, measure(*setting, n=args.runs), flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
