@@ -44,8 +44,8 @@ import sys
 import tempfile
 from pathlib import Path
 
-from batchperf.ab.stats import DEFAULT_TEST, TESTS, recorded_test
 from batchperf.ab.settings import DESIGNS
+from batchperf.ab.stats import DEFAULT_TEST, TESTS, recorded_test
 from batchperf.calibrate.cells import DETECTOR_CELLS
 from batchperf.calibrate.noise import noise, wall_and_cpu, without_results
 from batchperf.calibrate.replay import estimate, needed

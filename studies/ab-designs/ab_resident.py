@@ -30,9 +30,9 @@ import time
 from pathlib import Path
 
 from batchperf.ab.designs import run_cells, run_resident
-from batchperf.calibrate.cells import DETECTOR_CELLS  # the detector's cells: the same selection, one definition
 from batchperf.ab.env import Environment, default_checkout
 from batchperf.ab.settings import DESIGNS
+from batchperf.calibrate.cells import DETECTOR_CELLS  # the detector's cells: the same selection, one definition
 from batchperf.launch.child import Stopped, stop_signals
 from batchperf.launch.environ import INJECT_SLOWDOWN_ENV
 from batchperf.results.io import read_results

@@ -39,8 +39,8 @@ from pathlib import Path
 import numpy as np
 
 from batchperf.ab.designs import run_cells
-from batchperf.calibrate.cells import DETECTOR_CELLS  # the detector's cells: the same selection, one definition
 from batchperf.ab.env import Environment, default_checkout
+from batchperf.calibrate.cells import DETECTOR_CELLS  # the detector's cells: the same selection, one definition
 from batchperf.launch.child import Stopped, stop_signals
 from batchperf.launch.environ import PHASES_ENV
 from batchperf.results.io import read_results

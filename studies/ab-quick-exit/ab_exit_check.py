@@ -20,8 +20,8 @@ import tempfile
 import time
 from pathlib import Path
 
-from batchperf.calibrate.cells import DETECTOR_CELLS  # the detector's cells: the same selection, one definition
 from batchperf.ab.env import Environment, default_checkout
+from batchperf.calibrate.cells import DETECTOR_CELLS  # the detector's cells: the same selection, one definition
 from batchperf.launch.environ import PHASES_ENV
 
 

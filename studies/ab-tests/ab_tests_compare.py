@@ -27,9 +27,7 @@ import sys
 
 import numpy as np
 
-from batchperf.ab.stats import SequentialTest, make_test
-from batchperf.ab.stats import signed_rank
-from batchperf.ab.stats import ttest
+from batchperf.ab.stats import SequentialTest, make_test, signed_rank, ttest
 
 LAWS = ("normal", "t(2)", "two-point outliers")
 

@@ -71,10 +71,11 @@ def test_without_an_arrival_span_the_duration_is_used() -> None:
 def test_a_search_from_before_issue_57_is_read_and_judged_as_before() -> None:
     """Its bracket, its spread (binomial, width, drift and the 6% floor: ±11.9% in search 1) and the gate's 3 × it:
     search 6 (+13.6%) against search 1 is no change, as it was; half of search 1's capacity is a regression."""
+    from paths import REPO
+
     from batchperf.regress.gate import compare_cell
     from batchperf.regress.verdict import Verdict
     from batchperf.results.io import read_results
-    from paths import REPO
 
     data = REPO / "studies" / "capacity-repeat" / "data"
     one, six = (read_results(data / f"run-{n}.json").records[0] for n in (1, 6))

@@ -8,7 +8,7 @@ import math
 import statistics
 
 import pytest
-from capacity_cells import TARGET, Cell
+from capacity_cells import Cell
 from hypothesis import given, settings
 from hypothesis import strategies as st
 

@@ -10,8 +10,8 @@ import sys
 from paths import REPO
 
 from batchperf.envs import lock
-from batchperf.regress import fingerprint
 from batchperf.envs.lock_marker import MARKER, installed_digest
+from batchperf.regress import fingerprint
 
 
 def test_the_installed_lock_is_a_soft_fact_of_the_fingerprint(tmp_path, monkeypatch):

@@ -14,8 +14,14 @@ from small_runs import measured_cell
 from batchperf.measure.catalogue import GATED, Direction, Metric, Tolerance
 from batchperf.measure.kv import PADDED_LAYOUT
 from batchperf.regress.fingerprint import NON_IDENTITY_CELL_FIELDS, Fingerprint
-from batchperf.regress.gate import (GateConfig, compare_cell, confirm, judge_against_baseline, relative_spread,
-                                   render_table)
+from batchperf.regress.gate import (
+    GateConfig,
+    compare_cell,
+    confirm,
+    judge_against_baseline,
+    relative_spread,
+    render_table,
+)
 from batchperf.regress.verdict import Verdict
 from batchperf.results.record import CellRecord
 

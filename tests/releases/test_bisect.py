@@ -10,13 +10,13 @@ import pytest
 from ab_fakes import CELLS, FakeEnvs
 from paths import REPO
 
-from batchperf.releases.bisect import BAD, GOOD, INCONCLUSIVE, INTERRUPTED, SKIPPED, judge_step, run_bisect
 from batchperf.ab.env import Environment, EnvironmentProblem
-from batchperf.ab.stats import DEFAULT_TEST, fewest_max_pairs
 from batchperf.ab.run import run_ab
 from batchperf.ab.settings import Settings, UsageProblem
+from batchperf.ab.stats import DEFAULT_TEST, fewest_max_pairs
 from batchperf.cli.bisect import environments
 from batchperf.launch.child import Stopped
+from batchperf.releases.bisect import BAD, GOOD, INCONCLUSIVE, INTERRUPTED, SKIPPED, judge_step, run_bisect
 
 HERE = REPO
 

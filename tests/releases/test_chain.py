@@ -11,13 +11,13 @@ import pytest
 from ab_fakes import CELLS, FakeEnvs
 from paths import REPO
 
-from batchperf.releases.chain import FIRST_LAST, STEP, run_chain
-from batchperf.releases.chain_report import Chain, levels, load, render_chain_markdown
 from batchperf.ab.env import Environment
 from batchperf.ab.run import run_ab
 from batchperf.ab.settings import Settings, UsageProblem
 from batchperf.cli import main
 from batchperf.launch.child import Stopped
+from batchperf.releases.chain import FIRST_LAST, STEP, run_chain
+from batchperf.releases.chain_report import Chain, levels, load, render_chain_markdown
 
 LABELS = ["0.29.0", "0.30.0", "0.31.0", "0.32.0"]
 

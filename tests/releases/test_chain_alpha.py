@@ -15,9 +15,9 @@ import pytest
 from ab_fakes import CELLS, FakeEnvs
 from paths import REPO
 
+from batchperf.ab.cell import CellState, PairSeries
 from batchperf.ab.env import Environment
 from batchperf.ab.judging import judge_cell
-from batchperf.ab.cell import CellState, PairSeries
 from batchperf.ab.run import prepare
 from batchperf.ab.settings import Settings
 from batchperf.measure.catalogue import by_name

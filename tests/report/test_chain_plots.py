@@ -6,8 +6,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from batchperf.releases.chain_report import Level
 from batchperf.cli import main
+from batchperf.releases.chain_report import Level
 from batchperf.report.chain_plots import file_name, release_plot
 
 LABELS = ("0.27.1", "0.28.0", "$0.29$ rc", "0.30.0")

@@ -14,7 +14,8 @@ import contextlib
 import os
 from pathlib import Path
 
-from batchperf.results.claim import CannotMake, Claim, ClaimError, Held, NotAFolder, claim as hold
+from batchperf.results.claim import CannotMake, Claim, ClaimError, Held, NotAFolder
+from batchperf.results.claim import claim as hold
 
 LOCK = ".ab.lock"
 

@@ -38,7 +38,6 @@ from batchperf.measure.clock import synchronize
 T = TypeVar("T")
 
 
-
 @dataclass(frozen=True, slots=True)
 class Injection:
     slowdown: float = 0.0  # extra sleep as a fraction of each forward pass's own time

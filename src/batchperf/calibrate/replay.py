@@ -15,9 +15,9 @@ from typing import Any
 
 import numpy as np
 
-from batchperf.ab.stats import SequentialTest, make_test, recorded_test
-from batchperf.ab.judging import cell_verdict, judge_metric
 from batchperf.ab.cell import PairSeries
+from batchperf.ab.judging import cell_verdict, judge_metric
+from batchperf.ab.stats import SequentialTest, make_test, recorded_test
 from batchperf.ab.stats.signed_rank import relative
 from batchperf.calibrate.cells import DETECTOR_CELLS, VERDICTS
 from batchperf.calibrate.scores import AA_TARGET, Key, Score, measured, median, row_head

@@ -13,11 +13,11 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from batchperf.ab.stats import DEFAULT_TEST
 from batchperf.ab.env import Environment, default_checkout
 from batchperf.ab.result import AbResult
 from batchperf.ab.run import run_ab
 from batchperf.ab.settings import DESIGNS, Settings
+from batchperf.ab.stats import DEFAULT_TEST
 from batchperf.calibrate.cells import DETECTOR_CELLS
 from batchperf.calibrate.scores import MINUTES_TARGET, Key, Score, finished, fmt, score
 from batchperf.launch.environ import INJECT_SLOWDOWN_ENV

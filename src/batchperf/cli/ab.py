@@ -21,8 +21,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, NoReturn
 
 from batchperf.ab.env import Environment, EnvironmentProblem, default_checkout, interpreter, parse_vars
-from batchperf.ab.stats import DEFAULT_TEST, TESTS
 from batchperf.ab.settings import DEFAULT_ROUNDS, DESIGNS, Settings, UsageProblem
+from batchperf.ab.stats import DEFAULT_TEST, TESTS
 from batchperf.ab.stats.signed_rank import MAX_PAIRS
 from batchperf.ab.warmup import MAX_ROUNDS, MIN_ROUNDS
 from batchperf.envs.venv import unfinished

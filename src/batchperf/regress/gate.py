@@ -44,8 +44,8 @@ from batchperf.regress.fingerprint import (
     soft_warnings,
     version_diff,
 )
-from batchperf.regress.machine import MODES
 from batchperf.regress.judgeable import EXACT_REL, arrival_reason, client_bound_reason
+from batchperf.regress.machine import MODES
 from batchperf.regress.verdict import CellVerdict, MetricVerdict, Verdict, combine, render_text
 from batchperf.results.record import CellRecord, RecordPath
 

@@ -14,8 +14,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from batchperf.releases.chain import FIRST_LAST, NAME, STEP, ChainResult, ChainStep, check_ab, expect, expect_change
 from batchperf.measure.catalogue import AB_DEFAULT, BY_PATH
+from batchperf.releases.chain import FIRST_LAST, NAME, STEP, ChainResult, ChainStep, check_ab, expect, expect_change
 
 
 @dataclass(frozen=True, slots=True)

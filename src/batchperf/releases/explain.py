@@ -17,8 +17,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from batchperf.ab.judging import judge_metric
 from batchperf.ab.cell import PairSeries
+from batchperf.ab.judging import judge_metric
 from batchperf.ab.stats import recorded_test
 from batchperf.ab.stats.signed_rank import relative
 from batchperf.measure.catalogue import BY_PATH, ENGINE_FIGURES, Direction

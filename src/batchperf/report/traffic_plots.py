@@ -19,8 +19,8 @@ import numpy as np
 
 from batchperf.measure.slo import NO_TENANT, tenant_of, tenants
 from batchperf.measure.trace import RunTrace
-from batchperf.report.plots import LEGEND_LOC, PANEL_H, PANEL_W, Series, _pyplot, _save, batch_study, legend_label
 from batchperf.report.identity import load_of
+from batchperf.report.plots import LEGEND_LOC, PANEL_H, PANEL_W, Series, _pyplot, _save, batch_study, legend_label
 from batchperf.results.record import CellRecord
 
 TARGET = 0.9  # the attainment line drawn (DistServe's 90%)

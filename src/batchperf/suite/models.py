@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
 import shutil
 import tempfile
 from dataclasses import dataclass
@@ -26,8 +25,8 @@ from pathlib import Path
 from typing import Any
 
 from batchperf.backends.dummy import build_dummy
-from batchperf.launch.environ import cache_root
 from batchperf.backends.model import LoadedModel, ModelLoadError, ModelSpec, from_pretrained
+from batchperf.launch.environ import cache_root
 
 BUILTIN = "builtin:"  # a source naming a model built here from BUILT
 
@@ -130,7 +129,6 @@ def get_model_spec(name: str, overrides: dict[str, str] | None = None) -> ModelS
     if name in overrides:  # a checkpoint given: load it, never dummy weights
         return ModelSpec(spec.name, overrides[name], spec.tier, spec.dtype, spec.opt_in)
     return spec
-
 
 
 def tiny_model_dir(root: Path | None = None) -> Path:

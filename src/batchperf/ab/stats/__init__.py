@@ -18,8 +18,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from batchperf.ab.stats import signed_rank
-from batchperf.ab.stats import ttest
+from batchperf.ab.stats import signed_rank, ttest
 from batchperf.ab.stats.signed_rank import Interval
 
 TESTS = ("signed-rank", "t")

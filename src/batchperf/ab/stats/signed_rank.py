@@ -128,6 +128,7 @@ def fewest_max_pairs(alpha: float) -> int:
         m += 1
     return m
 
+
 def union_bound_level(max_pairs: int, alpha: float) -> float:
     """α divided over the looks that could reject at the result (a fixed point: fewer looks, higher level)."""
     level = alpha
