@@ -391,3 +391,18 @@ def test_relative_capacity_is_judged_against_its_own_spread() -> None:
     assert got.tolerance == pytest.approx(0.15) and got.verdict is Verdict.NO_CHANGE
     beyond = judge_against_baseline(rule, base, capacity_cell(10.0, relative=0.48), "cpu", k=3.0)
     assert beyond.verdict is Verdict.REGRESSION
+
+
+def test_a_ten_percent_loss_of_relative_capacity_is_called_from_a_narrow_search() -> None:
+    """Issue 57: six quiet searches put the relative capacity's between-search sd at 2.3%, so its CPU floor is 7%
+    (3 × that) while the absolute figures keep 10% (records before issue 41 state no spread): a baseline stating
+    ±2% is judged at ±7%, and a 10% loss is a regression; the same loss of max_load is not."""
+    relative = next(m for m in GATED if m.path == "capacity.relative_capacity")
+    base = capacity_cell(10.0, relative=0.6, relative_spread=0.02)
+    got = judge_against_baseline(relative, base, capacity_cell(10.0, relative=0.54), "cpu", k=3.0)
+    assert got.tolerance == pytest.approx(0.07) and got.verdict is Verdict.REGRESSION
+    same = judge_against_baseline(relative, base, capacity_cell(10.0, relative=0.57), "cpu", k=3.0)  # -5%
+    assert same.verdict is Verdict.NO_CHANGE
+    absolute = next(m for m in GATED if m.path == "capacity.max_load")
+    unstated = judge_against_baseline(absolute, capacity_cell(10.0), capacity_cell(9.0), "cpu", k=3.0)
+    assert unstated.tolerance == pytest.approx(0.10) and unstated.verdict is Verdict.NO_CHANGE
