@@ -114,7 +114,8 @@ def test_random_json_is_read_or_refused_by_the_reader_never_crashes(tmp_path: Pa
         if record.capacity:  # what the report and recommend --by capacity read
             assert math.isfinite(float(record.capacity["max_load"]) + float(record.capacity["bracket_high"]))
         for tenant, block in record.tenants.items():  # what export and the per-tenant gate read
-            assert tenant.encode("utf-8") and all(isinstance(v, (int, float)) for v in block.values())
+            tenant.encode("utf-8")  # a name export can write (a lone surrogate raises); "" is the no-tenant block
+            assert all(isinstance(v, (int, float)) for v in block.values())
         for trace in record.traces:
             assert all(r.get("tenant") is None or isinstance(r["tenant"], str) for r in trace["requests"])
     again = read_results(write_results(tmp_path / "out.json", results.header, results.entries()))
