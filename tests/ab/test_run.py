@@ -317,7 +317,7 @@ def test_keep_servers_tells_each_side_where_its_server_is_and_ends_them_at_the_e
         def command(port: int):  # noqa: ANN202
             return [sys.executable, str(SUPPORT / "fake_health_server.py"), str(port), str(pids)], {}, \
                 f"http://127.0.0.1:{port}/health"
-        seen.append((env.label, reuse_or_start(keep, f"fake-{env.label}", command, 30)))
+        seen.append((env.label, reuse_or_start(keep, f"fake-{env.label}", command, 30).health_url))
         return real_run(env, args, stem, timeout_s=timeout_s)
 
     result = run_ab(settings(tmp_path, keep_servers=True), runner=run_with_server, prober=fakes.probe,
