@@ -30,7 +30,8 @@ from batchperf.telemetry.probe import MachineProbe
 
 def ab_result(**kwargs: object) -> AbResult:
     s = Settings(Environment("A", Path("/py/a")), Environment("B", Path("/py/b"), (("VLLM_X", "1"),)), ("-m", "cpu"),
-                 Path("/tmp/ab"), keep_servers=bool(kwargs.pop("keep_servers", False)))
+                 Path("/tmp/ab"), keep_servers=bool(kwargs.pop("keep_servers", False)),
+                 restart_servers_every=kwargs.pop("restart_servers_every", 3))  # type: ignore[arg-type]
     probes = {"A": Probe(fingerprint(), "", ""), "B": Probe(fingerprint(vllm="0.32.0"), "", "")}
     cells = {"c1": CellState("c1", "n1", verdict=Verdict.REGRESSION, settled_at=6),
              "c2": CellState("c2", "n2", verdict=Verdict.NO_CHANGE, settled_at=8)}
@@ -70,6 +71,18 @@ def test_kept_servers_are_named_with_their_starts() -> None:
     result = ab_result(keep_servers=True, kept_servers={"A": [{"name": "vllm", "starts": 1}], "B": []})
     assert kept_text(result).endswith("; A: vllm started 1x; B: none started")
     assert kept_text(result) in headline(result)
+
+
+def test_kept_servers_say_how_often_and_when_fresh_ones_started() -> None:
+    from batchperf.ab.kept import ServerStart
+
+    result = ab_result(keep_servers=True, restart_servers_every=4,
+                       server_starts=[ServerStart(1, "B", in_warmup=True), ServerStart(6, "A")],
+                       kept_servers={"A": [{"name": "vllm", "starts": 2}], "B": [{"name": "vllm", "starts": 2}]})
+    assert kept_text(result) == ("servers kept across pairs (--keep-servers), fresh ones every 4 pair(s) "
+                                 "(--restart-servers-every), so that a verdict samples several server levels; fresh "
+                                 "servers from pair 1 (the warm-up's), B first, pair 6, A first; A: vllm started 2x; "
+                                 "B: vllm started 2x")
 
 
 def test_the_summary_gives_the_exit_code_and_its_meaning() -> None:

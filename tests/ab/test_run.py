@@ -303,34 +303,78 @@ def test_the_design_run_is_recorded_beside_the_one_asked(tmp_path: Path, monkeyp
     assert (saved["design"], saved["design_asked"]) == ("resident", "auto")
 
 
-def test_keep_servers_tells_each_side_where_its_server_is_and_ends_them_at_the_end(tmp_path: Path) -> None:
-    """--keep-servers: each side's processes find their own kept server (started once, by the first), and ab ends
-    every one when the run ends, saying how often each was started."""
-    fakes = FakeEnvs(noise=0.004, cells=CELLS[:1])
-    seen: list[tuple[str, str]] = []
-    pids = tmp_path / "pids.txt"
-    real_run = fakes.run
-
+def with_kept_server(fakes: FakeEnvs, pids: Path, seen: list[tuple[str, str]]):  # noqa: ANN201
+    """The fakes' runner, each process asking for its side's kept server as vllm-server's processes do (a fake
+    server, really started); ``seen``: (side, the server's URL) per process."""
     def run_with_server(env: Environment, args, stem, timeout_s=None):  # noqa: ANN001, ANN202
         keep = keep_from_env(dict(env.vars))
         assert keep is not None and keep.owner == os.getpid()
         def command(port: int):  # noqa: ANN202
             return [sys.executable, str(SUPPORT / "fake_health_server.py"), str(port), str(pids)], {}, \
                 f"http://127.0.0.1:{port}/health"
-        seen.append((env.label, reuse_or_start(keep, f"fake-{env.label}", command, 30)))
-        return real_run(env, args, stem, timeout_s=timeout_s)
+        seen.append((env.label, reuse_or_start(keep, f"fake-{env.label}", command, 30).health_url))
+        return fakes.run(env, args, stem, timeout_s=timeout_s)
+    return run_with_server
 
-    result = run_ab(settings(tmp_path, keep_servers=True), runner=run_with_server, prober=fakes.probe,
-                    collector=fakes.collect)
+
+def test_keep_servers_tells_each_side_where_its_server_is_and_ends_them_at_the_end(tmp_path: Path) -> None:
+    """--keep-servers: each side's processes find their own kept server (started once, by the first, when it is
+    never due for fresh ones), and ab ends every one when the run ends, saying how often each was started."""
+    fakes = FakeEnvs(noise=0.004, cells=CELLS[:1])
+    seen: list[tuple[str, str]] = []
+    pids = tmp_path / "pids.txt"
+    result = run_ab(settings(tmp_path, keep_servers=True, restart_servers_every=100),
+                    runner=with_kept_server(fakes, pids, seen), prober=fakes.probe, collector=fakes.collect)
     assert result.exit_code == 0 and len(result.pairs) >= 2
     urls = {label: {url for side, url in seen if side == label} for label in ("A", "B")}
     assert len(urls["A"]) == len(urls["B"]) == 1 and urls["A"] != urls["B"]  # one each, kept across the pairs
     assert all_gone(read_pids(pids))  # ended with the run: both servers and their children
     saved = json.loads((tmp_path / "ab" / "ab.json").read_text())
-    assert saved["settings"]["keep_servers"] is True
+    assert saved["settings"]["keep_servers"] is True and saved["settings"]["restart_servers_every"] == 100
     assert {label: [s["starts"] for s in kept] for label, kept in saved["kept_servers"].items()} == {"A": [1], "B": [1]}
+    assert saved["server_starts"] == [{"from_pair": 1, "first": "A", "in_warmup": False}]  # --no-warmup: pair 1
     assert "servers kept across pairs (--keep-servers)" in render_ab_markdown(result)
     assert "fake-A started 1x" in render_ab_markdown(result)
+
+
+def test_kept_servers_are_restarted_every_n_pairs_at_the_same_boundary(tmp_path: Path) -> None:
+    """Issue 56: a server kept for a whole run put its one level into every pair (the kept A/A rows leaned one way).
+    Every N pairs both sides' servers are retired between pairs, and the next pair's processes start fresh ones,
+    the side that starts first alternating (an even N waits a pair where it would not)."""
+    fakes = FakeEnvs(noise=0.2, cells=CELLS[:1])  # noisy: undecided, so all 7 pairs run
+    seen: list[tuple[str, str]] = []
+    pids = tmp_path / "pids.txt"
+    result = run_ab(settings(tmp_path, keep_servers=True, restart_servers_every=2, max_pairs=7),
+                    runner=with_kept_server(fakes, pids, seen), prober=fakes.probe, collector=fakes.collect)
+    assert len(result.pairs) == 7 and result.status == "budget"
+    assert [(s.from_pair, s.first) for s in result.server_starts] == [(1, "A"), (4, "B"), (7, "A")]
+    per_pair = [dict(seen[i:i + 2]) for i in range(0, len(seen), 2)]  # side -> URL, pair by pair
+    for side in ("A", "B"):
+        urls = [pair[side] for pair in per_pair]
+        assert urls[0] == urls[1] == urls[2] != urls[3]  # pairs 1-3 on one server, fresh from pair 4 (both sides)
+        assert urls[3] == urls[4] == urls[5] != urls[6]
+    assert all_gone(read_pids(pids))  # the retired ones too
+    saved = json.loads((tmp_path / "ab" / "ab.json").read_text())
+    assert {label: [s["starts"] for s in kept] for label, kept in saved["kept_servers"].items()} == {"A": [3], "B": [3]}
+    assert [s["from_pair"] for s in saved["server_starts"]] == [1, 4, 7]
+    assert "fresh servers from pair 1, A first, pair 4, B first, pair 7, A first" in render_ab_markdown(result)
+
+
+def test_the_warm_up_starts_the_kept_servers_in_a_drawn_order(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """B's server was always the second to start (the warm-up ran A B); the order is drawn now."""
+    from batchperf.ab.kept import ServerStart
+
+    monkeypatch.setattr("batchperf.ab.run.warmup_order", lambda: ("B", "A"))
+    fakes = FakeEnvs(noise=0.004, cells=CELLS[:1])
+    seen: list[tuple[str, str]] = []
+    result = run_ab(settings(tmp_path, keep_servers=True, warmup=True),
+                    runner=with_kept_server(fakes, tmp_path / "pids.txt", seen), prober=fakes.probe,
+                    collector=fakes.collect)
+    assert [label for label, _ in fakes.runs[:2]] == ["B", "A"]  # the warm-up
+    assert result.server_starts[0] == ServerStart(1, "B", in_warmup=True)
+    plain_fakes = FakeEnvs(noise=0.004, cells=CELLS[:1])
+    plain = run(plain_fakes, settings(tmp_path / "plain", warmup=True))
+    assert plain.server_starts == [] and [label for label, _ in plain_fakes.runs[:2]] == ["A", "B"]  # as before
 
 
 def test_without_keep_servers_no_process_is_told_of_kept_servers(tmp_path: Path) -> None:

@@ -37,6 +37,9 @@ def test_the_defaults_decide_on_throughput_alone_at_alpha_5_percent() -> None:
     ({"test": "bayes"}, "--test bayes: unknown; give one of signed-rank, t"),
     ({"design": "bogus"}, "--design bogus: unknown; give one of auto, sequential, resident, duet"),
     ({"rounds": 0}, "--rounds 0: must be >= 1"),
+    ({"restart_servers_every": 0}, "--restart-servers-every 0: must be a whole number of pairs >= 1"),
+    ({"restart_servers_every": 2.5}, "--restart-servers-every 2.5: must be a whole number of pairs >= 1"),
+    ({"restart_servers_every": True}, "--restart-servers-every True: must be a whole number of pairs >= 1"),
 ])
 def test_settings_that_cannot_give_an_answer_are_refused(kwargs: dict, message: str) -> None:
     with pytest.raises(UsageProblem) as caught:

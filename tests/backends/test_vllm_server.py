@@ -55,6 +55,30 @@ def test_the_servers_speed_settings_are_recorded(monkeypatch: pytest.MonkeyPatch
     assert given.engine_settings(4) == {"server": "given: its settings are its own, not known to batchperf"}
 
 
+def test_a_kept_server_is_named_as_a_process_outside_this_ones_tree(monkeypatch: pytest.MonkeyPatch, tmp_path,
+                                                                    tiny_model) -> None:
+    """Under --keep-servers the server is used, not started, by most processes: the backend names its guard's pid,
+    so that the round's CPU time counts it (batchperf.backends.cell_run.outside_processes); nothing without one."""
+    import os
+
+    from batchperf.backends import vllm_server
+    from batchperf.launch.kept_server import KeptServer
+
+    monkeypatch.delenv("BATCHPERF_SERVER_URL", raising=False)
+    monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: object())  # as if vLLM were installed
+    monkeypatch.setenv("BATCHPERF_KEEP_SERVERS", str(tmp_path))
+    monkeypatch.setenv("BATCHPERF_KEEP_SERVERS_OWNER", str(os.getpid()))
+    asked = []
+    monkeypatch.setattr(vllm_server, "reuse_or_start", lambda keep, name, command, timeout_s: asked.append(name) or
+                        KeptServer("http://127.0.0.1:9/health", 4242))
+    backend = create_backend("vllm-server", model=tiny_model)
+    assert backend.outside_processes() == ()  # no server found yet
+    assert backend.base_url(4) == "http://127.0.0.1:9" and asked == ["vllm-server-bs4"]
+    assert backend.outside_processes() == (4242,)
+    backend.close()
+    assert backend.outside_processes() == ()
+
+
 def test_a_server_does_not_inherit_the_in_process_engines_defaults(monkeypatch: pytest.MonkeyPatch) -> None:
     """An in-process ``vllm`` cell earlier in the run set VLLM_ENABLE_V1_MULTIPROCESSING=0 here; the server the
     suite starts later runs its engine core in its own process, as users run it, unless the user set it."""

@@ -222,6 +222,25 @@ def test_keep_servers_reaches_the_run_and_its_report(tmp_path: Path, monkeypatch
     assert "A: none started; B: none started" in (tmp_path / "out" / "ab.md").read_text()  # the fakes start none
 
 
+def test_restart_servers_every_reaches_the_settings_and_is_checked(tmp_path: Path, capsys, monkeypatch) -> None:
+    fakes = FakeEnvs(cells=CELLS[:1], noise=0.004)
+    faked(monkeypatch, fakes)
+    assert main(ab(tmp_path, "--keep-servers", "--restart-servers-every", "5", "--no-warmup", "--rounds", "3")) == 0
+    saved = json.loads((tmp_path / "out" / "ab.json").read_text())
+    assert saved["settings"]["restart_servers_every"] == 5
+    assert "fresh ones every 5 pair(s)" in (tmp_path / "out" / "ab.md").read_text()
+    capsys.readouterr()
+    for extra, says in ((["--restart-servers-every", "2"], "give --keep-servers with it"),
+                        (["--keep-servers", "--restart-servers-every", "0"], "must be a whole number of pairs >= 1")):
+        code = main(ab(tmp_path / "bad", *extra))
+        err = capsys.readouterr().err
+        assert code == 3 and says in err and "Traceback" not in err, (extra, err)
+    with pytest.raises(SystemExit) as exc:  # argparse's own refusal, made exit 3 (2 means inconclusive)
+        main(ab(tmp_path / "bad", "--keep-servers", "--restart-servers-every", "two"))
+    assert exc.value.code == 3 and "invalid int value: 'two'" in capsys.readouterr().err
+    assert not (tmp_path / "bad").exists()  # refused before anything ran
+
+
 def test_an_environment_still_marked_as_an_unfinished_build_is_exit_3(tmp_path: Path, capsys) -> None:
     """Seen (issue 59): ab measured with a virtualenv `env make` had not finished (half its packages)."""
     from batchperf.envs.venv import BUILDING

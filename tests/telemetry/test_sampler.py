@@ -8,6 +8,7 @@ from typing import Any
 
 import psutil
 import pytest
+from cpu_burner import Burner
 from fake_nvml import FakeNvml, NVMLError
 
 from batchperf.telemetry.gpu_clocks import void_reason
@@ -168,3 +169,45 @@ def test_a_throttle_or_clock_fall_in_any_round_reaches_the_cells_telemetry_and_v
     assert void_reason(summarise_telemetry([steady] * 3)) is None
     cpu = summarise_telemetry([{"cpu_s": 1.0}, {"cpu_s": 2.0}])
     assert cpu == {"cpu_s": 2.0}  # no GPU read: nothing added
+
+
+BURN_S = 0.5  # CPU seconds the fake server burns in the round
+# what of it the sampler can read: /proc counts CPU time in clock ticks (10 ms), and the sampler thread's own time is
+# taken off the total
+READ_S = 0.9 * BURN_S
+
+
+@pytest.mark.parametrize("in_tree", [False, True], ids=["outside the tree", "also a child"])
+def test_a_kept_servers_cpu_time_in_the_round_is_counted_once(tmp_path, in_tree: bool):
+    """A kept server (outside this process's tree, for every process of a side but the one that started it) burns
+    CPU for the cell: cpu_s counts it, as it counts a server this process started; a process that is both named and
+    a child is counted once. Issue 56: with kept servers, CPU per token missed the server and saw no slowdown."""
+    burner = Burner.start(tmp_path, BURN_S, detach=not in_tree)
+    try:
+        assert (burner.pid in {c.pid for c in psutil.Process().children(recursive=True)}) == in_tree
+        with Sampler("cpu", interval_s=0.05).counting_also([burner.pid]) as s:
+            burner.burn()
+        out = s.summary(output_tokens=100)
+    finally:
+        burner.stop()
+    # this process only waited (sleeps); twice the burn would be a process counted twice
+    assert READ_S <= out["cpu_s"] < 1.5 * BURN_S
+    assert out["cpu_seconds_per_output_token"] == out["cpu_s"] / 100
+
+
+def test_a_process_outside_the_tree_is_not_counted_unless_named(tmp_path):
+    burner = Burner.start(tmp_path, BURN_S, detach=True)
+    try:
+        with Sampler("cpu", interval_s=0.05) as s:
+            burner.burn()
+    finally:
+        burner.stop()
+    assert s.summary()["cpu_s"] < 0.5 * BURN_S  # what the kept-server rows read before (docs/ab.md)
+
+
+def test_a_named_process_that_is_gone_is_left_out():
+    gone = psutil.Popen(["true"])
+    gone.wait()
+    with Sampler("cpu", interval_s=0.05).counting_also([gone.pid]) as s:
+        pass
+    assert s._outside_roots == [] and "cpu_s" in s.summary()  # nothing of it to read, and no error

@@ -46,12 +46,16 @@ def headline(result: AbResult) -> list[str]:
 
 
 def kept_text(result: AbResult) -> str:
-    """--keep-servers: the servers each side started once and kept across its pairs (docs/ab.md)."""
+    """--keep-servers: the servers each side kept across its pairs, how often fresh ones were started, and when
+    (docs/ab.md)."""
+    every = result.settings.restart_servers_every
     started = "; ".join(f"{label}: " + (", ".join(f"{r.get('name')} started {r.get('starts')}x" for r in records)
                                          or "none started")
                         for label, records in result.kept_servers.items())
-    return ("servers kept across pairs (--keep-servers): each side's server is started once and its level is sampled "
-            "once a run, not once a pair" + (f"; {started}" if started else ""))
+    when = ", ".join(start.describe() for start in result.server_starts)
+    return (f"servers kept across pairs (--keep-servers), fresh ones every {every} pair(s) (--restart-servers-every), "
+            "so that a verdict samples several server levels" + (f"; fresh servers from {when}" if when else "")
+            + (f"; {started}" if started else ""))
 
 
 def machine_text(result: AbResult) -> str:

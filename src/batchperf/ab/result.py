@@ -13,6 +13,7 @@ from typing import Any
 
 from batchperf.ab.cell import CellState
 from batchperf.ab.env import Probe, SideRun
+from batchperf.ab.kept import ServerStart
 from batchperf.ab.settings import Settings
 from batchperf.ab.stats import SequentialTest
 from batchperf.ab.warmup import RoundsChoice, Warmup
@@ -81,6 +82,7 @@ class AbResult:
     rounds: RoundsChoice | None = None  # the rounds per process, given or chosen (None: not yet known)
     minutes_needed: int | None = None  # status budget: the --max-minutes a verdict needs, when this one could not fit
     kept_servers: dict[str, list[dict[str, Any]]] = field(default_factory=dict)  # --keep-servers: each side's, ended
+    server_starts: list[ServerStart] = field(default_factory=list)  # --keep-servers: when fresh ones were started
 
     @property
     def versions_differ(self) -> dict[str, tuple[str, str]]:
@@ -114,6 +116,7 @@ class AbResult:
                          **self.sequential_test.to_dict(), "level_method": self.level_method, "max_pairs": s.max_pairs,
                          "max_minutes": s.max_minutes, "rounds": s.rounds, "warmup": s.warmup, "design": self.design,
                          "design_asked": s.design, "keep_servers": s.keep_servers,
+                         "restart_servers_every": s.restart_servers_every if s.keep_servers else None,
                          "pytest_args": list(s.pytest_args)},
             "environments": envs,
             "versions_differ": {k: list(v) for k, v in self.versions_differ.items()} if len(self.probes) == 2 else {},
@@ -124,6 +127,7 @@ class AbResult:
             "rounds": self.rounds.to_dict() if self.rounds else None,
             "kept_servers": {label: [{"name": r.get("name"), "starts": r.get("starts"), "log": r.get("log")}
                                      for r in records] for label, records in self.kept_servers.items()},
+            "server_starts": [start.to_dict() for start in self.server_starts],
             "pairs": [p.to_dict() for p in self.pairs],
             "cells": [c.to_dict() for c in self.cells.values()],
         }

@@ -30,20 +30,19 @@ import os
 import signal
 import time
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import replace
 from pathlib import Path
 
 from batchperf.ab import outdir
 from batchperf.ab.cell import CellState
 from batchperf.ab.designs import duet_cores, run_cells, run_resident
 from batchperf.ab.env import Environment, EnvironmentProblem, Probe, SideRun, collect, probe
+from batchperf.ab.kept import SIDES, ServerStart, kept_folder, restart_due, retire, warmup_order, with_kept_servers
 from batchperf.ab.pairs import absorb, check_identity, measuring, order_of, read_pair
 from batchperf.ab.result import AbResult, Ended, Pair
 from batchperf.ab.settings import DEFAULT_ROUNDS, BudgetTooSmall, Settings, UsageProblem
 from batchperf.ab.stats import fewest_max_pairs, make_test, signed_rank
 from batchperf.ab.warmup import WARMUP_ROUNDS, RoundsChoice, Warmup, choose_rounds
 from batchperf.launch.child import exit_code_of, stop_signals
-from batchperf.launch.environ import KEEP_SERVERS_ENV, KEEP_SERVERS_OWNER_ENV
 from batchperf.launch.kept_server import stop_kept
 from batchperf.regress.fingerprint import identity_diff
 from batchperf.regress.machine import session_probes
@@ -136,7 +135,7 @@ def run_ab(settings: Settings, runner: SideRunner = run_cells, prober: Prober = 
             ended = Ended("failed", f"unexpected error: {type(exc).__name__}: {exc}")
         finally:
             if settings.keep_servers:  # ended however the run ended; a SIGKILL of ab ends them too (their guards)
-                result.kept_servers = {label: stop_kept(kept_folder(settings.out, label)) for label in ("A", "B")}
+                result.kept_servers = {label: stop_kept(kept_folder(settings.out, label)) for label in SIDES}
         finish(result, ended)
         write_ab_json(result, clock() - start)
     return result
@@ -175,6 +174,8 @@ def measure_pairs(result: AbResult, runner: SideRunner, progress: Progress, cloc
             return stop
         rounds = result.rounds.chosen if result.rounds else DEFAULT_ROUNDS
         stems = {label: settings.out.resolve() / f"pair-{index:03d}-{label}" for label in ("A", "B")}
+        if settings.keep_servers:
+            restart_servers(result, index, progress)
         runs = run_pair(result, runner, rounds, stems, order_of(index))
         pair = Pair(index, order_of(index), runs, _load())
         result.pairs.append(pair)
@@ -207,7 +208,11 @@ def warm_up(result: AbResult, runner: SideRunner, progress: Progress) -> Ended |
     rounds = min(result.rounds.chosen, WARMUP_ROUNDS) if result.rounds else WARMUP_ROUNDS
     stems = {label: settings.out.resolve() / f"warmup-{label}" for label in ("A", "B")}
     progress(f"warm-up: one process of A and of B, {rounds} round(s), discarded")
-    runs = run_pair(result, runner, rounds, stems, order_of(1))
+    order = order_of(1)
+    if settings.keep_servers:  # it starts the kept servers: which side's starts first is drawn
+        order = warmup_order()
+        result.server_starts.append(ServerStart(1, order[0], in_warmup=True))
+    runs = run_pair(result, runner, rounds, stems, order)
     result.warmup = Warmup(True, f"one process of A and of B ({result.design}), {rounds} round(s) each", rounds,
                            {label: run.seconds for label, run in runs.items()})
     if crashed := [r for r in runs.values() if r.crashed]:
@@ -217,6 +222,21 @@ def warm_up(result: AbResult, runner: SideRunner, progress: Progress) -> Ended |
             DEFAULT_ROUNDS, None, "the warm-up's results hold no round durations: the default")
     progress(f"{result.warmup.describe()}; rounds per process: {result.rounds.chosen} ({result.rounds.why})")
     return None
+
+
+def restart_servers(result: AbResult, index: int, progress: Progress) -> None:
+    """``--keep-servers``: before pair ``index``, retire both sides' kept servers when they are due for fresh ones
+    (:func:`batchperf.ab.kept.restart_due`), so that the pair's processes start new ones in their first, discarded,
+    round; recorded in ``result.server_starts``."""
+    last = result.server_starts[-1] if result.server_starts else None
+    order = order_of(index)
+    if not restart_due(last, index, order, result.settings.restart_servers_every):
+        return
+    if last is not None:
+        retire(result.settings.out)
+        progress(f"kept servers: retired after {index - last.from_pair} pair(s); pair {index}'s processes start "
+                 f"fresh ones, {order[0]} first")
+    result.server_starts.append(ServerStart(index, order[0]))
 
 
 def run_pair(result: AbResult, runner: SideRunner, rounds: int, stems: Mapping[str, Path],
@@ -240,17 +260,9 @@ def run_pair(result: AbResult, runner: SideRunner, rounds: int, stems: Mapping[s
 
 def side_envs(settings: Settings) -> dict[str, Environment]:
     """A and B as their processes run; with ``--keep-servers``, told where their kept servers are and whose they
-    are (:mod:`batchperf.launch.kept_server`: this process's, so they end with it)."""
+    are (:func:`batchperf.ab.kept.with_kept_servers`)."""
     envs = {"A": settings.a, "B": settings.b}
-    if not settings.keep_servers:
-        return envs
-    return {label: replace(env, vars=(*env.vars, (KEEP_SERVERS_ENV, str(kept_folder(settings.out, label))),
-                                      (KEEP_SERVERS_OWNER_ENV, str(os.getpid()))))
-            for label, env in envs.items()}
-
-
-def kept_folder(out: Path, label: str) -> Path:
-    return out.resolve() / "servers" / label
+    return with_kept_servers(envs, settings.out) if settings.keep_servers else envs
 
 
 def crash_reason(run: SideRun, when: str, result: AbResult, kept: int) -> str:

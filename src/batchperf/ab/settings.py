@@ -14,6 +14,11 @@ DESIGNS = ("auto", "sequential", "resident", "duet")  # docs/ab.md, "Designs"
 # measured rounds per process of a first pair when --rounds is not given and no warm-up measured the costs
 # (batchperf.ab.warmup chooses from pair 2 on)
 DEFAULT_ROUNDS = 5
+# --keep-servers: fresh servers every this many pairs (batchperf.ab.kept). docs/ab.md, "Servers kept across pairs",
+# argues it: a kept server's own level (~0.004 sd of ln) against a pair's sd (0.016 at 30 rounds): kept for 3
+# pairs, the server levels widen the estimate's variance by at most a quarter more than the interval assumes, and
+# a verdict of 7-9 pairs samples 3 server levels a side for one start per side every 3 pairs
+RESTART_SERVERS_EVERY = 3
 
 
 def per_tenant_name(metric: str) -> bool:
@@ -48,6 +53,7 @@ class Settings:
     test: str = DEFAULT_TEST  # the interval of each look: "t" (sequential t) or "signed-rank"
     design: str = "auto"  # how a pair's two processes run (DESIGNS); auto: resident, sequential where a GPU is seen
     keep_servers: bool = False  # each side's server started once and kept across its pairs (launch.kept_server)
+    restart_servers_every: int = RESTART_SERVERS_EVERY  # --keep-servers: fresh servers every N pairs (ab.kept)
     command: str = ""  # the command line, recorded so the run can be repeated
 
     def __post_init__(self) -> None:
@@ -71,6 +77,10 @@ class Settings:
             problems.append(f"--test {self.test}: unknown; give one of {', '.join(TESTS)}")
         if self.design not in DESIGNS:
             problems.append(f"--design {self.design}: unknown; give one of {', '.join(DESIGNS)}")
+        every = self.restart_servers_every
+        if isinstance(every, bool) or not isinstance(every, int) or every < 1:
+            problems.append(f"--restart-servers-every {every!r}: must be a whole number of pairs >= 1 (1: fresh "
+                            f"servers every pair; --max-pairs or more: once a run; default {RESTART_SERVERS_EVERY})")
         if self.rounds is not None and self.rounds < 1:
             problems.append(f"--rounds {self.rounds}: must be >= 1")
         known = {r.name for r in GATED if r.direction is not Direction.EXACT}

@@ -20,6 +20,13 @@ def policies_of(backend: Backend) -> tuple[str, ...]:
     return tuple(getattr(backend, "policies", FCFS_ONLY))
 
 
+def outside_processes(backend: Backend) -> tuple[int, ...]:
+    """The pids of processes outside this process's tree that do ``backend``'s work (its ``outside_processes``: a
+    server kept across processes); none for a backend that names none."""
+    named = getattr(backend, "outside_processes", None)
+    return () if named is None else tuple(named())
+
+
 def policy_refusal(backend: Backend, policy: PolicySpec | None) -> str | None:
     """Why ``backend`` cannot run ``policy`` (None: it can)."""
     if policy is None or policy.name in policies_of(backend):
@@ -37,7 +44,9 @@ def run_cell(backend: Backend, workload: Workload, batch_size: int, concurrency:
              sampler: Sampler | None = None, policy: PolicySpec | None = None) -> RunTrace:
     """The measured trace of ``workload``; its warm-up requests run before and are dropped.
 
-    A ``sampler`` watches the measured run only (not the warm-up); its summary lands in ``trace.telemetry``.
+    A ``sampler`` watches the measured run only (not the warm-up); its summary lands in ``trace.telemetry``. Its CPU
+    time counts the backend's :func:`outside_processes` too (a kept server, found by the warm-up: a cell without
+    warm-up requests finds it in its first run, whose CPU time then misses it).
     ``policy``: the batching policy (warm-up and measured run alike); CellUnsupported when the backend cannot run it.
     """
     if reason := policy_refusal(backend, policy):
@@ -55,7 +64,7 @@ def run_cell(backend: Backend, workload: Workload, batch_size: int, concurrency:
     if sampler is None:
         trace = backend.run(workload, batch_size, concurrency, **kwargs)
     else:
-        with sampler:
+        with sampler.counting_also(outside_processes(backend)):
             trace = backend.run(workload, batch_size, concurrency, **kwargs)
         trace.telemetry = sampler.summary(output_tokens=sum(r.output_len for r in trace.requests if r.error is None))
     if trace.requests and all(r.error is not None for r in trace.requests):  # nothing to measure, in any round

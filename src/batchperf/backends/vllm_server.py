@@ -9,7 +9,9 @@ the batch size changes. Or it uses running servers given as ``server_url`` /
 cell runs on the one that serves its model at its batch size, and is skipped
 with the reason when none does (:mod:`batchperf.backends.external_server`). Under
 ``$BATCHPERF_KEEP_SERVERS`` (``batchperf ab --keep-servers``) a server it starts outlives the process and
-the next process of the same environment uses it again (:mod:`batchperf.launch.kept_server`). A
+the next process of the same environment uses it again (:mod:`batchperf.launch.kept_server`); such a server is no
+longer in the measuring process's tree, so :meth:`VLLMServerBackend.outside_processes` names it for the round's CPU
+time (:func:`batchperf.backends.cell_run.run_cell`). A
 model on dummy weights is served from its config folder with ``--load-format
 dummy --skip-tokenizer-init``; on a GPU, ``--gpu-memory-utilization`` leaves
 room for the suite's own HF copy of the model.
@@ -65,7 +67,7 @@ from batchperf.backends.realtime import raise_process_threads, raise_thread, res
 from batchperf.backends.vllm_policy import VLLM_POLICIES, runs_priority, vllm_policy
 from batchperf.backends.vllm_scrape import ServerScrape
 from batchperf.launch.environ import METRICS_SAMPLE_S_ENV, REQUEST_TIMEOUT_ENV, SERVER_READY_TIMEOUT_ENV, SERVER_URL_ENV
-from batchperf.launch.kept_server import keep_from_env, reuse_or_start
+from batchperf.launch.kept_server import KeptServer, keep_from_env, reuse_or_start
 from batchperf.launch.server_process import ServerProcess, free_port
 from batchperf.measure.client_lag import SCHEDULING, LoopLagMonitor, check_round, stalls_in_flight
 from batchperf.measure.clock import RunClock
@@ -128,7 +130,7 @@ class VLLMServerBackend:
             self.keep = None if self.given else keep_from_env()
         except ValueError as exc:
             raise BackendUnavailable(f"vllm-server: {exc}") from None
-        self._kept: dict[tuple[int, bool, bool], str] = {}  # (batch size, ...) -> a kept server's health URL
+        self._kept: dict[tuple[int, bool, bool], KeptServer] = {}  # (batch size, ...) -> the kept server in use
 
     def close(self) -> None:
         """Stop our server; a kept one stays for the next process (its owner ends it)."""
@@ -147,12 +149,18 @@ class VLLMServerBackend:
                 self.close()  # a server this process started itself; the kept ones all stay, for the next process
                 self._kept = {key: reuse_or_start(self.keep, f"vllm-server-bs{batch_size}",
                                                   lambda port: self._server_command(*key, port), READY_TIMEOUT_S)}
-            return self._kept[key].removesuffix("/health")
+            return self._kept[key].health_url.removesuffix("/health")
         if self.server is None or self._server_key != key or not self.server.running():
             self.close()
             self.server = self._start_server(*key)
             self._server_key = key
         return self.server.health_url.removesuffix("/health")
+
+    def outside_processes(self) -> tuple[int, ...]:
+        """The pids of the processes outside this process's tree that do its cells' work: the kept server in use (its
+        group guard: the server and its engine core are its descendants). Their CPU time in a round is the cell's,
+        as a server this process started itself is counted as its child; empty when no server is kept."""
+        return tuple(server.pid for server in self._kept.values())
 
     def prefix_caching_for(self, workload: Workload) -> bool | None:
         """Prefix caching on for a workload that shares prefixes; None (not known) for a given server."""

@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, NoReturn
 
 from batchperf.ab.env import Environment, EnvironmentProblem, default_checkout, interpreter, parse_vars
-from batchperf.ab.settings import DEFAULT_ROUNDS, DESIGNS, Settings, UsageProblem
+from batchperf.ab.settings import DEFAULT_ROUNDS, DESIGNS, RESTART_SERVERS_EVERY, Settings, UsageProblem
 from batchperf.ab.stats import DEFAULT_TEST, TESTS
 from batchperf.ab.stats.signed_rank import MAX_PAIRS
 from batchperf.ab.warmup import MAX_ROUNDS, MIN_ROUNDS
@@ -96,8 +96,13 @@ def add_verdict_args(parser: argparse.ArgumentParser) -> None:
                         help="start each environment's server (the vllm-server cells) once, in the warm-up, and keep "
                              "it across that environment's pairs instead of starting one in every process: a pair "
                              "then costs its pytest processes and rounds without two server starts (most of a "
-                             "2-minute vllm-server pair on 2 cores), but a server's own level is sampled once a run, not once a pair. docs/ab.md, 'Servers "
-                             "kept across pairs'")
+                             "2-minute vllm-server pair on 2 cores); fresh ones are started every "
+                             "--restart-servers-every pairs, so that a server's own level is sampled several times a "
+                             "run. docs/ab.md, 'Servers kept across pairs'")
+    parser.add_argument("--restart-servers-every", type=int, default=None, metavar="N",
+                        help=f"with --keep-servers: retire both sides' kept servers every N pairs (between pairs, "
+                             f"while nothing measures), so that the next pair's processes start fresh ones (default "
+                             f"{RESTART_SERVERS_EVERY}; 1: fresh servers every pair; --max-pairs or more: once a run)")
     parser.add_argument("pytest_args", nargs="*", metavar="PYTEST_ARGS",
                         help="after --: the cells, as `pytest perf_tests` takes them (e.g. -m cpu -k vllm)")
 
@@ -120,10 +125,17 @@ def verdict_kwargs(args: argparse.Namespace) -> dict[str, Any]:
     chosen = args.metrics if args.metrics is not None else ",".join(
         AB_WITH_LATENCY if args.latency_decides else AB_DEFAULT)
     metrics = tuple(m.strip() for m in chosen.split(",") if m.strip())
+    restarts = {}
+    if args.restart_servers_every is not None:
+        if not args.keep_servers:
+            raise UsageProblem(f"--restart-servers-every {args.restart_servers_every}: restarts the servers that "
+                               "--keep-servers keeps; give --keep-servers with it, or leave it out (without "
+                               "--keep-servers every process starts its own server)")
+        restarts = {"restart_servers_every": args.restart_servers_every}
     return {"margin": margin, "margins": margins, "metrics": metrics, "alpha": args.alpha,
             "max_pairs": args.max_pairs, "max_minutes": args.max_minutes, "rounds": args.rounds, "warmup": args.warmup,
             "test": args.test,
-            "design": args.design, "keep_servers": args.keep_servers,
+            "design": args.design, "keep_servers": args.keep_servers, **restarts,
             "process_minutes": args.process_minutes,
             "pytest_args": tuple(args.pytest_args), "command": shlex.join(["batchperf", *sys.argv[1:]])}
 

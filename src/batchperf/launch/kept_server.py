@@ -7,7 +7,8 @@ and environment, still running and answering, is used again; otherwise one is st
 (:mod:`batchperf.launch.group_guard`) watching ``$BATCHPERF_KEEP_SERVERS_OWNER`` (a pid) instead of the process
 that started it: it outlives that process, and ends with the owner, even when the owner is SIGKILLed. Each is
 recorded in the folder as ``server-KEY.json`` (its health URL, the guard's pid and start time, its log, how often
-it was started); the owner ends them with :func:`stop_kept`.
+it was started); the owner ends them with :func:`stop_kept` (at the end of its run, and whenever it wants its
+sides' next processes to start fresh ones: ``ab --restart-servers-every``).
 """
 
 from __future__ import annotations
@@ -50,6 +51,19 @@ class Keep:
     owner: int
 
 
+@dataclass(frozen=True, slots=True)
+class KeptServer:
+    """A kept server as a process that uses it sees it: where it answers, and the pid of its group guard, whose
+    process tree (the server and what it forked) does the work this process asks of it."""
+
+    health_url: str
+    pid: int
+
+    def __post_init__(self) -> None:
+        if self.pid < 1:
+            raise ValueError(f"pid: {self.pid}; a kept server's guard is a running process (pid >= 1)")
+
+
 def keep_from_env(environ: Mapping[str, str] = os.environ) -> Keep | None:
     """The kept servers' folder and owner, when ``$BATCHPERF_KEEP_SERVERS`` is set; ValueError for a bad owner."""
     folder = environ.get(KEEP_SERVERS_ENV)
@@ -70,16 +84,16 @@ def server_key(argv: Sequence[str], env: Mapping[str, str]) -> str:
     return hashlib.sha256(json.dumps([list(argv), sorted(stable.items())]).encode()).hexdigest()
 
 
-def reuse_or_start(keep: Keep, name: str, command: Command, timeout_s: float) -> str:
-    """The health URL of ``command``'s kept server: the recorded one while it runs and answers, else a new one
-    (a recorded one that stopped answering is stopped first). ``command(port)`` gives the server's argv, environment
-    and health URL on ``port``; its identity is taken at port 0."""
+def reuse_or_start(keep: Keep, name: str, command: Command, timeout_s: float) -> KeptServer:
+    """``command``'s kept server: the recorded one while it runs and answers, else a new one (a recorded one that
+    stopped answering is stopped first). ``command(port)`` gives the server's argv, environment and health URL on
+    ``port``; its identity is taken at port 0."""
     argv, env, _ = command(0)
     key = server_key(argv, env)
     path = keep.folder / f"server-{key[:16]}.json"
     record = read_record(path)
     if record is not None and running(record) and healthy(record["health_url"]):
-        return str(record["health_url"])
+        return KeptServer(str(record["health_url"]), int(record["pid"]))
     if record is not None:
         stop_recorded(record)
     if not alive(keep.owner):  # the guard would end the server at once, leaving an empty log
@@ -95,7 +109,7 @@ def reuse_or_start(keep: Keep, name: str, command: Command, timeout_s: float) ->
     _write(path, {"key": key, "name": name, "health_url": health, "pid": server.pid,
                   "create_time": psutil.Process(server.pid).create_time(), "log": str(server.log_path),
                   "started": time.time(), "starts": (record or {}).get("starts", 0) + 1})
-    return health
+    return KeptServer(health, server.pid)
 
 
 def read_record(path: Path) -> dict[str, Any] | None:
@@ -130,7 +144,8 @@ def stop_recorded(record: Mapping[str, Any]) -> None:
 
 
 def stop_kept(folder: Path) -> list[dict[str, Any]]:
-    """End every server recorded in ``folder``; their records (how often each was started), for the report."""
+    """End every server recorded in ``folder``; their records (how often each was started), for the report. The
+    records stay: the next process that asks for one of them starts it again, and counts the start."""
     records = [r for p in sorted(folder.glob("server-*.json")) if (r := read_record(p)) is not None]
     for record in records:
         stop_recorded(record)

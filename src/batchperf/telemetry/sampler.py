@@ -3,7 +3,10 @@
 ``with Sampler(device) as s: run the cell`` then ``s.summary(output_tokens)``
 gives a flat dict for the cell's results:
 
-- always: ``samples``, ``interval_s``, ``duration_s``, ``cell_peak_rss_bytes``,
+- always: ``cpu_s`` and, given the output tokens, ``cpu_seconds_per_output_token``: the CPU time of this
+  process's tree in the round, and of the processes outside it that do the cell's work, each counted once
+  (:meth:`Sampler.counting_also`: a server kept across processes, ``ab --keep-servers``); ``samples``,
+  ``interval_s``, ``duration_s``, ``cell_peak_rss_bytes``,
   the largest process RSS sampled during the cell, ``process_peak_rss_bytes``,
   the process's lifetime peak (``ru_maxrss``: it includes every cell and load
   before this one, so it cannot tell one cell from another), and
@@ -31,6 +34,7 @@ import statistics
 import sys
 import threading
 import time
+from collections.abc import Sequence
 from types import ModuleType, TracebackType
 from typing import Any
 
@@ -133,18 +137,29 @@ class Sampler:
         self._process_peak_rss = 0.0
         self._thread_cpu_s = 0.0
         self._tree_cpu_s = 0.0  # CPU seconds of this process and its descendants during the cell
+        self._outside: tuple[int, ...] = ()  # pids of processes outside this one's tree doing the cell's work
+        self._outside_roots: list[Any] = []  # their psutil.Process handles, taken when the cell starts
+
+    def counting_also(self, pids: Sequence[int]) -> Sampler:
+        """Count the CPU time of ``pids`` and their descendants too: processes outside this one's tree that do the
+        cell's work (a server kept across processes, which a process started earlier: ``outside_processes`` of
+        the vllm-server backend). Each process is counted once, also one that is in this process's tree as well.
+        Returns the sampler: ``with sampler.counting_also(pids):``."""
+        self._outside = tuple(pids)
+        return self
 
     def __enter__(self) -> Sampler:
         import psutil
 
         self._process = psutil.Process()
+        self._outside_roots = [p for pid in self._outside if (p := _process_or_none(pid)) is not None]
         if _is_cuda(self.device):
             import torch
 
             torch.cuda.reset_peak_memory_stats(self.device)
         if _is_cuda(self.device) or self._nvml_module is not None:
             self._nvml, self.nvml_status = _Device.open(self.device, self._nvml_module)
-        self._tree_cpu_s = -_tree_cpu_s(self._process)
+        self._tree_cpu_s = -_tree_cpu_s(self._process, self._outside_roots)
         self._t0 = time.perf_counter()
         self._sample()  # one sample at each end, so even a short cell has two
         self._thread = threading.Thread(target=self._loop, name="batchperf-telemetry", daemon=True)
@@ -158,7 +173,8 @@ class Sampler:
             self._thread.join()
         self._sample()
         self._t1 = time.perf_counter()
-        self._tree_cpu_s += _tree_cpu_s(self._process) - self._thread_cpu_s  # the cell's work, not the sampling
+        # the cell's work, not the sampling
+        self._tree_cpu_s += _tree_cpu_s(self._process, self._outside_roots) - self._thread_cpu_s
         self._process_peak_rss = _process_peak_rss_bytes()
         if self._nvml is not None:
             self._energy_j = self._nvml.energy_j()
@@ -281,19 +297,46 @@ def _whole_cell_clocks(rounds: list[dict[str, Any]]) -> dict[str, Any]:
     return out
 
 
-def _tree_cpu_s(process: Any) -> float:
-    """User + system CPU seconds of ``process``, its reaped children and every live descendant (a vLLM engine
-    core or server the cell started counts; one that exits unreaped by us during the cell is lost)."""
+def _process_or_none(pid: int) -> Any:
     import psutil
 
-    t = process.cpu_times()
-    total = t.user + t.system + t.children_user + t.children_system
-    for child in process.children(recursive=True):
-        try:
-            c = child.cpu_times()
-        except psutil.Error:  # it exited between the listing and the read
+    try:
+        return psutil.Process(pid)
+    except psutil.Error:  # gone already: nothing of it can be counted
+        return None
+
+
+def _tree_cpu_s(process: Any, outside: Sequence[Any] = ()) -> float:
+    """User + system CPU seconds of ``process`` and of each ``outside`` process (a kept server's guard), their
+    reaped children and every live descendant (a vLLM engine core or server the cell started counts; one that
+    exits unreaped by its parent during the cell is lost), each process once, by pid: a kept server is in the tree
+    of the process that started it too."""
+    import psutil
+
+    total, counted = 0.0, set()
+    for root in (process, *outside):  # with what each has reaped: a child's time moves there when it exits
+        if root.pid in counted:
             continue
-        total += c.user + c.system
+        try:
+            t = root.cpu_times()
+        except psutil.Error:  # an outside process that ended during the cell
+            continue
+        counted.add(root.pid)
+        total += t.user + t.system + t.children_user + t.children_system
+    for root in (process, *outside):
+        try:
+            members = root.children(recursive=True)
+        except psutil.Error:
+            continue
+        for member in members:
+            if member.pid in counted:
+                continue
+            try:
+                c = member.cpu_times()
+            except psutil.Error:  # it exited between the listing and the read
+                continue
+            counted.add(member.pid)
+            total += c.user + c.system
     return total
 
 
