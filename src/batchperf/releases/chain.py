@@ -292,13 +292,18 @@ def interpreter_exists(env: Environment) -> None:
                                  "`batchperf env make --pip SPEC DIR` and give DIR or DIR/bin/python")
 
 
+def is_checkout(env: Environment) -> None:
+    """The environment's ``--dir`` is a batchperf checkout (chain's and bisect's check before anything runs)."""
+    if not (env.dir / "perf_tests").is_dir() or not (env.dir / "src" / "batchperf").is_dir():
+        raise EnvironmentProblem(f"{env.dir}: not a batchperf checkout (no perf_tests/ or src/batchperf/); give --dir "
+                                 "a checkout, or leave --dir out to run this one")
+
+
 def usable(env: Environment) -> None:
     """The interpreter exists and the checkout is one: a chain that could not run one step is refused before its first
     (else every step would fail the same way, an hour later)."""
     interpreter_exists(env)
-    if not (env.dir / "perf_tests").is_dir() or not (env.dir / "src" / "batchperf").is_dir():
-        raise EnvironmentProblem(f"{env.dir}: not a batchperf checkout (no perf_tests/ or src/batchperf/); give --dir "
-                                 "a checkout, or leave --dir out to run this one")
+    is_checkout(env)
 
 
 def check_input(envs: Sequence[Environment], labels: Sequence[str], check: Check) -> None:
