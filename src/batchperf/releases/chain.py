@@ -257,14 +257,16 @@ class ChainResult:
         return [*self.steps, *(s.confirmation for s in self.steps if s.confirmation is not None)]
 
     def identity(self) -> dict[str, Any]:
-        """What a resumed chain must share with the one that wrote ``chain.json``."""
+        """What a resumed chain must share with the one that wrote ``chain.json``: its runs judged at the same alpha
+        too (a chain written before the split, issue 56, has no ``step_alpha``: its runs were judged at its alpha,
+        :func:`_same_chain`)."""
         return {"environments": [{"label": label, "python": str(e.python), "dir": str(e.dir), "vars": dict(e.vars)}
-                                 for label, e in zip(self.labels, self.envs)], "settings": self.settings}
+                                 for label, e in zip(self.labels, self.envs)], "settings": self.settings,
+                "step_alpha": self.step_alpha}
 
     def to_dict(self) -> dict[str, Any]:
         return {"batchperf_chain": SCHEMA, "status": self.status, "exit_code": self.exit_code, "reason": self.reason,
                 **self.identity(),
-                "step_alpha": self.step_alpha,
                 "pairs": sum(s.pairs for s in self.runs), "minutes": round(sum(s.minutes for s in self.runs), 2),
                 "steps": [s.to_dict() for s in self.steps]}
 
@@ -363,11 +365,32 @@ def _same_chain(out: Path, identity: dict[str, Any]) -> None:
         shape = f"a JSON {type(data).__name__}" if not isinstance(data, dict) else "an object without batchperf_chain"
         raise UsageProblem(f"{path}: not a chain.json ({shape}, not what `batchperf chain` writes); give a new --out, "
                            "or the folder this chain wrote")
-    old = {"environments": data.get("environments"), "settings": data.get("settings")}
-    if old != identity:
-        differ = [k for k in ("environments", "settings") if old[k] != identity[k]]
-        raise UsageProblem(f"--out {out}: holds another chain (its {' and '.join(differ)} differ); resume it with the "
-                           "same environments, labels and options, or give a new --out")
+    old = {key: data.get(key) for key in identity}
+    before_split = "step_alpha" not in data and isinstance(data.get("settings"), dict)
+    if before_split:  # before issue 56 every run was judged at the chain's alpha (the same split over one run)
+        old["step_alpha"] = data["settings"].get("alpha")
+    if old == identity:
+        return
+    differ = [key for key in identity if old[key] != identity[key]]
+    if differ == ["step_alpha"]:
+        raise UsageProblem(_judged_at_another_alpha(out, old["step_alpha"], before_split, identity))
+    raise UsageProblem(f"--out {out}: holds another chain (its {' and '.join(differ)} differ); resume it with the "
+                       "same environments, labels and options, or give a new --out")
+
+
+def _judged_at_another_alpha(out: Path, was: Any, before_split: bool, identity: dict[str, Any]) -> str:
+    """Why the same chain's folder cannot be resumed when its runs were judged at another alpha (``was``) than this
+    chain's (``before_split``: written before a chain split its alpha over its runs, issue 56): kept runs beside new
+    ones would hold neither alpha, and a call from either would be confirmed at the other's."""
+    alpha, step_alpha = identity["settings"]["alpha"], identity["step_alpha"]
+    if before_split:
+        said = f"the whole alpha {alpha:g} (it was written before a chain split its alpha over its runs)"
+    else:
+        said = f"alpha {was:.4g}" if isinstance(was, (int, float)) else f"alpha {json.dumps(was)[:40]}"
+    return (f"--out {out}: the same chain, but each of its runs was judged at {said}; this chain judges each at "
+            f"{alpha:g} / {round(alpha / step_alpha)} runs = {step_alpha:.4g}, so its finished runs cannot be kept "
+            "beside new ones (docs/upgrades.md, \"A chain from before the split alpha\"). Give a new --out to measure "
+            f"it again; this folder is left as it is, and `batchperf report {out}` still draws it")
 
 
 def run_chain(envs: Sequence[Environment], labels: Sequence[str], base: Settings, ab: AbRun = run_ab,
