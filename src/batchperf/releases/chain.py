@@ -38,7 +38,7 @@ from batchperf.ab.run import run_ab
 from batchperf.ab.settings import BudgetTooSmall, Settings, UsageProblem
 from batchperf.launch.child import exit_code_of, stop_signals
 from batchperf.releases import confirm
-from batchperf.releases.explain import explain
+from batchperf.releases.explain import explain, results_present, stored
 from batchperf.results.claim import ClaimError, Held, NotAFolder, claim
 from batchperf.results.io import atomic_write_text, file_part
 
@@ -332,8 +332,9 @@ def check_input(envs: Sequence[Environment], labels: Sequence[str], check: Check
 
 
 @contextlib.contextmanager
-def hold_out(out: Path, identity: dict[str, Any]) -> Iterator[None]:
-    """Lock ``out`` for this chain (new, or a former run of the same chain, which it resumes).
+def hold_out(out: Path, identity: dict[str, Any]) -> Iterator[dict[str, Any] | None]:
+    """Lock ``out`` for this chain (new, or a former run of the same chain, which it resumes); yields the former
+    run's ``chain.json`` (None for a new chain).
 
     A folder holding another chain (other environments or settings), or anything that is not a chain, is refused."""
     try:
@@ -346,17 +347,17 @@ def hold_out(out: Path, identity: dict[str, Any]) -> Iterator[None]:
     except ClaimError as exc:
         raise UsageProblem(f"--out {out}: cannot write there ({exc.reason}); give a folder you can write") from None
     with folder:  # a folder where nothing ran is left as it was found
-        _same_chain(out, identity)
-        yield
+        yield _same_chain(out, identity)
 
 
-def _same_chain(out: Path, identity: dict[str, Any]) -> None:
+def _same_chain(out: Path, identity: dict[str, Any]) -> dict[str, Any] | None:
+    """The former run's ``chain.json`` when ``out`` holds this chain; None when ``out`` is new; else UsageProblem."""
     path = out / NAME
     if not path.exists():
         if held := sorted(p.name for p in out.iterdir() if p.name != LOCK):
             raise UsageProblem(f"--out {out}: holds {', '.join(held[:4])} but no {NAME}: not a chain's folder; give "
                                "a new --out")
-        return
+        return None
     try:
         data = json.loads(path.read_text(encoding="utf-8"))
     except ValueError as exc:
@@ -370,7 +371,7 @@ def _same_chain(out: Path, identity: dict[str, Any]) -> None:
     if before_split:  # before issue 56 every run was judged at the chain's alpha (the same split over one run)
         old["step_alpha"] = data["settings"].get("alpha")
     if old == identity:
-        return
+        return data
     differ = [key for key in identity if old[key] != identity[key]]
     if differ == ["step_alpha"]:
         raise UsageProblem(_judged_at_another_alpha(out, old["step_alpha"], before_split, identity))
@@ -400,7 +401,7 @@ def run_chain(envs: Sequence[Environment], labels: Sequence[str], base: Settings
     folder holds (its confirmations too)."""
     check_input(envs, labels, check)
     result = ChainResult(list(envs), list(labels), plan(labels), settings_identity(base))
-    with hold_out(base.out, result.identity()), stop_signals():
+    with hold_out(base.out, result.identity()) as former, stop_signals():
         try:
             for step in in_order(result):
                 measure_step(step, result, base, ab, progress)
@@ -415,8 +416,9 @@ def run_chain(envs: Sequence[Environment], labels: Sequence[str], base: Settings
                     break
         except KeyboardInterrupt as exc:  # between two ab runs, or before a step's first pair
             result.status, result.stop_code = "interrupted", exit_code_of(exc)
+        kept = kept_explanations(former)
         for step in result.steps:
-            step.explained = explained(step, base.out)
+            step.explained = explained(step, base.out, kept.get(step.folder, {}))
         if result.status == "running":
             result.status = "done"
         write_chain_json(result, base.out)
@@ -433,8 +435,10 @@ def in_order(result: ChainResult) -> Iterator[ChainStep]:
             yield step.confirmation
 
 
-def explained(step: ChainStep, out: Path) -> dict[str, dict[str, Any]]:
-    """cell -> what :func:`explain` finds beside each confirmed call of ``step`` (read from both runs' folders)."""
+def explained(step: ChainStep, out: Path, kept: dict[str, dict[str, Any]]) -> dict[str, dict[str, Any]]:
+    """cell -> what :func:`explain` finds beside each confirmed call of ``step``, read from both runs' pairs' results
+    files; where those are not there (a chain resumed from its committed files: ``chain.json`` and each run's
+    ``ab.json``), what the former run stored in ``chain.json`` (``kept``), never an explanation of nothing."""
     again = step.confirmation
     cells = [cid for cid in step.calls if step.confirmed(cid)]
     if again is None or not cells:
@@ -442,7 +446,20 @@ def explained(step: ChainStep, out: Path) -> dict[str, dict[str, Any]]:
     runs = [(out / s.folder, _finished_ab(out / s.folder)) for s in (step, again)]
     if any(ab is None for _, ab in runs):
         return {}
-    return {cid: explain(runs[0], runs[1], cid) for cid in cells}  # type: ignore[arg-type]
+    if all(results_present(folder, ab) for folder, ab in runs):  # type: ignore[arg-type]
+        return {cid: explain(runs[0], runs[1], cid) for cid in cells}  # type: ignore[arg-type]
+    return {cid: kept[cid] for cid in cells if cid in kept}
+
+
+def kept_explanations(former: dict[str, Any] | None) -> dict[str, dict[str, dict[str, Any]]]:
+    """step folder -> cell -> the explanation a former run of this chain stored in its ``chain.json`` (those of
+    the shape :func:`explain` returns; another is dropped, as a hand edit)."""
+    steps = former.get("steps") if former else None
+    found: dict[str, dict[str, dict[str, Any]]] = {}
+    for s in steps if isinstance(steps, list) else []:
+        if isinstance(s, dict) and isinstance(s.get("folder"), str) and isinstance(s.get("explained"), dict):
+            found[s["folder"]] = {cid: e for cid, x in s["explained"].items() if (e := stored(x)) is not None}
+    return found
 
 
 def budget_reason(step: ChainStep, result: ChainResult) -> str:
