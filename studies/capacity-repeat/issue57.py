@@ -20,7 +20,7 @@ import math
 import statistics
 from pathlib import Path
 
-from batchperf.capacity.record import load_of, probe_records, probe_result, reference_rate
+from batchperf.capacity.record import probe_records, probe_result, reference_rate
 from batchperf.capacity.fit import Fit
 from batchperf.capacity.search import RELATIVE_FLOOR, REFERENCE_LOAD, search_spread
 from batchperf.results.io import read_results
@@ -36,7 +36,7 @@ def probes(folder: Path) -> list[dict[str, float]]:
     out = []
     for path in sorted(folder.glob("probe[0-9][0-9]-load*.json")):
         results = read_results(path, "probe results")
-        loads = {load_of(r) for r in results.records} - {REFERENCE_LOAD}
+        loads = {r.load for r in results.records} - {REFERENCE_LOAD}
         load = min(loads) if loads else REFERENCE_LOAD
         probe, reference = probe_records(results, load)
         got = probe_result(probe, reference_rate(reference))

@@ -12,7 +12,7 @@ import math
 import statistics
 from pathlib import Path
 
-from batchperf.capacity.record import load_of, probe_records, probe_result, reference_rate
+from batchperf.capacity.record import probe_records, probe_result, reference_rate
 from batchperf.capacity.search import REFERENCE_LOAD
 from batchperf.results.io import read_results
 
@@ -23,7 +23,7 @@ def probes(folder: Path) -> list[dict[str, object]]:
     out = []
     for path in sorted(folder.glob("probe[0-9][0-9]-load*.json")):
         results = read_results(path, "probe results")
-        loads = {load_of(r) for r in results.records}
+        loads = {r.load for r in results.records}
         load = min(loads - {REFERENCE_LOAD}) if loads - {REFERENCE_LOAD} else REFERENCE_LOAD
         probe, reference = probe_records(results, load)
         got = probe_result(probe, reference_rate(reference))

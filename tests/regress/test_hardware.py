@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -80,3 +81,6 @@ def test_two_files_give_one_row_per_shared_cell_and_a_table(tmp_path: Path) -> N
     assert ("| cpu-tiny-qwen2-hf-static-bs4-p64-c8 | dispatch | 1.30 | 2.00 | probe: interpreter Mops/s | 65% | "
             "±15% | lost efficiency |") in table
     assert table.endswith("1 lost efficiency")
+    # a cell id holding '|' stays in its column (regress.verdict.markdown_cell)
+    piped = render_hardware_markdown([replace(row, cell="cpu|x")], "old.json", "new.json")
+    assert "| cpu\\|x | dispatch | 1.30 |" in piped

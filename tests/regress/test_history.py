@@ -4,6 +4,7 @@ import argparse
 import json
 from datetime import datetime, timedelta
 from pathlib import Path
+from types import SimpleNamespace
 
 import numpy as np
 import pytest
@@ -11,7 +12,7 @@ from gate_samples import bench as cell_bench
 from gate_samples import cell_info
 
 from batchperf.cli.history import main
-from batchperf.regress.history import breakpoints, change_points, load_history
+from batchperf.regress.history import ChangePoint, breakpoints, change_points, load_history, table
 
 TOLERANCE = 0.05  # a per-run gate at ±5% (the gate's own floor is of this order)
 DRIFT = "cpu-tiny-qwen2-hf-static-bs8-p512-c16"
@@ -105,3 +106,9 @@ def test_short_history_says_how_many_runs_it_needs(tmp_path: Path, capsys: pytes
 def test_missing_folder_is_a_clear_error(tmp_path: Path) -> None:
     with pytest.raises(SystemExit, match="no such history folder"):
         main(argparse.Namespace(folder=tmp_path / "nope", penalty=8.0, min_change=0.01, markdown=False))
+
+
+def test_a_pipe_in_a_cell_id_or_a_run_label_stays_in_its_markdown_column() -> None:
+    point = ChangePoint("cpu|x", "metrics.output_throughput", 2, SimpleNamespace(label="night|3"), 100.0, 90.0, True)
+    *_, row = table([point], markdown=True)  # type: ignore[list-item]
+    assert row == "| cpu\\|x | output_throughput | #3 night\\|3 | 100.00 | 90.00 | -10.0% | worse |"

@@ -4,11 +4,14 @@ tests/regress/test_gate.py; ab's: tests/ab/test_client_bound.py and tests/ab/tes
 
 from __future__ import annotations
 
+import pytest
 from gate_samples import CLIENT_LAG_REASON as REASON
 from gate_samples import cell_info
 from gate_samples import client_bound as bound
 
+from batchperf.measure.catalogue import Direction
 from batchperf.measure.kv import PADDED_LAYOUT
+from batchperf.regress.gate import client_bound
 from batchperf.regress.judgeable import (
     ARRIVAL_DEPENDENT,
     EXACT_REL,
@@ -16,6 +19,7 @@ from batchperf.regress.judgeable import (
     client_bound_note,
     client_bound_reason,
 )
+from batchperf.regress.verdict import MetricVerdict, Verdict
 
 
 def test_a_client_bound_run_names_its_side_and_its_rounds() -> None:
@@ -32,6 +36,23 @@ def test_its_latencies_are_the_client_s_and_its_throughput_only_when_the_server_
     why = client_bound_reason("metrics.output_throughput", underfed, "B")
     assert why is not None and "the server was not kept saturated (occupancy 0.40)" in why
     assert client_bound_reason("metrics.p99_ttft_ms", cell_info(), "B") is None  # an unmarked run
+
+
+@pytest.mark.parametrize("tenant", ["chat", "chat.v2", "a[b]_ms"])
+def test_one_tenants_latency_named_as_the_gate_names_it_is_the_client_s_too(tenant: str) -> None:
+    """The gate names one tenant's verdict PATH[TENANT] (``tenants.p99_ttft_ms[chat]``): the rule read the name's
+    end, "]", and missed every per-tenant latency and throughput of a client-bound run."""
+    underfed = bound(cell_info(), saturated=False)
+    assert client_bound_reason(f"tenants.p99_ttft_ms[{tenant}]", underfed, "B") == \
+        f"client-bound (B): round 1 of 3: {REASON}"
+    why = client_bound_reason(f"tenants.output_throughput[{tenant}]", underfed, "B")
+    assert why is not None and "the server was not kept saturated" in why
+    assert client_bound_reason(f"tenants.attainment[{tenant}]", underfed, "B") is None  # not a latency
+    # the gate's own use: that tenant's latency verdict in a client-bound run is not judged
+    judged = MetricVerdict(f"tenants.p99_ttft_ms[{tenant}]", Direction.LOWER, Verdict.REGRESSION, 100.0, 150.0, 0.5,
+                           0.1)
+    assert client_bound(judged, cell_info(), underfed).verdict is Verdict.NOT_JUDGED
+    assert client_bound(judged, cell_info(), cell_info()).verdict is Verdict.REGRESSION
 
 
 def test_padded_figures_under_open_loop_arrivals_depend_on_arrival_timing() -> None:

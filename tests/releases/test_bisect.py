@@ -97,6 +97,31 @@ def test_bad_environment_lists_are_usage_errors(tmp_path: Path) -> None:
     assert shared[0].vars == (("X", "1"),)
 
 
+def test_a_dir_that_is_no_checkout_is_refused_before_anything_runs_naming_it(tmp_path: Path) -> None:
+    """Before, only the two ends were checked (naming ab's --a-dir/--b-dir): a middle --dir that is no checkout cost
+    an ab run to be skipped, and the answer became a range."""
+    calls: list = []
+    given = envs(5)
+    given[2] = Environment("2", Path("/py/2"), dir=tmp_path / "not-a-checkout")
+    with pytest.raises(UsageProblem) as refused:
+        run_bisect(given, base(tmp_path, given), fake_ab([1.0, 1.0, 0.85, 0.85, 0.85], calls=calls), check=ok)
+    assert str(refused.value) == (f"environment #2: {tmp_path / 'not-a-checkout'}: not a batchperf checkout (no "
+                                  "perf_tests/ or src/batchperf/); give --dir a checkout, or leave --dir out to run "
+                                  "this one")
+    assert calls == [] and not (tmp_path / "bisect").exists()
+
+
+def test_cli_a_dir_that_is_no_checkout_is_exit_3_in_one_line(tmp_path: Path, capsys) -> None:
+    from batchperf.cli import main
+
+    out = tmp_path / "bisect"
+    code = main(["bisect", "--dir", str(HERE), "--dir", str(tmp_path), "--dir", str(HERE), "--out", str(out),
+                 "--", "-m", "cpu"])
+    err = capsys.readouterr().err
+    assert code == 3 and f"environment #1: {tmp_path}: not a batchperf checkout" in err and "give --dir" in err
+    assert len(err.strip().splitlines()) == 1 and not out.exists()
+
+
 def test_a_budget_too_small_for_any_verdict_stops_the_bisect_instead_of_skipping_every_step(tmp_path: Path) -> None:
     fewest = fewest_max_pairs(DEFAULT_TEST, 0.05)  # one cell, throughput deciding
     with pytest.raises(UsageProblem, match=f"needs at least {fewest} pairs"):

@@ -108,6 +108,28 @@ def test_a_file_without_traces_gets_no_itl_figure_and_says_why(tmp_path):
     assert "the cells kept no raw traces" in page
 
 
+@pytest.mark.parametrize("without", ["every cell", "one cell"])
+def test_cells_without_kv_tokens_held_are_left_out_of_the_kv_figure_never_a_crash(tmp_path, without):
+    """A record without ``kv.kv_tokens_per_request_mean`` (a backend with no KV figures, an older record) was a
+    KeyError in the KV figure, and no report at all; now the rest is drawn and the page says what was left out."""
+    doc = json.loads(RESULTS.read_text())
+    for bench in doc["benchmarks"] if without == "every cell" else doc["benchmarks"][:1]:
+        del bench["extra_info"]["kv"]["kv_tokens_per_request_mean"]
+    old = tmp_path / "old.json"
+    old.write_text(json.dumps(doc))
+    out = tmp_path / "report"
+    page = build_report([old], out).read_text()
+    for name in FIGURES:
+        if name != "kv_growth.png":
+            assert (out / name).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n", name
+    if without == "every cell":
+        assert not (out / "kv_growth.png").exists()
+        assert "no cell measured both its KV bytes and the tokens it held per request" in page
+    else:
+        assert (out / "kv_growth.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+        assert "1 cell(s) without both KV figures" in page and "left out of the fit and the figure" in page
+
+
 def test_cli(tmp_path, capsys):
     parser = argparse.ArgumentParser()
     add_cli_args(parser)

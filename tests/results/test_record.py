@@ -116,3 +116,22 @@ def test_weights_and_efficiency_are_typed_and_default_for_older_records() -> Non
     assert new.weights == "dummy" and new.value("efficiency.decode_mbu") == 0.41
     assert new.value("efficiency.prefill_mfu") is None  # no peak known: absent, not zero
     assert CellRecord.from_dict(new.to_dict()).to_dict() == new.to_dict()
+
+
+@pytest.mark.parametrize(("workload", "cell", "load"), [
+    (None, None, 1.0),  # the matrix stores no load at 1
+    (None, 4, 4.0),
+    (2.5, 2.5, 2.5),  # a probe: both say it
+    (2.5, None, 2.5),  # a capacity record: its probe's load kept in the workload only
+    (True, None, 1.0),  # not a number: never read as 1 by accident of bool being an int
+    (None, "2", 1.0),
+])
+def test_a_cells_load_is_read_in_one_place(workload: object, cell: object, load: float) -> None:
+    """The report (its series and recommend) and the capacity search each had a ``load_of``: they disagreed on a
+    capacity record (2.5 and 1) and on a malformed load (1 and NaN). Now both read ``CellRecord.load``."""
+    record = cell_info("c1")
+    if workload is not None:
+        record.workload["load"] = workload
+    if cell is not None:
+        record.cell["load"] = cell
+    assert record.load == load

@@ -10,7 +10,6 @@ one whatever load it finds) and a ``capacity`` section (:meth:`batchperf.capacit
 
 from __future__ import annotations
 
-import math
 import re
 from pathlib import Path
 from typing import Any
@@ -25,18 +24,12 @@ SUFFIX = "-capacity"
 _LOAD_IN_ID = re.compile(r"-load[0-9.]+(?=$|-)")  # the load axis in a cell id (suite.matrix): dropped here
 
 
-def load_of(record: CellRecord) -> float:
-    """The cell's offered-load factor (the matrix stores none at load 1)."""
-    load = record.cell.get("load", 1.0)
-    return float(load) if isinstance(load, (int, float)) and not isinstance(load, bool) else math.nan
-
-
 def probe_records(results: ResultsFile, load: float) -> tuple[CellRecord, CellRecord | None]:
     """The probe's cell (at ``load``) and its reference (the same cell at ``REFERENCE_LOAD``, run in the same
     process; None when the file has none); ResultsError when the matrix ran another number of cells."""
     records = results.records
-    at_load = [r for r in records if load_of(r) == load]
-    references = [r for r in records if load_of(r) == REFERENCE_LOAD]
+    at_load = [r for r in records if r.load == load]
+    references = [r for r in records if r.load == REFERENCE_LOAD]
     expected = 1 if load == REFERENCE_LOAD else 2
     if len(at_load) != 1 or len(records) not in (1, expected) or len(references) > 1:
         ids = ", ".join(r.id for r in at_load or records)
@@ -96,7 +89,7 @@ def write_capacity(path: Path, probe_file: Path, capacity: Capacity, load: float
     """Write the capacity results file at ``path`` from a probe file near the capacity (its cell at ``load``, not its
     reference)."""
     results = read_results(probe_file, "probe results")
-    fullname, probe = next((name, r) for name, r in results.cells.items() if load_of(r) == load)
+    fullname, probe = next((name, r) for name, r in results.cells.items() if r.load == load)
     record = capacity_record(probe, capacity)
     name = fullname.split("[", 1)[0] + f"[{record.id}]"
     bench: dict[str, Any] = {**results.benches[fullname], "fullname": name, "name": name.split("::")[-1],

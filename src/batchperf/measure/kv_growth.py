@@ -109,6 +109,10 @@ def kv_growth(points: Iterable[KVPoint], run: str = "") -> tuple[list[KVGrowth],
         if not measured or not analytic:
             skipped.append(f"KV-cache growth of {model} on {backend}: no measured KV bytes in its cells")
             continue
+        if left := len(mine) - len(measured):
+            skipped.append(f"KV-cache growth of {model} on {backend}: {left} cell(s) without both KV figures (bytes "
+                           "and tokens held per request: a backend that has none, or an older record) left out of "
+                           "the fit and the figure")
         tokens, kv_bytes = zip(*measured)
         if len(set(tokens)) < 2:
             skipped.append(f"KV-cache growth of {model} on {backend}: one token count only ({tokens[0]:g}); "

@@ -25,6 +25,7 @@ from dataclasses import dataclass
 from batchperf.regress.fingerprint import cell_identity, identity_diff
 from batchperf.regress.gate import GateConfig
 from batchperf.regress.machine import Bound, SessionProbes, bound_of, session_probes
+from batchperf.regress.verdict import markdown_cell
 from batchperf.results.io import ResultsFile
 from batchperf.results.record import CellRecord
 from batchperf.telemetry.probe import FIGURES
@@ -119,8 +120,9 @@ def render_hardware_markdown(rows: list[Scaling], old: str, new: str) -> str:
              "| cell | bound | measured × | predicted × | basis | measured / predicted | tolerance | verdict |",
              "|---|---|--:|--:|---|--:|--:|---|"]
     for r in rows:
-        lines.append(f"| {r.cell} | {r.bound.value} | {_num(r.measured, '.2f')} | {_num(r.predicted, '.2f')} | "
-                     f"{r.basis or '-'} | {_num(r.efficiency, '.0%')} | ±{r.tolerance:.0%} | {r.verdict} |")
+        lines.append(f"| {markdown_cell(r.cell)} | {r.bound.value} | {_num(r.measured, '.2f')} | "
+                     f"{_num(r.predicted, '.2f')} | {r.basis or '-'} | {_num(r.efficiency, '.0%')} | "
+                     f"±{r.tolerance:.0%} | {r.verdict} |")
     counts: dict[str, int] = {}
     for r in rows:
         counts[r.verdict] = counts.get(r.verdict, 0) + 1

@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from batchperf.measure.catalogue import TRACKED, Direction
+from batchperf.regress.verdict import markdown_cell
 from batchperf.results.io import ResultsFile, read_results
 from batchperf.results.record import ResultsError
 
@@ -109,7 +110,8 @@ def table(points: list[ChangePoint], markdown: bool = False) -> list[str]:
     rows = [(p.cell, p.metric.split(".", 1)[1], f"#{p.run_index + 1} {p.run.label}", f"{p.before:,.2f}",
              f"{p.after:,.2f}", f"{p.change:+.1%}", "worse" if p.worse else "better") for p in points]
     if markdown:
-        return ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)] + ["| " + " | ".join(r) + " |" for r in rows]
+        return (["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+                + ["| " + " | ".join(markdown_cell(x) for x in r) + " |" for r in rows])
     widths = [max(len(str(x)) for x in col) for col in zip(head, *rows)]
     right = {3, 4, 5}
     return ["  ".join(str(x).rjust(w) if i in right else str(x).ljust(w) for i, (x, w) in enumerate(zip(r, widths))).rstrip()

@@ -21,11 +21,20 @@ EXACT_REL = 1e-9  # exact metrics are floats (means of integers): allow only flo
 ARRIVAL_DEPENDENT = ("kv.kv_bytes_per_request_mean", "counters.padding_waste")
 
 
-def _latency(path: str) -> bool:
-    return path.startswith(("metrics.", "tenants.")) and path.endswith("_ms")  # the cell's, or one tenant's
+def _catalogue_path(metric: str) -> str:
+    """The catalogue path of a metric as a verdict names it: one tenant's is ``PATH[TENANT]`` (the gate's
+    ``tenants.p99_ttft_ms[chat]``), and the catalogue's PATH holds no bracket."""
+    return metric.partition("[")[0]
 
 
-def _throughput(path: str) -> bool:
+def _latency(metric: str) -> bool:
+    """A latency (ms) of the cell or of one tenant: what a client that lagged sets, not its server."""
+    path = _catalogue_path(metric)
+    return path.startswith(("metrics.", "tenants.")) and path.endswith("_ms")
+
+
+def _throughput(metric: str) -> bool:
+    path = _catalogue_path(metric)
     return path.startswith(("metrics.", "tenants.")) and path.endswith("_throughput")
 
 

@@ -251,6 +251,12 @@ def render_rich(cells: Sequence[CellVerdict], console: Any, ab: bool = False,
             console.print(f"  {escape(line)}", highlight=False)
 
 
+def markdown_cell(text: str) -> str:
+    """A user's text (a cell id, a tenant's name in a metric, a label, a reason) inside a Markdown table row: a '|'
+    would end its column and a line break its row. Every Markdown table of batchperf writes its texts through this."""
+    return " ".join(text.split()).replace("|", "\\|")
+
+
 def render_verdicts_markdown(cells: Sequence[CellVerdict], ab: bool = False,
                              extras: Mapping[str, Sequence[tuple[str, ...]]] | None = None,
                              sort: bool = False) -> list[str]:
@@ -264,7 +270,8 @@ def render_verdicts_markdown(cells: Sequence[CellVerdict], ab: bool = False,
             lines.append("|---|" + "---:|" * (len(header(ab)) - 1))
             for r in [*rows(cell, ab), *(extras or {}).get(cell.name, [])]:
                 bold = r[-1] in (Verdict.REGRESSION.label, Verdict.FAILED.label)
-                lines.append("| " + " | ".join(f"**{c}**" if bold and c else c for c in r) + " |")
+                texts = [markdown_cell(c) for c in r]
+                lines.append("| " + " | ".join(f"**{c}**" if bold and c else c for c in texts) + " |")
             lines.append("")
         lines += [f"- {line}" for line in notes(cell)]
         lines.append("")

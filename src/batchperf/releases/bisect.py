@@ -6,8 +6,10 @@ each step runs one ``ab`` between the last known-good environment (A) and the mi
 still open (B): a regression makes the middle the new bad end, no change or an improvement the new
 good end. An environment that cannot run (it does not exist, cannot import the project, or its
 pytest crashes or a cell fails) is skipped, as ``git bisect skip`` does, and the middle is taken
-again among those left. An inconclusive step stops the search: the range narrowed so far is the
-answer, with the budget that did not suffice named. Every step's ``ab`` writes its own folder.
+again among those left; a ``--dir`` that is no batchperf checkout at all is a usage error before
+the first step (the chain's check, :func:`batchperf.releases.chain.is_checkout`). An inconclusive
+step stops the search: the range narrowed so far is the answer, with the budget that did not
+suffice named. Every step's ``ab`` writes its own folder.
 """
 
 from __future__ import annotations
@@ -22,6 +24,7 @@ from batchperf.ab.env import Environment, EnvironmentProblem, probe
 from batchperf.ab.result import AbResult
 from batchperf.ab.run import run_ab
 from batchperf.ab.settings import BudgetTooSmall, Settings, UsageProblem
+from batchperf.releases.chain import is_checkout
 from batchperf.results.io import atomic_write_text
 
 GOOD, BAD, SKIPPED, INCONCLUSIVE, INTERRUPTED = "good", "bad", "skipped", "inconclusive", "interrupted"
@@ -125,6 +128,11 @@ def run_bisect(envs: Sequence[Environment], base: Settings, ab: AbRun = run_ab,
     """Bisect ``envs`` (good first, bad last); ``base`` gives the verdict's settings and the output folder."""
     if len(envs) < 2:
         raise UsageProblem(f"bisect needs at least two environments (good first, bad last), got {len(envs)}")
+    for i, e in enumerate(envs):  # a --dir that is no checkout would skip every step it is given to, an ab each
+        try:
+            is_checkout(e)
+        except EnvironmentProblem as exc:
+            raise UsageProblem(f"environment #{i}: {exc}") from None
     for end in (envs[0], envs[-1]):  # the two ends are trusted, not measured: they must at least run
         try:
             check(end)

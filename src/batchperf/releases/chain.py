@@ -38,7 +38,7 @@ from batchperf.ab.run import run_ab
 from batchperf.ab.settings import BudgetTooSmall, Settings, UsageProblem
 from batchperf.launch.child import exit_code_of, stop_signals
 from batchperf.releases import confirm
-from batchperf.releases.explain import explain
+from batchperf.releases.explain import explain, results_present, stored
 from batchperf.results.claim import ClaimError, Held, NotAFolder, claim
 from batchperf.results.io import atomic_write_text, file_part
 
@@ -257,14 +257,16 @@ class ChainResult:
         return [*self.steps, *(s.confirmation for s in self.steps if s.confirmation is not None)]
 
     def identity(self) -> dict[str, Any]:
-        """What a resumed chain must share with the one that wrote ``chain.json``."""
+        """What a resumed chain must share with the one that wrote ``chain.json``: its runs judged at the same alpha
+        too (a chain written before the split, issue 56, has no ``step_alpha``: its runs were judged at its alpha,
+        :func:`_same_chain`)."""
         return {"environments": [{"label": label, "python": str(e.python), "dir": str(e.dir), "vars": dict(e.vars)}
-                                 for label, e in zip(self.labels, self.envs)], "settings": self.settings}
+                                 for label, e in zip(self.labels, self.envs)], "settings": self.settings,
+                "step_alpha": self.step_alpha}
 
     def to_dict(self) -> dict[str, Any]:
         return {"batchperf_chain": SCHEMA, "status": self.status, "exit_code": self.exit_code, "reason": self.reason,
                 **self.identity(),
-                "step_alpha": self.step_alpha,
                 "pairs": sum(s.pairs for s in self.runs), "minutes": round(sum(s.minutes for s in self.runs), 2),
                 "steps": [s.to_dict() for s in self.steps]}
 
@@ -292,13 +294,18 @@ def interpreter_exists(env: Environment) -> None:
                                  "`batchperf env make --pip SPEC DIR` and give DIR or DIR/bin/python")
 
 
+def is_checkout(env: Environment) -> None:
+    """The environment's ``--dir`` is a batchperf checkout (chain's and bisect's check before anything runs)."""
+    if not (env.dir / "perf_tests").is_dir() or not (env.dir / "src" / "batchperf").is_dir():
+        raise EnvironmentProblem(f"{env.dir}: not a batchperf checkout (no perf_tests/ or src/batchperf/); give --dir "
+                                 "a checkout, or leave --dir out to run this one")
+
+
 def usable(env: Environment) -> None:
     """The interpreter exists and the checkout is one: a chain that could not run one step is refused before its first
     (else every step would fail the same way, an hour later)."""
     interpreter_exists(env)
-    if not (env.dir / "perf_tests").is_dir() or not (env.dir / "src" / "batchperf").is_dir():
-        raise EnvironmentProblem(f"{env.dir}: not a batchperf checkout (no perf_tests/ or src/batchperf/); give --dir "
-                                 "a checkout, or leave --dir out to run this one")
+    is_checkout(env)
 
 
 def check_input(envs: Sequence[Environment], labels: Sequence[str], check: Check) -> None:
@@ -325,8 +332,9 @@ def check_input(envs: Sequence[Environment], labels: Sequence[str], check: Check
 
 
 @contextlib.contextmanager
-def hold_out(out: Path, identity: dict[str, Any]) -> Iterator[None]:
-    """Lock ``out`` for this chain (new, or a former run of the same chain, which it resumes).
+def hold_out(out: Path, identity: dict[str, Any]) -> Iterator[dict[str, Any] | None]:
+    """Lock ``out`` for this chain (new, or a former run of the same chain, which it resumes); yields the former
+    run's ``chain.json`` (None for a new chain).
 
     A folder holding another chain (other environments or settings), or anything that is not a chain, is refused."""
     try:
@@ -339,17 +347,17 @@ def hold_out(out: Path, identity: dict[str, Any]) -> Iterator[None]:
     except ClaimError as exc:
         raise UsageProblem(f"--out {out}: cannot write there ({exc.reason}); give a folder you can write") from None
     with folder:  # a folder where nothing ran is left as it was found
-        _same_chain(out, identity)
-        yield
+        yield _same_chain(out, identity)
 
 
-def _same_chain(out: Path, identity: dict[str, Any]) -> None:
+def _same_chain(out: Path, identity: dict[str, Any]) -> dict[str, Any] | None:
+    """The former run's ``chain.json`` when ``out`` holds this chain; None when ``out`` is new; else UsageProblem."""
     path = out / NAME
     if not path.exists():
         if held := sorted(p.name for p in out.iterdir() if p.name != LOCK):
             raise UsageProblem(f"--out {out}: holds {', '.join(held[:4])} but no {NAME}: not a chain's folder; give "
                                "a new --out")
-        return
+        return None
     try:
         data = json.loads(path.read_text(encoding="utf-8"))
     except ValueError as exc:
@@ -358,11 +366,32 @@ def _same_chain(out: Path, identity: dict[str, Any]) -> None:
         shape = f"a JSON {type(data).__name__}" if not isinstance(data, dict) else "an object without batchperf_chain"
         raise UsageProblem(f"{path}: not a chain.json ({shape}, not what `batchperf chain` writes); give a new --out, "
                            "or the folder this chain wrote")
-    old = {"environments": data.get("environments"), "settings": data.get("settings")}
-    if old != identity:
-        differ = [k for k in ("environments", "settings") if old[k] != identity[k]]
-        raise UsageProblem(f"--out {out}: holds another chain (its {' and '.join(differ)} differ); resume it with the "
-                           "same environments, labels and options, or give a new --out")
+    old = {key: data.get(key) for key in identity}
+    before_split = "step_alpha" not in data and isinstance(data.get("settings"), dict)
+    if before_split:  # before issue 56 every run was judged at the chain's alpha (the same split over one run)
+        old["step_alpha"] = data["settings"].get("alpha")
+    if old == identity:
+        return data
+    differ = [key for key in identity if old[key] != identity[key]]
+    if differ == ["step_alpha"]:
+        raise UsageProblem(_judged_at_another_alpha(out, old["step_alpha"], before_split, identity))
+    raise UsageProblem(f"--out {out}: holds another chain (its {' and '.join(differ)} differ); resume it with the "
+                       "same environments, labels and options, or give a new --out")
+
+
+def _judged_at_another_alpha(out: Path, was: Any, before_split: bool, identity: dict[str, Any]) -> str:
+    """Why the same chain's folder cannot be resumed when its runs were judged at another alpha (``was``) than this
+    chain's (``before_split``: written before a chain split its alpha over its runs, issue 56): kept runs beside new
+    ones would hold neither alpha, and a call from either would be confirmed at the other's."""
+    alpha, step_alpha = identity["settings"]["alpha"], identity["step_alpha"]
+    if before_split:
+        said = f"the whole alpha {alpha:g} (it was written before a chain split its alpha over its runs)"
+    else:
+        said = f"alpha {was:.4g}" if isinstance(was, (int, float)) else f"alpha {json.dumps(was)[:40]}"
+    return (f"--out {out}: the same chain, but each of its runs was judged at {said}; this chain judges each at "
+            f"{alpha:g} / {round(alpha / step_alpha)} runs = {step_alpha:.4g}, so its finished runs cannot be kept "
+            "beside new ones (docs/upgrades.md, \"A chain from before the split alpha\"). Give a new --out to measure "
+            f"it again; this folder is left as it is, and `batchperf report {out}` still draws it")
 
 
 def run_chain(envs: Sequence[Environment], labels: Sequence[str], base: Settings, ab: AbRun = run_ab,
@@ -372,7 +401,7 @@ def run_chain(envs: Sequence[Environment], labels: Sequence[str], base: Settings
     folder holds (its confirmations too)."""
     check_input(envs, labels, check)
     result = ChainResult(list(envs), list(labels), plan(labels), settings_identity(base))
-    with hold_out(base.out, result.identity()), stop_signals():
+    with hold_out(base.out, result.identity()) as former, stop_signals():
         try:
             for step in in_order(result):
                 measure_step(step, result, base, ab, progress)
@@ -387,8 +416,9 @@ def run_chain(envs: Sequence[Environment], labels: Sequence[str], base: Settings
                     break
         except KeyboardInterrupt as exc:  # between two ab runs, or before a step's first pair
             result.status, result.stop_code = "interrupted", exit_code_of(exc)
+        kept = kept_explanations(former)
         for step in result.steps:
-            step.explained = explained(step, base.out)
+            step.explained = explained(step, base.out, kept.get(step.folder, {}))
         if result.status == "running":
             result.status = "done"
         write_chain_json(result, base.out)
@@ -405,8 +435,10 @@ def in_order(result: ChainResult) -> Iterator[ChainStep]:
             yield step.confirmation
 
 
-def explained(step: ChainStep, out: Path) -> dict[str, dict[str, Any]]:
-    """cell -> what :func:`explain` finds beside each confirmed call of ``step`` (read from both runs' folders)."""
+def explained(step: ChainStep, out: Path, kept: dict[str, dict[str, Any]]) -> dict[str, dict[str, Any]]:
+    """cell -> what :func:`explain` finds beside each confirmed call of ``step``, read from both runs' pairs' results
+    files; where those are not there (a chain resumed from its committed files: ``chain.json`` and each run's
+    ``ab.json``), what the former run stored in ``chain.json`` (``kept``), never an explanation of nothing."""
     again = step.confirmation
     cells = [cid for cid in step.calls if step.confirmed(cid)]
     if again is None or not cells:
@@ -414,7 +446,20 @@ def explained(step: ChainStep, out: Path) -> dict[str, dict[str, Any]]:
     runs = [(out / s.folder, _finished_ab(out / s.folder)) for s in (step, again)]
     if any(ab is None for _, ab in runs):
         return {}
-    return {cid: explain(runs[0], runs[1], cid) for cid in cells}  # type: ignore[arg-type]
+    if all(results_present(folder, ab) for folder, ab in runs):  # type: ignore[arg-type]
+        return {cid: explain(runs[0], runs[1], cid) for cid in cells}  # type: ignore[arg-type]
+    return {cid: kept[cid] for cid in cells if cid in kept}
+
+
+def kept_explanations(former: dict[str, Any] | None) -> dict[str, dict[str, dict[str, Any]]]:
+    """step folder -> cell -> the explanation a former run of this chain stored in its ``chain.json`` (those of
+    the shape :func:`explain` returns; another is dropped, as a hand edit)."""
+    steps = former.get("steps") if former else None
+    found: dict[str, dict[str, dict[str, Any]]] = {}
+    for s in steps if isinstance(steps, list) else []:
+        if isinstance(s, dict) and isinstance(s.get("folder"), str) and isinstance(s.get("explained"), dict):
+            found[s["folder"]] = {cid: e for cid, x in s["explained"].items() if (e := stored(x)) is not None}
+    return found
 
 
 def budget_reason(step: ChainStep, result: ChainResult) -> str:

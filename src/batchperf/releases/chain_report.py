@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from batchperf.measure.catalogue import AB_DEFAULT, BY_PATH
+from batchperf.regress.verdict import markdown_cell
 from batchperf.releases.chain import FIRST_LAST, NAME, STEP, ChainResult, ChainStep, check_ab, expect, expect_change
 
 
@@ -253,12 +254,6 @@ def status_line(chain: Chain) -> str:
     return STATUS_LINES.get(chain.status, chain.status)
 
 
-def _md(text: str) -> str:
-    """A user's text (a label, a cell id, a reason) inside a Markdown table row: a '|' would end its column and a
-    line break its row."""
-    return " ".join(text.split()).replace("|", "\\|")
-
-
 def _span(iv: tuple[float, float, float] | None) -> str:
     """An estimate and its interval; one too few pairs could not bound is said to be unbounded."""
     if iv is None:
@@ -317,12 +312,12 @@ def render_chain_markdown(chain: Chain) -> str:
     """The chain's state, its table (release pair x cell: verdict, its confirmation, estimate, interval, pairs,
     minutes), the confirmed calls explained, the levels, and the metrics it reports without deciding on them."""
     status = status_line(chain)
-    lines = ["## batchperf chain", "", _md(" -> ".join(chain.labels)), "",
-             *([f"Status: {_md(status)}", ""] if status else []),
+    lines = ["## batchperf chain", "", markdown_cell(" -> ".join(chain.labels)), "",
+             *([f"Status: {markdown_cell(status)}", ""] if status else []),
              "| step | cell | verdict | confirmation | metric | estimate | interval | pairs | minutes |",
              "|---|---|---|---|---|---|---|---|---|"]
     for step in chain.steps:
-        name = _md(_name(chain, step))
+        name = markdown_cell(_name(chain, step))
         again = step.confirmation
         pairs = f"{step.pairs}" + (f" + {again.pairs}" if again else "")
         minutes = f"{step.minutes:.1f}" + (f" + {again.minutes:.1f}" if again else "")
@@ -332,12 +327,12 @@ def render_chain_markdown(chain: Chain) -> str:
             metric = headline_metric(chain, cell)
             iv = _interval(step, cell, metric)
             verdict = c["verdict"] if c["verdict"] in ("improvement", "no change") else c["verdict"].upper()
-            lines.append(f"| {name} | {_md(cell)} | {_md(verdict)} | {_md(confirmation_cell(chain, step, cell, metric))} | "
-                         f"{_md(metric)} | {_pct(iv[0] if iv else None)} | "
+            texts = [markdown_cell(t) for t in (cell, verdict, confirmation_cell(chain, step, cell, metric), metric)]
+            lines.append(f"| {name} | {' | '.join(texts)} | {_pct(iv[0] if iv else None)} | "
                          + (f"[{_pct(iv[1])}, {_pct(iv[2])}]" if iv else "-") + f" | {pairs} | {minutes} |")
         for why in (step.reason, again.reason if again else ""):
             if why:
-                lines.append(f"| | | why: {_md(why[:300])} | | | | | | |")
+                lines.append(f"| | | why: {markdown_cell(why[:300])} | | | | | | |")
     explained = [line for step in chain.steps for cell in step.calls for line in explanation_lines(chain, step, cell)]
     if explained:
         lines += ["", "Confirmed calls, explained (engine figures B/A - 1 that differ the same way in the call's run "
@@ -347,7 +342,8 @@ def render_chain_markdown(chain: Chain) -> str:
     for lv in levels(chain):
         measured = (f"measured {_pct(lv.first_last[0])} [{_pct(lv.first_last[1])}, {_pct(lv.first_last[2])}]"
                     if lv.first_last else "measured: none")
-        lines.append(f"- {_md(lv.cell)} ({_md(lv.metric)}): product {_pct(lv.cumulative[-1])}; {measured}")
+        lines.append(f"- {markdown_cell(lv.cell)} ({markdown_cell(lv.metric)}): product {_pct(lv.cumulative[-1])}; "
+                     f"{measured}")
     if reported := reported_lines(chain):
         lines += ["", "Reported, not deciding (estimates B/A - 1 with their intervals; they make no call):", "",
                   *reported]

@@ -95,6 +95,35 @@ def _figure(s: PairSeries) -> Figure:
     return Figure(s.metric, change, change, change, len(s.a), (1 if change > 0 else -1) if differs and change else 0)
 
 
+def results_present(folder: Path, ab: Mapping[str, Any]) -> bool:
+    """Whether any pair's results file of the ``ab`` run in ``folder`` is there to explain from (a chain resumed from
+    its committed files has each run's ``ab.json`` only)."""
+    return any((path := _results((pair.get(label) or {}).get("results"), folder)) is not None and path.is_file()
+               for pair in ab.get("pairs", []) for label in "AB")
+
+
+def _number(value: Any) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool)
+
+
+def _figure_stored(value: Any) -> bool:
+    return (isinstance(value, dict) and isinstance(value.get("metric"), str) and value["metric"] in BY_PATH
+            and all(_number(value.get(key)) for key in ("estimate", "low", "high", "pairs")))
+
+
+def stored(value: Any) -> dict[str, Any] | None:
+    """An explanation as ``chain.json`` keeps it (what :func:`explain` returned), or None when it is of another shape
+    (a hand edit): every field ``chain.md`` reads, checked."""
+    if not isinstance(value, dict) or not isinstance(compared := value.get("compared"), list) \
+            or not isinstance(differ := value.get("differ"), list):
+        return None
+    if not all(isinstance(path, str) and path in BY_PATH for path in compared):
+        return None
+    if not all(_figure_stored(f) and _figure_stored(f.get("confirmation")) for f in differ):
+        return None
+    return value
+
+
 def explain(call: tuple[Path, Mapping[str, Any]], confirmation: tuple[Path, Mapping[str, Any]],
             cell: str) -> dict[str, Any]:
     """What ``chain.json`` keeps beside a confirmed call: the figures compared, and those that differ the same way in

@@ -66,7 +66,7 @@ def run_confirmed(settings: Settings, ab: AbRun, progress: Callable[[str], None]
             again.exit_code, again.status, again.reason = 3, "failed", f"refused before its first pair: {exc}"
         else:
             step.confirmation.take(second.to_dict())
-            step.explained = explained(step, settings.out)
+            step.explained = explained(step, settings.out, {})  # a new pair: no former explanation to keep
     pair = ConfirmedPair(first, second, step)
     atomic_write_text(settings.out / NAME, json.dumps(pair.to_dict(), indent=1) + "\n")
     return pair

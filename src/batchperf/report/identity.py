@@ -22,12 +22,6 @@ def policy_of(cell: CellRecord) -> str:
     return str(cell.cell.get("policy", "fcfs"))
 
 
-def load_of(cell: CellRecord) -> float:
-    """The offered-load factor a cell ran at (``--batchperf-load``; 1 when the cell has none)."""
-    raw = cell.raw("workload.load", cell.cell.get("load", 1.0))
-    return float(raw) if isinstance(raw, (int, float)) and not isinstance(raw, bool) else 1.0
-
-
 def arrival_of(cell: CellRecord) -> str:
     """The arrival pattern in words: ``closed``, or ``poisson 4.0/s burst 1.0``."""
     arrival = cell.cell.get("arrival")
@@ -43,5 +37,5 @@ def identity(cell: CellRecord, *leave_out: str) -> tuple[tuple[str, Any], ...]:
         raise ValueError(f"leave_out: {sorted(unknown)} are not parts of a cell's identity ({', '.join(PARTS)})")
     parts = {"run": cell.source, "model": cell.model_name, "backend": cell.backend, "batch_size": cell.batch_size,
              "concurrency": cell.concurrency, "policy": policy_of(cell),
-             "workload": str(cell.cell.get("workload", SYNTHETIC)), "load": load_of(cell), "arrival": arrival_of(cell)}
+             "workload": str(cell.cell.get("workload", SYNTHETIC)), "load": cell.load, "arrival": arrival_of(cell)}
     return tuple((name, parts[name]) for name in PARTS if name not in leave_out)

@@ -53,7 +53,8 @@ CAPTIONS: dict[str, tuple[str, str]] = {
                  "(prompt + generated so far, from the trace), stacked per tenant."),
 }
 NO_DATA = {"itl": "the cells kept no raw traces", "counters": "no cell has engine counters",
-           "kv": "no measured KV bytes", "attainment": "no cell stores SLO attainment",
+           "kv": "no cell measured both its KV bytes and the tokens it held per request",
+           "attainment": "no cell stores SLO attainment",
            "tenant_cdf": "no cell with tenants kept its raw traces",
            "traffic_cells": "every cell is a synthetic batch-size cell under fcfs",
            "hardware": "the results files are of one machine", "timeline": "the cells kept no raw traces"}

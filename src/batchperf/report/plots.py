@@ -232,8 +232,12 @@ def itl_distribution(cells: list[CellRecord], path: Path) -> Path | None:
 
 
 def kv_growth_plot(cells: list[CellRecord], fits: list[KVGrowth], path: Path) -> Path | None:
-    """Measured KV bytes per request vs tokens held, the analytic line and the fitted one; one panel per model."""
-    measured = [c for c in cells if c.kv.get("kv_bytes_per_request_mean") is not None]
+    """Measured KV bytes per request vs tokens held, the analytic line and the fitted one; one panel per model.
+
+    A point needs both figures: a cell without them (a backend with no KV figures, a record older than the tokens
+    held) is left out, and None when no cell has both (the page says why)."""
+    measured = [c for c in cells if c.kv.get("kv_bytes_per_request_mean") is not None
+                and c.kv.get("kv_tokens_per_request_mean") is not None]
     if not measured:
         return None
     plt = _pyplot()

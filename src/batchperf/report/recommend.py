@@ -16,11 +16,12 @@ from __future__ import annotations
 
 import statistics
 from dataclasses import asdict, dataclass, replace
+from operator import attrgetter
 from typing import Literal
 
 from batchperf.measure.metrics import SLO, compute_metrics
 from batchperf.measure.slo import attainment
-from batchperf.report.identity import CLOSED, SYNTHETIC, identity, load_of, policy_of
+from batchperf.report.identity import CLOSED, SYNTHETIC, identity, policy_of
 from batchperf.results.record import RERUN, CellRecord, ResultsError
 
 Ranking = Literal["throughput", "goodput"]
@@ -217,12 +218,12 @@ def _sweep_capacity(cells: list[CellRecord], target: float, slo: SLO | None) -> 
     """(capacity, attainment there, req/s there) of one batch size from cells at several loads: the highest load
     below the first one that misses the target (a later recovery is noise, not capacity)."""
     best = (0.0, 0.0, None)
-    for c in sorted(cells, key=load_of):
+    for c in sorted(cells, key=attrgetter("load")):
         value = attainment_of(c, slo)
         if value < target:
             break
         offered, duration = c.value("slo.offered"), c.value("metrics.duration")
-        best = (load_of(c), value, offered / duration if offered and duration else None)
+        best = (c.load, value, offered / duration if offered and duration else None)
     return best
 
 
@@ -259,7 +260,7 @@ def recommend_capacity(cells: list[CellRecord], target: float = 0.9, slo: SLO | 
                                                 "search", held, "", policy))
                 continue
             capacity, value, rate = _sweep_capacity(mine, target, slo)
-            loads = ",".join(f"{load_of(c):g}" for c in sorted(mine, key=load_of))
+            loads = ",".join(f"{c.load:g}" for c in sorted(mine, key=attrgetter("load")))
             scored.append(CapacityCandidate(bs, capacity, rate, f"sweep {loads}", value, "", policy))
         # one workload per group: its load factors compare across batch sizes and policies (the rate only reports
         # what it meant); ties: the smaller batch, then the order above (fcfs first)

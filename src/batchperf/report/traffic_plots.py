@@ -12,6 +12,7 @@ timeline of one run.
 
 from __future__ import annotations
 
+from operator import attrgetter
 from pathlib import Path
 from typing import Any
 
@@ -19,7 +20,6 @@ import numpy as np
 
 from batchperf.measure.slo import NO_TENANT, tenant_of, tenants
 from batchperf.measure.trace import RunTrace
-from batchperf.report.identity import load_of
 from batchperf.report.plots import LEGEND_LOC, PANEL_H, PANEL_W, Series, _pyplot, _save, batch_study, legend_label
 from batchperf.results.record import CellRecord
 
@@ -47,8 +47,8 @@ def attainment_vs_load(cells: list[CellRecord], path: Path) -> Path | None:
         for c in (c for c in measured if _group(c) == group):
             lines.setdefault(series.key(c), []).append(c)
         for i, (key, mine) in enumerate(sorted(lines.items(), key=lambda kv: str(kv[0]))):
-            mine.sort(key=load_of)
-            ax.plot([load_of(c) for c in mine], [100 * c.value("slo.attainment") for c in mine],
+            mine.sort(key=attrgetter("load"))
+            ax.plot([c.load for c in mine], [100 * c.value("slo.attainment") for c in mine],
                     label=series.label(key), **series.style(key, i))
         for c in (c for c in searched if _group(c) == group):
             cap = c.capacity

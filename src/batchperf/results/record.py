@@ -129,6 +129,16 @@ class CellRecord:
         return self.metrics.get("total_input_tokens", 0) / done if done else math.nan
 
     @property
+    def load(self) -> float:
+        """The offered-load factor it ran at (``--batchperf-load``): the workload section's, else the cell's (the
+        matrix stores none at load 1; a capacity record keeps its probe's in the workload only); 1 when neither holds
+        a number."""
+        for raw in (self.workload.get("load"), self.cell.get("load")):
+            if isinstance(raw, (int, float)) and not isinstance(raw, bool):
+                return float(raw)
+        return 1.0
+
+    @property
     def open_loop(self) -> bool:
         """Its requests were due at their offsets (a trace, tenants, a request rate), not sent as others finished:
         the workload section's word, else (a record from before it) whether the cell's arrivals had a rate."""

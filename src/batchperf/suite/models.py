@@ -131,11 +131,6 @@ def get_model_spec(name: str, overrides: dict[str, str] | None = None) -> ModelS
     return spec
 
 
-def tiny_model_dir(root: Path | None = None) -> Path:
-    """Build the CPU tier's tiny model once (atomically) and return its folder."""
-    return built_model_dir("tiny-qwen2", root)
-
-
 def built_model_dir(name: str, root: Path | None = None) -> Path:
     """Build the builtin model ``name`` (a key of BUILT) once, atomically, and return its folder."""
     recipe = BUILT.get(name)
