@@ -60,7 +60,8 @@ compare: setup
 # must fail as a confirmed regression). No --benchmark-compare on the slice: wall-clock numbers on a shared CI
 # machine swing more than the gate's CPU floors (docs/baselines.md). `make bench` runs the whole tier.
 # --durations: the slowest unit tests, in CI's log, for its 15-minute budget. Under xdist each test module runs on
-# one worker (tests/conftest.py: its expensive module fixtures are built once).
+# one worker, so its expensive module fixtures are built once, and the modules with a test marked slow are dealt
+# out first, so that the two workers end together (tests/support/xdist_order.py; studies/ci-time/).
 test: setup
 	$(BIN)/pytest tests -n $(TEST_JOBS) --durations=20 --durations-min=10
 	$(BIN)/batchperf run --tier cpu --batchperf-slice ci --out results/ci-cpu.json

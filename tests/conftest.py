@@ -5,6 +5,9 @@ from pathlib import Path
 
 import pytest
 
+# Under pytest-xdist (`make test`) each module's tests run on one worker, the slow modules dealt out first
+from xdist_order import pytest_collection_modifyitems, pytest_xdist_make_scheduler  # noqa: F401 - hooks
+
 REPO = Path(__file__).resolve().parents[1]
 
 
@@ -36,27 +39,6 @@ def suite(pytester: pytest.Pytester, tiny_model: object) -> pytest.Pytester:
     pytester.makeconftest((REPO / "conftest.py").read_text())
     pytester.makepyfile(test_cells=(REPO / "perf_tests" / "test_cells.py").read_text())
     return pytester
-
-
-# Under pytest-xdist (`make test`) each module's tests run on one worker (xdist's loadscope), so a module-scoped fixture
-# that takes tens of seconds (a vLLM engine, a nightly run) is built once; spread over two workers, each would build
-# its own. The session's one real vLLM server run (``stream4_server_run``) is shared across two modules: the oracle's
-# vllm-server case joins the server tests' module. (xdist_group marks cannot do this: with pytest 9.2, xdist 3.8's
-# loadgroup no longer renames the node ids it groups by, and silently runs as plain load.)
-SAME_WORKER_AS = {
-    "tests/measure/test_metrics_vllm_oracle.py::test_every_metric_of_a_real_run_equals_vllms[vllm-server]":
-        "tests/backends/test_vllm_server.py",
-}
-
-
-def pytest_xdist_make_scheduler(config: pytest.Config, log: object) -> object:
-    from xdist.scheduler import LoadScopeScheduling
-
-    class ByModule(LoadScopeScheduling):
-        def _split_scope(self, nodeid: str) -> str:
-            return SAME_WORKER_AS.get(nodeid) or nodeid.split("::", 1)[0]
-
-    return ByModule(config, log)
 
 
 pytest_plugins = ["pytester", "refresh_samples"]  # refresh_samples: the folder and pinned fixtures
