@@ -313,30 +313,27 @@ def _tree_cpu_s(process: Any, outside: Sequence[Any] = ()) -> float:
     of the process that started it too."""
     import psutil
 
-    total, counted = 0.0, set()
-    for root in (process, *outside):  # with what each has reaped: a child's time moves there when it exits
-        if root.pid in counted:
-            continue
+    counted: set[int] = set()
+
+    def once(member: Any, reaped: bool) -> float:
+        """Its CPU seconds (with its reaped children's when ``reaped``), 0 if counted already or gone."""
+        if member.pid in counted:
+            return 0.0
         try:
-            t = root.cpu_times()
-        except psutil.Error:  # an outside process that ended during the cell
-            continue
-        counted.add(root.pid)
-        total += t.user + t.system + t.children_user + t.children_system
+            t = member.cpu_times()
+        except psutil.Error:  # it ended during the cell, or between the listing and the read
+            return 0.0
+        counted.add(member.pid)
+        return t.user + t.system + (t.children_user + t.children_system if reaped else 0.0)
+
+    # the roots first, with what each has reaped: a child's time moves there when it exits
+    total = sum(once(root, True) for root in (process, *outside))
     for root in (process, *outside):
         try:
             members = root.children(recursive=True)
         except psutil.Error:
             continue
-        for member in members:
-            if member.pid in counted:
-                continue
-            try:
-                c = member.cpu_times()
-            except psutil.Error:  # it exited between the listing and the read
-                continue
-            counted.add(member.pid)
-            total += c.user + c.system
+        total += sum(once(member, False) for member in members)
     return total
 
 
