@@ -133,15 +133,23 @@ def _tail(text: str) -> str:
     return text[-OUTPUT_TAIL:].strip()
 
 
+def is_checkout(env: Environment, fix: str) -> None:
+    """``env.dir`` is a batchperf checkout, else EnvironmentProblem naming it and ``fix`` (how the caller's options
+    give one): ab's probe, and chain's and bisect's check before anything runs."""
+    if not (env.dir / "perf_tests").is_dir() or not (env.dir / "src" / "batchperf").is_dir():
+        raise EnvironmentProblem(f"{env.dir}: not a batchperf checkout (no perf_tests/ or src/batchperf/); {fix}")
+
+
 def probe(env: Environment, timeout: float = 300) -> Probe:
     """Check that ``env`` exists and imports the project; its fingerprint. EnvironmentProblem says what is wrong."""
     name = f"environment {env.label} ({env.python})"
     if not env.python.exists():
         raise EnvironmentProblem(f"{name}: no such interpreter. Make a virtualenv with `batchperf env make --pip SPEC "
                                  f"DIR` and pass DIR/bin/python")
-    if not (env.dir / "perf_tests").is_dir() or not (env.dir / "src" / "batchperf").is_dir():
-        raise EnvironmentProblem(f"{name}: {env.dir} is not a batchperf checkout (no perf_tests/ or src/batchperf/); "
-                                 "pass --a-dir/--b-dir CHECKOUT")
+    try:
+        is_checkout(env, "pass --a-dir/--b-dir CHECKOUT")
+    except EnvironmentProblem as exc:
+        raise EnvironmentProblem(f"{name}: {exc}") from None
     try:
         done = subprocess.run([str(env.python), "-c", PROBE], cwd=env.dir, env=env.process_env(),
                               capture_output=True, text=True, timeout=timeout, check=False)

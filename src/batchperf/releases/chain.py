@@ -33,6 +33,7 @@ from pathlib import Path
 from typing import Any
 
 from batchperf.ab.env import Environment, EnvironmentProblem
+from batchperf.ab.env import is_checkout as env_checkout
 from batchperf.ab.result import AbResult
 from batchperf.ab.run import run_ab
 from batchperf.ab.settings import BudgetTooSmall, Settings, UsageProblem
@@ -296,9 +297,7 @@ def interpreter_exists(env: Environment) -> None:
 
 def is_checkout(env: Environment) -> None:
     """The environment's ``--dir`` is a batchperf checkout (chain's and bisect's check before anything runs)."""
-    if not (env.dir / "perf_tests").is_dir() or not (env.dir / "src" / "batchperf").is_dir():
-        raise EnvironmentProblem(f"{env.dir}: not a batchperf checkout (no perf_tests/ or src/batchperf/); give --dir "
-                                 "a checkout, or leave --dir out to run this one")
+    env_checkout(env, "give --dir a checkout, or leave --dir out to run this one")
 
 
 def usable(env: Environment) -> None:
