@@ -70,7 +70,9 @@ def parser() -> argparse.ArgumentParser:
                         help="ab's budget of pairs per verdict (default 14: about what 10 minutes buy here)")
     parser.add_argument("--max-minutes", type=float, default=MINUTES_TARGET,
                         help=f"ab's budget of minutes per verdict (default {MINUTES_TARGET:g}, the target)")
-    parser.add_argument("--rounds", type=int, default=3, help="measured rounds per process (default 3)")
+    parser.add_argument("--rounds", type=rounds_arg, default=3,
+                        help="measured rounds per process (default 3); 'auto': ab's own choice from its warm-up, "
+                             "as `batchperf ab` without --rounds")
     parser.add_argument("--test", choices=TESTS, default=DEFAULT_TEST,
                         help=f"ab's test (default {DEFAULT_TEST}); the estimate replays the one the verdicts "
                              "ran with")
@@ -93,6 +95,16 @@ def parser() -> argparse.ArgumentParser:
     parser.add_argument("--estimate-only", action="store_true",
                         help="measure nothing: print the table and the estimate from the verdicts in --keep")
     return parser
+
+
+def rounds_arg(text: str) -> int | None:
+    """``--rounds``: a count, or ``auto`` (None) for ab's own choice."""
+    if text == "auto":
+        return None
+    try:
+        return int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r}: give a number of rounds, or 'auto'") from None
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -126,8 +138,9 @@ def main(argv: list[str] | None = None) -> int:
     print()
     print(table(rows))
     first = next(iter(measured(work).values()))[0]["settings"]
+    rounds = first["rounds"] or "ab's own choice of"
     print(f"\nsettings: alpha {first['alpha']}, margin ±{first['margin']:.0%}, deciding {', '.join(first['metrics'])}, "
-          f"at most {first['max_pairs']} pairs / {first['max_minutes']:g} min per verdict, {first['rounds']} rounds per "
+          f"at most {first['max_pairs']} pairs / {first['max_minutes']:g} min per verdict, {rounds} rounds per "
           f"process ({recorded_test(first).describe()}); every verdict's files in {work}")
     if args.estimate:
         print(f"\nestimate: ab's judging replayed on {args.estimate} verdicts per row, each drawing pairs (with "

@@ -23,6 +23,7 @@ def tool():
 @pytest.mark.parametrize(("argv", "problem"), [
     (["--estimate-only"], "--estimate-only reads the verdicts in --keep DIR; give it"),
     (["--cells", "compute,gpu"], "unknown cell kind(s) ['gpu']; known: compute, dispatch"),
+    (["--rounds", "many"], "argument --rounds: 'many': give a number of rounds, or 'auto'"),
 ])
 def test_bad_options_are_usage_errors(tool, argv: list[str], problem: str, capsys: pytest.CaptureFixture[str]) -> None:
     with pytest.raises(SystemExit) as stop:
@@ -63,3 +64,17 @@ def test_nothing_finished_is_said_and_is_exit_1(tool, tmp_path: Path, capsys: py
     keep(tmp_path / "dispatch-0.1-00", verdict_doc([0.9] * 3, 50.0, "interrupted"))
     assert tool.main(["--keep", str(tmp_path), "--estimate-only"]) == 1
     assert f"ab_detector: no finished verdict in {tmp_path}" in capsys.readouterr().err
+
+
+def test_rounds_auto_leaves_the_choice_to_ab_and_is_kept_apart_from_given_rounds(
+        tool, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    args = tool.parser().parse_args(["--rounds", "auto"])
+    assert args.rounds is None
+    settings = Study(("dispatch",), rounds=args.rounds).settings("dispatch", 0.1, 0, tmp_path)
+    assert settings.rounds is None and settings.given_rounds is None  # ab chooses from its warm-up
+    doc = verdict_doc([0.9] * 8, 50.0, "done")  # a verdict kept from a run with given rounds
+    doc["settings"].update(pytest_args=list(settings.pytest_args), test=settings.test, design=settings.design)
+    keep(tmp_path / "dispatch-0.1-00", doc)
+    with pytest.raises(SystemExit) as stop:
+        tool.main(["--cells", "dispatch", "--aa", "0", "--slowed", "1", "--rounds", "auto", "--keep", str(tmp_path)])
+    assert stop.value.code == 2 and "was measured with other settings (rounds)" in capsys.readouterr().err

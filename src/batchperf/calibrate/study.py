@@ -45,7 +45,7 @@ class Study:
     alpha: float = 0.05
     max_pairs: int = 14
     max_minutes: float = MINUTES_TARGET
-    rounds: int = 3
+    rounds: int | None = 3  # None: ab's own choice from its warm-up (batchperf.ab.warmup.choose_rounds)
     test: str = DEFAULT_TEST
     design: str = "sequential"
     keep_servers: bool = False
