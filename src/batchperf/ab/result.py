@@ -14,6 +14,7 @@ from typing import Any
 from batchperf.ab.cell import CellState
 from batchperf.ab.env import Probe, SideRun
 from batchperf.ab.kept import ServerStart
+from batchperf.ab.looks import LookPlan
 from batchperf.ab.settings import Settings
 from batchperf.ab.stats import SequentialTest
 from batchperf.ab.warmup import RoundsChoice, Warmup
@@ -83,6 +84,12 @@ class AbResult:
     minutes_needed: int | None = None  # status budget: the --max-minutes a verdict needs, when this one could not fit
     kept_servers: dict[str, list[dict[str, Any]]] = field(default_factory=dict)  # --keep-servers: each side's, ended
     server_starts: list[ServerStart] = field(default_factory=list)  # --keep-servers: when fresh ones were started
+    looks: LookPlan | None = None  # the looks planned for the pairs --max-minutes holds (None: for --max-pairs)
+
+    @property
+    def max_pairs(self) -> int:
+        """The pairs the run may measure: the looks planned for, else ``--max-pairs``."""
+        return self.looks.pairs if self.looks is not None else self.settings.max_pairs
 
     @property
     def versions_differ(self) -> dict[str, tuple[str, str]]:
@@ -114,6 +121,7 @@ class AbResult:
             "command": s.command,
             "settings": {"margin": s.margin, "margins": dict(s.margins), "metrics": list(s.metrics), "alpha": s.alpha,
                          **self.sequential_test.to_dict(), "level_method": self.level_method, "max_pairs": s.max_pairs,
+                         "looks": self.looks.to_dict() if self.looks else None,
                          "max_minutes": s.max_minutes, "rounds": s.rounds, "warmup": s.warmup, "design": self.design,
                          "design_asked": s.design, "keep_servers": s.keep_servers,
                          "restart_servers_every": s.restart_servers_every if s.keep_servers else None,

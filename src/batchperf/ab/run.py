@@ -30,6 +30,7 @@ import os
 import signal
 import time
 from collections.abc import Callable, Mapping, Sequence
+from dataclasses import replace
 from pathlib import Path
 
 from batchperf.ab import outdir
@@ -37,11 +38,12 @@ from batchperf.ab.cell import CellState
 from batchperf.ab.designs import duet_cores, run_cells, run_resident
 from batchperf.ab.env import Environment, EnvironmentProblem, Probe, SideRun, collect, probe
 from batchperf.ab.kept import SIDES, ServerStart, kept_folder, restart_due, retire, warmup_order, with_kept_servers
+from batchperf.ab.looks import pair_seconds, plan_looks
 from batchperf.ab.pairs import absorb, check_identity, measuring, order_of, read_pair
 from batchperf.ab.result import AbResult, Ended, Pair
 from batchperf.ab.settings import DEFAULT_ROUNDS, BudgetTooSmall, Settings, UsageProblem
 from batchperf.ab.stats import fewest_max_pairs, make_test, signed_rank
-from batchperf.ab.warmup import WARMUP_ROUNDS, RoundsChoice, Warmup, choose_rounds
+from batchperf.ab.warmup import WARMUP_ROUNDS, RoundsChoice, Warmup, choose_rounds, costs
 from batchperf.launch.child import exit_code_of, stop_signals
 from batchperf.launch.kept_server import stop_kept
 from batchperf.regress.fingerprint import identity_diff
@@ -82,7 +84,7 @@ def prepare(settings: Settings, prober: Prober = probe, collector: Collector = c
         except EnvironmentProblem as exc:
             raise UsageProblem(str(exc)) from None
     deciding = len(settings.metrics)  # the exact metrics decide too, but by equality: no error to share
-    family = settings.alpha / (len(shared) * deciding)
+    family = family_alpha(settings, len(shared))
     needed = fewest_max_pairs(settings.test, family)
     if settings.max_pairs < needed:
         fix = (f"give --max-pairs {needed} or more" if needed <= signed_rank.MAX_PAIRS
@@ -96,6 +98,11 @@ def prepare(settings: Settings, prober: Prober = probe, collector: Collector = c
             for label, other in (("A", "B"), ("B", "A")) if set(found[label]) - set(found[other])}
     return AbResult(settings, probes, test, f"{test.method}; alpha {settings.alpha} over {len(shared)} cell(s) x "
                     f"{deciding} deciding metric(s) = {family:.4g} each", cells, only_in=only, design=design)
+
+
+def family_alpha(settings: Settings, cells: int) -> float:
+    """The false-alarm rate of each cell's each deciding metric: ``alpha`` split over them (Bonferroni)."""
+    return settings.alpha / (cells * len(settings.metrics))
 
 
 def resolve_design(asked: str, probes: Mapping[str, Probe]) -> str:
@@ -170,6 +177,7 @@ def measure_pairs(result: AbResult, runner: SideRunner, progress: Progress, cloc
     while measuring(result):
         index = len(result.pairs) + 1
         elapsed = clock() - start
+        plan_for_budget(result, elapsed, progress)
         if stop := budget_spent(result, index, elapsed, elapsed - pairs_from):
             return stop
         rounds = result.rounds.chosen if result.rounds else DEFAULT_ROUNDS
@@ -217,11 +225,41 @@ def warm_up(result: AbResult, runner: SideRunner, progress: Progress) -> Ended |
                            {label: run.seconds for label, run in runs.items()})
     if crashed := [r for r in runs.values() if r.crashed]:
         return Ended("failed", "; ".join(crash_reason(r, "the warm-up", result, 0) for r in crashed))
-    if result.rounds is None:  # read only here: given rounds need nothing of the warm-up's files
-        result.rounds = choose_rounds(runs, read_pair(runs), result.design, "warm-up") or RoundsChoice(
+    try:
+        files = read_pair(runs)
+    except ResultsError:  # nothing of the warm-up is judged: a file it left unreadable only hides its costs
+        files = {}
+    if result.rounds is None:
+        result.rounds = choose_rounds(runs, files, result.design, "warm-up") or RoundsChoice(
             DEFAULT_ROUNDS, None, "the warm-up's results hold no round durations: the default")
+    elif result.rounds.round_s is None and (measured := costs(runs, files, result.design)) is not None:
+        result.rounds = replace(result.rounds, round_s=measured[0], startup_s=measured[1])  # for plan_for_budget
     progress(f"{result.warmup.describe()}; rounds per process: {result.rounds.chosen} ({result.rounds.why})")
     return None
+
+
+def plan_for_budget(result: AbResult, elapsed_s: float, progress: Progress) -> None:
+    """Once a pair's costs are known and before any look could decide, plan the test's looks for the pairs the
+    minutes left hold, when fewer than ``--max-pairs`` (:mod:`batchperf.ab.looks`): the looks the minutes would cut
+    off no longer make each look stricter. Done once a run."""
+    s, chosen = result.settings, result.rounds
+    if result.looks is not None or chosen is None or chosen.round_s is None or chosen.startup_s is None:
+        return
+    if len(result.pairs) >= (result.sequential_test.needs or 0):  # a look could already have decided: too late
+        return
+    family = family_alpha(s, len(result.cells))
+    plan = plan_looks(s.max_pairs, s.max_minutes, elapsed_s, len(result.pairs),
+                      pair_seconds(chosen.round_s, chosen.startup_s, chosen.chosen, result.design),
+                      fewest_max_pairs(s.test, family))
+    if plan is None:
+        return
+    test = make_test(s.test, plan.pairs, family)
+    if len(result.pairs) >= (test.needs or 0):
+        return
+    result.looks, result.sequential_test = plan, test
+    result.level_method += f"; looks planned for {plan.pairs} pairs, not {plan.asked}: {plan.why}"
+    progress(f"looks planned for {plan.pairs} pairs ({plan.why}): {test.describe()}; a verdict needs at least "
+             f"{test.needs} pairs")
 
 
 def restart_servers(result: AbResult, index: int, progress: Progress) -> None:
@@ -299,8 +337,9 @@ def budget_spent(result: AbResult, index: int, elapsed_s: float, pairs_s: float)
     reach the pairs a verdict needs, the run stops at once, naming the budget that would (``minutes_needed``; seen:
     a chain whose 10-minute steps fit 3 of the 6 pairs a verdict needed, an hour measured for nothing)."""
     s = result.settings
-    if index > s.max_pairs:
-        return Ended("budget", f"--max-pairs {s.max_pairs} spent")
+    if index > result.max_pairs:
+        return Ended("budget", f"--max-pairs {s.max_pairs} spent" if result.looks is None else
+                     f"the {result.max_pairs} pairs the looks were planned for spent ({result.looks.why})")
     if s.max_minutes is not None and result.pairs:
         per_pair = pairs_s / len(result.pairs)
         fit = len(result.pairs) + int(max(s.max_minutes * 60 - elapsed_s, 0) // per_pair)
@@ -336,7 +375,7 @@ def progress_line(result: AbResult, pair: Pair, elapsed_s: float) -> str:
         est, low, high = (signed_rank.relative(x) for x in (head.interval.estimate, head.interval.low, head.interval.high))
         parts.append(f"{cell.id}: {head.metric} {est:+.1%} [{low:+.1%}, {high:+.1%}] {cell.verdict.value}")
     load = f" load {pair.load_avg_1m}" if pair.load_avg_1m is not None else ""
-    return f"[pair {pair.index}/{result.settings.max_pairs}] {sides}{load} {elapsed_s / 60:.1f} min | " + " | ".join(parts)
+    return f"[pair {pair.index}/{result.max_pairs}] {sides}{load} {elapsed_s / 60:.1f} min | " + " | ".join(parts)
 
 
 def write_ab_json(result: AbResult, elapsed_s: float) -> Path:

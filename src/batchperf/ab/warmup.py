@@ -80,6 +80,21 @@ def round_seconds(results: ResultsFile | None) -> tuple[float, float] | None:
     return (one, total) if one > 0 else None
 
 
+def costs(runs: Mapping[str, SideRun], files: Mapping[str, ResultsFile], design: str) -> tuple[float, float] | None:
+    """(one round's seconds, a process's start-up seconds) from a pair's processes and their results files, means
+    over the two sides; None when the files say nothing of their rounds. In the resident design a worker also waits
+    through the other side's rounds, so those are not start-up."""
+    per_side = {label: round_seconds(files.get(label)) for label in runs}
+    if not per_side or any(c is None for c in per_side.values()):
+        return None
+    rounds_s = {label: c[1] for label, c in per_side.items() if c is not None}
+    startups = []
+    for label, run in runs.items():
+        busy = sum(rounds_s.values()) if design == "resident" else rounds_s[label]
+        startups.append(max(run.seconds - busy, 0.0))
+    return statistics.mean(c[0] for c in per_side.values() if c is not None), statistics.mean(startups)
+
+
 def choose_rounds(runs: Mapping[str, SideRun], files: Mapping[str, ResultsFile], design: str,
                   source: str) -> RoundsChoice | None:
     """Rounds per process from a pair's measured costs: its processes (``runs``) and their results ``files`` as
@@ -88,18 +103,11 @@ def choose_rounds(runs: Mapping[str, SideRun], files: Mapping[str, ResultsFile],
     A process costs its start-up S plus R rounds of r seconds each; the rounds' wander averages as 1/R, a pair's
     time grows as S + R r. At R = S / r the rounds take as long as the start-up: half the variance that endless
     rounds would reach per minute, and a pair at most twice as long as its start-up (docs/ab.md, "Warm-up and
-    rounds"). In the resident design a worker also waits through the other side's rounds, so those are not
-    start-up."""
-    costs = {label: round_seconds(files.get(label)) for label in runs}
-    if not costs or any(c is None for c in costs.values()):
+    rounds")."""
+    measured = costs(runs, files, design)
+    if measured is None:
         return None
-    rounds_s = {label: c[1] for label, c in costs.items() if c is not None}
-    startups = []
-    for label, run in runs.items():
-        busy = sum(rounds_s.values()) if design == "resident" else rounds_s[label]
-        startups.append(max(run.seconds - busy, 0.0))
-    round_s = statistics.mean(c[0] for c in costs.values() if c is not None)
-    startup_s = statistics.mean(startups)
+    round_s, startup_s = measured
     wanted = startup_s / round_s
     chosen = min(max(round(wanted), MIN_ROUNDS), MAX_ROUNDS)
     bound = (f", raised to the floor of {MIN_ROUNDS}" if wanted < MIN_ROUNDS

@@ -63,7 +63,13 @@ def judge_for(bank: Bank, test: str | None) -> SequentialTest:
     s = bank.settings
     if test is None or test == s.get("test", "signed-rank"):
         return recorded_test(s)
-    return make_test(test, s["max_pairs"], s["alpha"] / len(s["metrics"]))
+    return make_test(test, planned_pairs(s), s["alpha"] / len(s["metrics"]))
+
+
+def planned_pairs(settings: dict[str, Any]) -> int:
+    """The pairs a verdict's looks were planned for: those its minutes held (``looks``, batchperf.ab.looks), else
+    its ``max_pairs``."""
+    return (settings.get("looks") or {}).get("pairs") or settings["max_pairs"]
 
 
 def replay(bank: Bank, metric: str, rng: np.random.Generator, test: str | None = None) -> Score:
@@ -76,7 +82,7 @@ def replay(bank: Bank, metric: str, rng: np.random.Generator, test: str | None =
     result = PairSeries(metric, by_name(metric).direction, True, s["margin"])
     judge = judge_for(bank, test)  # by default the test the measured verdicts ran with, at their level or boundaries
     elapsed, spent = bank.overhead_s, []
-    while len(spent) < s["max_pairs"]:
+    while len(spent) < planned_pairs(s):
         if spent and elapsed + statistics.mean(spent) > s["max_minutes"] * 60:
             break
         a, b, seconds = bank.pairs[rng.integers(len(bank.pairs))]

@@ -72,7 +72,8 @@ def add_verdict_args(parser: argparse.ArgumentParser) -> None:
                         help=f"pairs of processes at most (default 30, at most {MAX_PAIRS}); a budget too small for "
                              "any verdict is refused, naming the fewest that can give one")
     parser.add_argument("--max-minutes", type=float, default=60.0, metavar="M",
-                        help="stop before a pair that would end after M minutes (default 60)")
+                        help="stop before a pair that would end after M minutes (default 60); when they hold "
+                             "fewer pairs than --max-pairs, the test's looks are planned for those (ab.md says so)")
     parser.add_argument("--process-minutes", type=float, default=None, metavar="M",
                         help="stop a process of A or B (with everything it started) that runs longer than M minutes, "
                              "and end the run as failed, exit 4 (default: --max-minutes)")

@@ -1,0 +1,95 @@
+"""`batchperf ab` plans its looks for the pairs its minutes hold (batchperf.ab.looks), with fake environments whose
+processes take a given start-up and round time on a fake clock."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from ab_fakes import CELLS, FakeEnvs
+from paths import REPO
+
+from batchperf.ab.env import Environment
+from batchperf.ab.looks import LookPlan, pair_seconds, plan_looks
+from batchperf.ab.run import run_ab
+from batchperf.ab.settings import Settings
+from batchperf.ab.stats import make_test
+from batchperf.calibrate.replay import planned_pairs
+
+
+def settings(tmp_path: Path, **kwargs: object) -> Settings:
+    base = {"a": Environment("A", Path("/py/a"), dir=REPO), "b": Environment("B", Path("/py/b"), dir=REPO),
+            "pytest_args": ("-m", "cpu"), "out": tmp_path / "ab", "max_pairs": 30, "max_minutes": 10.0,
+            "design": "sequential"}  # the fakes run one process at a time
+    return Settings(**{**base, **kwargs})  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize(("design", "seconds"), [("resident", 30 + 2 * 40 * 0.45), ("duet", 30 + 40 * 0.45),
+                                                 ("sequential", 2 * (30 + 40 * 0.45))])
+def test_a_pair_s_seconds_follow_its_design(design: str, seconds: float) -> None:
+    assert pair_seconds(0.45, 30.0, 40, design) == pytest.approx(seconds)
+
+
+def test_the_plan_is_the_pairs_the_minutes_left_hold_and_only_ever_fewer_than_asked() -> None:
+    """vLLM's engine cell on the 2-core AMD host: a resident pair ~66 s, 36 s of warm-up, 10 minutes."""
+    plan = plan_looks(30, 10.0, 36.0, 0, 66.0, 6)
+    assert plan is not None and plan.pairs == 8 and plan.asked == 30
+    assert "--max-minutes 10 holds about 8 pairs of 66 s" in plan.why
+    assert plan_looks(30, 10.0, 136.0, 1, 66.0, 6).pairs == 8  # a pair already measured counts
+    assert plan_looks(8, 10.0, 36.0, 0, 66.0, 6) is None  # the pairs asked end the run first
+    assert plan_looks(30, None, 36.0, 0, 66.0, 6) is None  # no minutes: nothing to plan for
+    assert plan_looks(30, 5.0, 36.0, 0, 66.0, 6) is None  # 4 pairs cannot decide: the budget rule says so
+    with pytest.raises(ValueError, match="a plan only ever lowers the budget"):
+        LookPlan(30, 30, 66.0, "")
+
+
+def test_a_run_whose_minutes_hold_fewer_pairs_plans_its_looks_for_them(tmp_path: Path) -> None:
+    """A process starts in 10 s and rounds take 0.25 s: 40 rounds, a sequential pair of 40 s; 10 minutes less the
+    40-s warm-up hold 14 pairs, so each look is judged at the level planned for 14 looks, not 30."""
+    fakes = FakeEnvs(cells=CELLS[:1], noise=0.004, seconds=10.0, round_s=0.25)
+    lines: list[str] = []
+    result = run_ab(settings(tmp_path), runner=fakes.run, prober=fakes.probe, collector=fakes.collect,
+                    progress=lines.append, clock=_clock(fakes, 20.0))
+    planned = make_test("signed-rank", 14, 0.05)
+    assert result.looks is not None and result.looks.pairs == 14 and result.max_pairs == 14
+    assert result.sequential_test.level == pytest.approx(planned.level)
+    assert result.sequential_test.level > make_test("signed-rank", 30, 0.05).level
+    assert result.exit_code == 0 and len(result.pairs) == planned.needs  # A/A: no change at the first look it can
+    assert any(line.startswith("looks planned for 14 pairs") for line in lines)
+    saved = json.loads((tmp_path / "ab" / "ab.json").read_text())["settings"]
+    assert saved["max_pairs"] == 30 and saved["looks"]["pairs"] == 14 and planned_pairs(saved) == 14
+    assert saved["per_look_level"] == pytest.approx(planned.level)
+    assert "looks planned for 14 pairs, not 30" in saved["level_method"]
+
+
+def test_the_planned_pairs_end_the_run_and_say_so(tmp_path: Path) -> None:
+    fakes = FakeEnvs(cells=CELLS[:1], noise=0.3, seconds=10.0, round_s=0.25)
+    result = run_ab(settings(tmp_path), runner=fakes.run, prober=fakes.probe, collector=fakes.collect,
+                    clock=_clock(fakes, 20.0))
+    assert result.status == "budget" and len(result.pairs) == 14
+    assert result.reason.startswith("the 14 pairs the looks were planned for spent (--max-minutes 10 holds")
+
+
+@pytest.mark.parametrize("kwargs", [{"max_minutes": 60.0}, {"max_minutes": None}, {"max_pairs": 10}])
+def test_minutes_that_hold_every_pair_asked_change_nothing(tmp_path: Path, kwargs: dict[str, object]) -> None:
+    fakes = FakeEnvs(cells=CELLS[:1], noise=0.004, seconds=10.0, round_s=0.25)
+    s = settings(tmp_path, **kwargs)
+    result = run_ab(s, runner=fakes.run, prober=fakes.probe, collector=fakes.collect, clock=_clock(fakes, 20.0))
+    assert result.looks is None and result.max_pairs == s.max_pairs
+    assert result.sequential_test.level == pytest.approx(make_test("signed-rank", s.max_pairs, 0.05).level)
+    assert json.loads((tmp_path / "ab" / "ab.json").read_text())["settings"]["looks"] is None
+
+
+def test_given_rounds_plan_from_the_warm_up_s_costs_too(tmp_path: Path) -> None:
+    fakes = FakeEnvs(cells=CELLS[:1], noise=0.004, seconds=10.0, round_s=0.25)
+    result = run_ab(settings(tmp_path, rounds=40), runner=fakes.run, prober=fakes.probe, collector=fakes.collect,
+                    clock=_clock(fakes, 20.0))
+    assert result.rounds is not None and result.rounds.given == 40 and result.rounds.startup_s == pytest.approx(10.0)
+    assert result.looks is not None and result.looks.pairs == 14
+
+
+def _clock(fakes: FakeEnvs, process_s: float):  # noqa: ANN202
+    now = [0.0]
+    fakes.on_run = lambda: now.__setitem__(0, now[0] + process_s)
+    return lambda: now[0]
