@@ -2,9 +2,13 @@
 
 from __future__ import annotations
 
+import threading
+import time
+
 import pytest
 
-from batchperf.backends.vllm_scrape import ScrapeError, server_latencies
+from batchperf.backends import vllm_scrape
+from batchperf.backends.vllm_scrape import ScrapeError, ServerScrape, server_latencies
 
 
 def histograms(n: int, ttft_s: float, e2e_s: float, with_queue: bool = True) -> str:
@@ -37,3 +41,33 @@ def test_what_the_server_does_not_give_is_absent_with_the_reason() -> None:
     assert server_latencies("u", None, "x")["absent"] == {"server_latencies": "no scrape before the run"}
     assert server_latencies("u", histograms(1, 1, 1), ScrapeError("GET u: HTTP 404"))["absent"] == {
         "server_latencies": "GET u: HTTP 404"}
+
+
+def test_start_returns_only_once_the_sampling_thread_has_run_its_setup(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The client raises its threads' scheduling before a run (issue 39); the sampler raises itself in its own
+    thread. Were start() to return before that, the run's first requests would find it still at normal priority
+    (seen once in a full test run, tests/backends/test_realtime.py)."""
+    monkeypatch.setattr(vllm_scrape, "fetch", lambda url: "")
+    done: list[str] = []
+
+    def slow_setup() -> None:
+        time.sleep(0.2)
+        done.append(threading.current_thread().name)
+
+    scrape = ServerScrape("http://127.0.0.1:9/metrics", 0.05, thread_setup=slow_setup)
+    scrape.start()
+    assert done == ["batchperf-metrics-sampler"]
+    scrape.stop()
+
+
+@pytest.mark.filterwarnings("ignore::pytest.PytestUnhandledThreadExceptionWarning")  # the thread's own error
+def test_a_setup_that_fails_does_not_hang_start(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(vllm_scrape, "fetch", lambda url: "")
+
+    def broken() -> None:
+        raise OSError("no CAP_SYS_NICE")
+
+    scrape = ServerScrape("http://127.0.0.1:9/metrics", 0.05, thread_setup=broken)
+    scrape.start()  # returns: the thread ends with its error, as it did before
+    scrape.stop()
+    assert scrape._thread is not None and not scrape._thread.is_alive()
