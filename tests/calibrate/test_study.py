@@ -79,3 +79,16 @@ def test_a_failed_verdict_stops_the_study_saying_why(tmp_path: Path) -> None:
     ab = FakeAb("failed")
     done = run_study(Study(("dispatch",), aa=2, slowed=0), tmp_path, lambda line: None, ab)
     assert ab.runs == ["dispatch-0-00"] and done.stopped == "stopping, the verdict failed: a cell failed"
+
+
+def test_an_interrupted_verdict_is_not_counted_and_is_measured_again_on_resume(tmp_path: Path) -> None:
+    """Seen: a study stopped by SIGTERM printed its cut verdict (2 pairs) as an inconclusive one of its row."""
+    ab = FakeAb("interrupted")
+    ab.reason = "interrupted (SIGTERM) during pair 3; that pair is discarded, the 2 finished pair(s) are reported"
+    done = run_study(Study(("dispatch",), aa=2, slowed=0), tmp_path, lambda line: None, ab)
+    assert ab.runs == ["dispatch-0-00"] and done.rows == {}
+    assert done.stopped.startswith("stopping, the verdict interrupted: interrupted (SIGTERM) during pair 3")
+    assert not (tmp_path / "scores.json").exists()
+    again = FakeAb()
+    resumed = run_study(Study(("dispatch",), aa=2, slowed=0), tmp_path, lambda line: None, again)
+    assert again.runs == ["dispatch-0-00", "dispatch-0-01"] and len(resumed.rows[("dispatch", 0.0)]) == 2

@@ -114,6 +114,9 @@ def run_study(study: Study, work: Path, say: Callable[[str], None], ab: AbRun = 
                 return StudyRun(rows, f"interrupted before {settings.out.name}'s first pair; the finished verdicts "
                                       f"are in {work}: give the same command to resume")
             doc, status, reason = result.to_dict(), result.status, result.reason
+            if status == "interrupted":  # cut short, not a verdict: set aside and measured again on resume
+                return StudyRun(rows, f"stopping, the verdict interrupted: {reason}; {n - 1} finished verdict(s) "
+                                      f"counted, the cut one measured again when the same command is given")
         s = score(doc, study.metrics[0])
         rows.setdefault((kind, slowdown), []).append(s)
         load = doc["load_avg_1m"]
@@ -123,7 +126,7 @@ def run_study(study: Study, work: Path, say: Callable[[str], None], ab: AbRun = 
             f"load {fmt(load['median'] if load else None, '.2f')}{kept}  [{(time.monotonic() - started) / 60:.0f} min]")
         (work / "scores.json").write_text(json.dumps(
             {f"{k}|{sl}": [asdict(x) for x in v] for (k, sl), v in rows.items()}, indent=1))
-        if status in ("interrupted", "failed"):
-            return StudyRun(rows, f"stopping, the verdict {status}: {reason}")
+        if status == "failed":
+            return StudyRun(rows, f"stopping, the verdict failed: {reason}")
     return StudyRun(rows)
 
