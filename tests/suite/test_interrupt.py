@@ -37,6 +37,11 @@ CELLS = """
 import os, signal
 from gate_samples import cell_info
 
+# as from a terminal: a process can inherit SIGINT ignored (a job started with `&` where there is no job
+# control), Python keeps it so, and the Ctrl-C below would be lost. Seen once: both SIGINT cases ran to the end in a
+# fresh clone's CI started in the background, 2026-12-07; not reproduced since
+signal.signal(signal.SIGINT, signal.default_int_handler)
+
 def test_cell(benchmark, batchperf_params):
     rounds = []
 
