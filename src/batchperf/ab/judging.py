@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from batchperf.ab.cell import CellState, PairSeries
+from batchperf.ab.cell import CellState, PairSeries, round_paired
 from batchperf.ab.settings import Settings, per_tenant_name
 from batchperf.ab.stats import SequentialTest, signed_rank
 from batchperf.measure.catalogue import AB_PER_TENANT, GATED, TENANT_METRICS, Direction, Metric
@@ -63,6 +63,7 @@ def add_pair(cell: CellState, settings: Settings, a: CellRecord, b: CellRecord, 
             continue
         result.a.append(x)
         result.b.append(y)
+        result.paired.append(round_paired(a.round_values(keys), b.round_values(keys)))
     missing_deciders(cell, settings, a, b)
     if left_out:
         why = "; ".join(n for record, label in ((a, "A"), (b, "B")) if (n := client_bound_note(record, label)))

@@ -4,7 +4,8 @@ Pair *i* runs one pytest process of A and one of B, in the order A B, B A, A B, 
 machine's speed within a pair cancels over pairs), each writing an ordinary results file. A warm-up pair runs
 first and is discarded, and the rounds per process are chosen from its costs when not given
 (:mod:`batchperf.ab.warmup`). Per cell
-and per metric, each pair gives a log-ratio ln(B/A) of the process medians; after every pair
+and per metric, each pair gives a log-ratio ln(B/A), round-paired (the median of its two processes' i-th rounds'
+ratios, :func:`batchperf.ab.cell.round_paired`; the ratio of their medians where the rounds do not pair); after every pair
 :mod:`batchperf.ab.stats.signed_rank` turns them into an estimate, an interval and a call:
 
 - a *deciding* metric (``--metrics``, default output throughput alone) is judged at the

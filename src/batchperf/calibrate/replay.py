@@ -29,7 +29,7 @@ from batchperf.regress.verdict import Verdict
 class Bank:
     """Every finished verdict's measured pairs of one (kind, slowdown), for resampling."""
 
-    pairs: list[tuple[float, float, float]]  # (A's value, B's value, seconds both processes took)
+    pairs: list[tuple[float, float, float]]  # (A's value, B's value, seconds both processes took); round-paired: (1, B/A, s)
     overhead_s: float  # per verdict, before and between pairs (probing and collecting the environments)
     settings: dict[str, Any]  # ab's settings, as ab.json records them
     verdicts: int
@@ -51,7 +51,9 @@ def banks(work: Path, metric: str) -> dict[Key, Bank]:
             (cell,) = doc["cells"]
             m = next(x for x in cell["metrics"] if x["metric"] == metric)
             seconds = [pair_seconds(p, doc["settings"].get("design", "sequential")) for p in doc["pairs"]]
-            pairs += list(zip(m["a"], m["b"], seconds))
+            # a pair judged round-paired (batchperf.ab.cell.round_paired) is replayed as its B/A, the way it was judged
+            paired = m.get("paired_ratios") or [None] * len(m["a"])
+            pairs += [(a, b, s) if r is None else (1.0, r, s) for a, b, r, s in zip(m["a"], m["b"], paired, seconds)]
             overheads.append(doc["elapsed_s"] - sum(seconds))
         out[key] = Bank(pairs, statistics.median(overheads), docs[0]["settings"], len(docs), exchangeable=not key[1])
     return out

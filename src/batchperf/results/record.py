@@ -12,6 +12,7 @@ what to do. The layout is documented in docs/results-schema.md.
 from __future__ import annotations
 
 import math
+import statistics
 from collections.abc import Mapping
 from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
@@ -176,6 +177,23 @@ class CellRecord:
         if isinstance(node, bool) or not isinstance(node, (int, float)) or not math.isfinite(node):
             return None
         return float(node)
+
+    def round_values(self, path: RecordPath) -> list[float] | None:
+        """Every measured round's value of a ``metrics`` figure (each round holds the same names), in round order;
+        None for a figure of another section, when a round lacks it or holds no finite positive number, or when the
+        rounds are not the ones the figure was taken from (their median is not the record's figure: a record
+        edited by hand, or pooled from several runs)."""
+        section, *rest = path.split(".") if isinstance(path, str) else path
+        figure = self.value(path)
+        if section != "metrics" or len(rest) != 1 or not self.rounds or figure is None:
+            return None
+        values = [r.get(rest[0]) for r in self.rounds]
+        if not all(isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v) and v > 0
+                   for v in values):
+            return None
+        if not math.isclose(statistics.median(values), figure, rel_tol=1e-9):
+            return None
+        return [float(v) for v in values]
 
     def starved(self) -> list[str]:
         """The tenants its policy starved (``tenants.<t>.starved``, measure.slo): such a cell is never a pass."""
