@@ -11,7 +11,7 @@ from ab_fakes import CELLS, FakeEnvs
 from paths import REPO
 
 from batchperf.ab.env import Environment
-from batchperf.ab.looks import LookPlan, pair_seconds, plan_looks
+from batchperf.ab.looks import LookPlan, looser, pair_seconds, plan_looks
 from batchperf.ab.run import run_ab
 from batchperf.ab.settings import Settings
 from batchperf.ab.stats import make_test
@@ -87,6 +87,44 @@ def test_given_rounds_plan_from_the_warm_up_s_costs_too(tmp_path: Path) -> None:
                     clock=_clock(fakes, 20.0))
     assert result.rounds is not None and result.rounds.given == 40 and result.rounds.startup_s == pytest.approx(10.0)
     assert result.looks is not None and result.looks.pairs == 14
+
+
+def test_pairs_slower_than_the_warm_up_said_plan_the_looks_again_for_fewer(tmp_path: Path) -> None:
+    """The warm-up prices a pair at 40 s (a start-up of 10 s and 40 rounds of 0.25 s, each side), so 13 looks are
+    planned; the pairs take 60 s on the clock, so after pair 1 the run plans again for the 9 the minutes now hold,
+    at a per-look level no stricter than before."""
+    fakes = FakeEnvs(cells=CELLS[:1], noise=0.3, seconds=10.0, round_s=0.25)
+    lines: list[str] = []
+    result = run_ab(settings(tmp_path), runner=fakes.run, prober=fakes.probe, collector=fakes.collect,
+                    progress=lines.append, clock=_clock(fakes, 30.0))
+    planned = [line for line in lines if line.startswith("looks planned for")]
+    assert planned[0].startswith("looks planned for 13 pairs") and "the warm-up's start-up and rounds" in planned[0]
+    assert planned[1].startswith("looks planned for 9 pairs")
+    assert "9 pairs of 60 s (the 1 pair(s) measured)" in planned[1]
+    assert len(planned) == 2  # the pairs after it took what the new plan assumed: no third plan
+    assert result.looks is not None and (result.looks.pairs, result.looks.after) == (9, 1)
+    assert result.sequential_test.level == pytest.approx(make_test("signed-rank", 9, 0.05).level)
+    assert result.status == "budget" and len(result.pairs) == 9
+    saved = json.loads((tmp_path / "ab" / "ab.json").read_text())["settings"]
+    assert saved["looks"]["after"] == 1 and planned_pairs(saved) == 9
+    assert saved["level_method"].count("looks planned for") == 1 and "9 pairs, not 30" in saved["level_method"]
+
+
+def test_pairs_as_fast_as_planned_keep_the_plan(tmp_path: Path) -> None:
+    fakes = FakeEnvs(cells=CELLS[:1], noise=0.3, seconds=10.0, round_s=0.25)
+    lines: list[str] = []
+    result = run_ab(settings(tmp_path), runner=fakes.run, prober=fakes.probe, collector=fakes.collect,
+                    progress=lines.append, clock=_clock(fakes, 20.0))
+    assert sum(line.startswith("looks planned for") for line in lines) == 1
+    assert result.looks is not None and result.looks.after == 0
+
+
+def test_only_a_test_no_look_of_which_is_stricter_may_replace_a_plan() -> None:
+    assert looser(make_test("signed-rank", 9, 0.05), make_test("signed-rank", 13, 0.05))
+    assert not looser(make_test("signed-rank", 13, 0.05), make_test("signed-rank", 9, 0.05))
+    assert looser(make_test("t", 9, 0.05), make_test("t", 13, 0.05))
+    assert not looser(make_test("t", 13, 0.05), make_test("t", 9, 0.05))
+    assert not looser(make_test("t", 9, 0.05), make_test("signed-rank", 13, 0.05))
 
 
 def _clock(fakes: FakeEnvs, process_s: float):  # noqa: ANN202

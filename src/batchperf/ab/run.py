@@ -5,7 +5,8 @@ machine's speed within a pair cancels over pairs), each writing an ordinary resu
 first and is discarded, and the rounds per process are chosen from its costs when not given
 (:mod:`batchperf.ab.warmup`). Per cell
 and per metric, each pair gives a log-ratio ln(B/A), round-paired (the median of its two processes' i-th rounds'
-ratios, :func:`batchperf.ab.cell.round_paired`; the ratio of their medians where the rounds do not pair); after every pair
+ratios, :func:`batchperf.ab.cell.round_paired`; the ratio of their medians where the rounds do not pair); after
+every pair
 :mod:`batchperf.ab.stats.signed_rank` turns them into an estimate, an interval and a call:
 
 - a *deciding* metric (``--metrics``, default output throughput alone) is judged at the
@@ -39,7 +40,7 @@ from batchperf.ab.cell import CellState
 from batchperf.ab.designs import duet_cores, run_cells, run_resident
 from batchperf.ab.env import Environment, EnvironmentProblem, Probe, SideRun, collect, probe
 from batchperf.ab.kept import SIDES, ServerStart, kept_folder, restart_due, retire, warmup_order, with_kept_servers
-from batchperf.ab.looks import pair_seconds, plan_looks
+from batchperf.ab.looks import looser, pair_seconds, plan_looks
 from batchperf.ab.pairs import absorb, check_identity, measuring, order_of, read_pair
 from batchperf.ab.result import AbResult, Ended, Pair
 from batchperf.ab.settings import DEFAULT_ROUNDS, BudgetTooSmall, Settings, UsageProblem
@@ -178,7 +179,7 @@ def measure_pairs(result: AbResult, runner: SideRunner, progress: Progress, cloc
     while measuring(result):
         index = len(result.pairs) + 1
         elapsed = clock() - start
-        plan_for_budget(result, elapsed, progress)
+        plan_for_budget(result, elapsed, progress, (elapsed - pairs_from) / len(result.pairs) if result.pairs else None)
         if stop := budget_spent(result, index, elapsed, elapsed - pairs_from):
             return stop
         rounds = result.rounds.chosen if result.rounds else DEFAULT_ROUNDS
@@ -239,26 +240,34 @@ def warm_up(result: AbResult, runner: SideRunner, progress: Progress) -> Ended |
     return None
 
 
-def plan_for_budget(result: AbResult, elapsed_s: float, progress: Progress) -> None:
+def plan_for_budget(result: AbResult, elapsed_s: float, progress: Progress, pair_s: float | None = None) -> None:
     """Once a pair's costs are known and before any look could decide, plan the test's looks for the pairs the
     minutes left hold, when fewer than ``--max-pairs`` (:mod:`batchperf.ab.looks`): the looks the minutes would cut
-    off no longer make each look stricter. Done once a run."""
+    off no longer make each look stricter. Planned from the warm-up's costs; planned again, for fewer looks, when
+    the pairs measured so far (``pair_s``, seconds a pair with its judging) ran slower than that plan assumed."""
     s, chosen = result.settings, result.rounds
-    if result.looks is not None or chosen is None or chosen.round_s is None or chosen.startup_s is None:
+    if chosen is None or chosen.round_s is None or chosen.startup_s is None:
         return
-    if len(result.pairs) >= (result.sequential_test.needs or 0):  # a look could already have decided: too late
+    old = result.looks
+    if old is None:
+        if len(result.pairs) >= (result.sequential_test.needs or 0):  # a look could already have decided: too late
+            return
+        pair_s = pair_seconds(chosen.round_s, chosen.startup_s, chosen.chosen, result.design)
+    elif pair_s is None or pair_s <= old.pair_s:
         return
     family = family_alpha(s, len(result.cells))
-    plan = plan_looks(s.max_pairs, s.max_minutes, elapsed_s, len(result.pairs),
-                      pair_seconds(chosen.round_s, chosen.startup_s, chosen.chosen, result.design),
-                      fewest_max_pairs(s.test, family))
-    if plan is None:
+    plan = plan_looks(s.max_pairs, s.max_minutes, elapsed_s, len(result.pairs), pair_s,
+                      fewest_max_pairs(s.test, family), measured=old is not None)
+    if plan is None or (old is not None and plan.pairs >= old.pairs):
         return
     test = make_test(s.test, plan.pairs, family)
-    if len(result.pairs) >= (test.needs or 0):
+    if old is None and len(result.pairs) >= (test.needs or 0):
+        return
+    if old is not None and not looser(test, result.sequential_test):  # only a plan no look of which is stricter
         return
     result.looks, result.sequential_test = plan, test
-    result.level_method += f"; looks planned for {plan.pairs} pairs, not {plan.asked}: {plan.why}"
+    base = result.level_method.split("; looks planned for ")[0]
+    result.level_method = f"{base}; looks planned for {plan.pairs} pairs, not {plan.asked}: {plan.why}"
     progress(f"looks planned for {plan.pairs} pairs ({plan.why}): {test.describe()}; a verdict needs at least "
              f"{test.needs} pairs")
 
