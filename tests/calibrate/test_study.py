@@ -75,6 +75,19 @@ def test_a_verdict_kept_with_other_settings_is_refused(tmp_path: Path) -> None:
     assert ab.runs == []
 
 
+def test_a_verdict_run_with_design_auto_resumes_with_design_auto(tmp_path: Path) -> None:
+    """ab records the design it ran (``resident``) and the one asked (``auto``): the same command resumes."""
+    study = Study(("dispatch",), aa=0, slowed=2, design="auto")
+    doc = recorded(study.settings("dispatch", 0.1, 0, tmp_path))
+    doc["settings"].update(design="resident", design_asked="auto")
+    keep(tmp_path / "dispatch-0.1-00", doc)
+    ab = FakeAb()
+    run_study(study, tmp_path, lambda line: None, ab)
+    assert ab.runs == ["dispatch-0.1-01"]
+    with pytest.raises(StudyProblem, match=r"other settings \(design\)"):  # asked for another design: refused
+        run_study(Study(("dispatch",), aa=0, slowed=2, design="sequential"), tmp_path, lambda line: None, FakeAb())
+
+
 def test_a_failed_verdict_stops_the_study_saying_why(tmp_path: Path) -> None:
     ab = FakeAb("failed")
     done = run_study(Study(("dispatch",), aa=2, slowed=0), tmp_path, lambda line: None, ab)
