@@ -29,7 +29,8 @@ from batchperf.regress.verdict import Verdict
 class Bank:
     """Every finished verdict's measured pairs of one (kind, slowdown), for resampling."""
 
-    pairs: list[tuple[float, float, float]]  # (A's value, B's value, seconds both processes took); round-paired: (1, B/A, s)
+    # (A's value, B's value, seconds both processes took); a pair judged round-paired: (1, its B/A, seconds)
+    pairs: list[tuple[float, float, float]]
     overhead_s: float  # per verdict, before and between pairs (probing and collecting the environments)
     settings: dict[str, Any]  # ab's settings, as ab.json records them
     verdicts: int
