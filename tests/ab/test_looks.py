@@ -110,6 +110,22 @@ def test_pairs_slower_than_the_warm_up_said_plan_the_looks_again_for_fewer(tmp_p
     assert saved["level_method"].count("looks planned for") == 1 and "9 pairs, not 30" in saved["level_method"]
 
 
+def test_a_run_the_warm_up_gave_no_plan_is_planned_when_its_pairs_run_slower(tmp_path: Path) -> None:
+    """The warm-up prices a pair at 40 s, so the 10 minutes hold the 13 pairs asked and no plan is made; the pairs
+    take 60 s on the clock (as a kept server's restart pair does), so after pair 1 the run plans its looks for the 9
+    the minutes now hold, at a per-look level no stricter than the 13-look test it judged pair 1 with."""
+    fakes = FakeEnvs(cells=CELLS[:1], noise=0.3, seconds=10.0, round_s=0.25)
+    lines: list[str] = []
+    result = run_ab(settings(tmp_path, max_pairs=13), runner=fakes.run, prober=fakes.probe,
+                    collector=fakes.collect, progress=lines.append, clock=_clock(fakes, 30.0))
+    planned = [line for line in lines if line.startswith("looks planned for")]
+    assert len(planned) == 1 and "9 pairs of 60 s (the 1 pair(s) measured)" in planned[0]
+    assert result.looks is not None and (result.looks.pairs, result.looks.after) == (9, 1)
+    assert result.sequential_test.level == pytest.approx(make_test("signed-rank", 9, 0.05).level)
+    assert looser(make_test("signed-rank", 9, 0.05), make_test("signed-rank", 13, 0.05))
+    assert result.status == "budget" and len(result.pairs) == 9
+
+
 def test_pairs_as_fast_as_planned_keep_the_plan(tmp_path: Path) -> None:
     fakes = FakeEnvs(cells=CELLS[:1], noise=0.3, seconds=10.0, round_s=0.25)
     lines: list[str] = []

@@ -15,7 +15,8 @@ looks planned and 7 run). So after every pair the run compares the pairs' measur
 when they ran slower it plans again for the fewer pairs the minutes now hold, but only to a test that is at no look
 stricter than the one it replaces (:func:`looser`). Then every look already judged was judged at a level no looser
 than the new plan's, so the run's rejections stay inside the new plan's, whose chance under the null is at most
-``alpha``; and the switch depends on seconds, not on ratios.
+``alpha``; and the switch depends on seconds, not on ratios. A run the warm-up gave no plan (every pair asked
+fitted) is planned the same way once its measured pairs run slower than the warm-up predicted.
 """
 
 from __future__ import annotations

@@ -243,27 +243,29 @@ def warm_up(result: AbResult, runner: SideRunner, progress: Progress) -> Ended |
 def plan_for_budget(result: AbResult, elapsed_s: float, progress: Progress, pair_s: float | None = None) -> None:
     """Once a pair's costs are known and before any look could decide, plan the test's looks for the pairs the
     minutes left hold, when fewer than ``--max-pairs`` (:mod:`batchperf.ab.looks`): the looks the minutes would cut
-    off no longer make each look stricter. Planned from the warm-up's costs; planned again, for fewer looks, when
-    the pairs measured so far (``pair_s``, seconds a pair with its judging) ran slower than that plan assumed."""
+    off no longer make each look stricter. Planned from the warm-up's costs; planned (again), for fewer looks, when
+    the pairs measured so far (``pair_s``, seconds a pair with its judging) ran slower than the warm-up or the plan
+    assumed: also a run whose warm-up said every pair asked fits, so it had no plan (a kept server's restart pair)."""
     s, chosen = result.settings, result.rounds
     if chosen is None or chosen.round_s is None or chosen.startup_s is None:
         return
-    old = result.looks
-    if old is None:
-        if len(result.pairs) >= (result.sequential_test.needs or 0):  # a look could already have decided: too late
-            return
-        pair_s = pair_seconds(chosen.round_s, chosen.startup_s, chosen.chosen, result.design)
-    elif pair_s is None or pair_s <= old.pair_s:
+    old, predicted = result.looks, pair_seconds(chosen.round_s, chosen.startup_s, chosen.chosen, result.design)
+    measured = pair_s is not None and pair_s > (predicted if old is None else old.pair_s)
+    if old is not None and not measured:
         return
+    if not measured:  # the warm-up's plan, made before any look could decide
+        if len(result.pairs) >= (result.sequential_test.needs or 0):
+            return
+        pair_s = predicted
     family = family_alpha(s, len(result.cells))
     plan = plan_looks(s.max_pairs, s.max_minutes, elapsed_s, len(result.pairs), pair_s,
-                      fewest_max_pairs(s.test, family), measured=old is not None)
+                      fewest_max_pairs(s.test, family), measured=measured)
     if plan is None or (old is not None and plan.pairs >= old.pairs):
         return
     test = make_test(s.test, plan.pairs, family)
-    if old is None and len(result.pairs) >= (test.needs or 0):
+    if not measured and len(result.pairs) >= (test.needs or 0):
         return
-    if old is not None and not looser(test, result.sequential_test):  # only a plan no look of which is stricter
+    if measured and not looser(test, result.sequential_test):  # only a plan no look of which is stricter
         return
     result.looks, result.sequential_test = plan, test
     base = result.level_method.split("; looks planned for ")[0]
