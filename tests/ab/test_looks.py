@@ -126,6 +126,26 @@ def test_a_run_the_warm_up_gave_no_plan_is_planned_when_its_pairs_run_slower(tmp
     assert result.status == "budget" and len(result.pairs) == 9
 
 
+def test_a_run_the_warm_up_priced_too_high_is_planned_from_its_faster_pairs(tmp_path: Path) -> None:
+    """A kept server's warm-up pays the servers' start-up, which its kept pairs do not: it priced a pair so high
+    that the 10 minutes held fewer pairs than any plan decides from, so no plan was made, while the pairs ran
+    faster; the budget rule, which reads the measured pairs, then found 6 fit where the 13-look test needs 7 and
+    stopped the run after 4 pairs (the kept-server A/A row of 2026-12-07 13:24, verdict 2). Now the measured
+    pairs plan the looks: the 6 they hold, at the 6-look test's level, no look of it stricter."""
+    fakes = FakeEnvs(cells=CELLS[:1], noise=0.3, seconds=70.0, round_s=0.25)
+    lines: list[str] = []
+    result = run_ab(settings(tmp_path, max_pairs=13), runner=fakes.run, prober=fakes.probe,
+                    collector=fakes.collect, progress=lines.append, clock=_clock(fakes, 40.0))
+    assert result.rounds is not None
+    predicted = pair_seconds(result.rounds.round_s, result.rounds.startup_s, result.rounds.chosen, result.design)
+    assert predicted > 120  # the warm-up's price: 10 minutes hold fewer than 6 pairs of it after the warm-up
+    planned = [line for line in lines if line.startswith("looks planned for")]
+    assert len(planned) == 1 and "6 pairs of 80 s (the 1 pair(s) measured)" in planned[0]
+    assert result.looks is not None and (result.looks.pairs, result.looks.after) == (6, 1)
+    assert result.sequential_test.level == pytest.approx(make_test("signed-rank", 6, 0.05).level)
+    assert result.status == "budget" and len(result.pairs) == 6  # before: stopped after 1 pair, "a verdict needs 7"
+
+
 def test_pairs_as_fast_as_planned_keep_the_plan(tmp_path: Path) -> None:
     fakes = FakeEnvs(cells=CELLS[:1], noise=0.3, seconds=10.0, round_s=0.25)
     lines: list[str] = []

@@ -332,32 +332,39 @@ def test_keep_servers_tells_each_side_where_its_server_is_and_ends_them_at_the_e
     saved = json.loads((tmp_path / "ab" / "ab.json").read_text())
     assert saved["settings"]["keep_servers"] is True and saved["settings"]["restart_servers_every"] == 100
     assert {label: [s["starts"] for s in kept] for label, kept in saved["kept_servers"].items()} == {"A": [1], "B": [1]}
-    assert saved["server_starts"] == [{"from_pair": 1, "first": "A", "in_warmup": False}]  # --no-warmup: pair 1
+    first = saved["server_starts"][0]["first"]  # --no-warmup: pair 1 starts them, in a drawn order
+    assert saved["server_starts"] == [{"from_pair": 1, "first": first, "in_warmup": False}]
+    assert result.pairs[0].order[0] == first and seen[0][0] == first
     assert "servers kept across pairs (--keep-servers)" in render_ab_markdown(result)
     assert "fake-A started 1x" in render_ab_markdown(result)
 
 
-def test_kept_servers_are_restarted_every_n_pairs_at_the_same_boundary(tmp_path: Path) -> None:
+def test_kept_servers_are_restarted_every_n_pairs_at_the_same_boundary(tmp_path: Path,
+                                                                       monkeypatch: pytest.MonkeyPatch) -> None:
     """Issue 56: a server kept for a whole run put its one level into every pair (the kept A/A rows leaned one way).
-    Every N pairs both sides' servers are retired between pairs, and the next pair's processes start fresh ones,
-    the side that starts first alternating (an even N waits a pair where it would not)."""
+    Every N pairs both sides' servers are retired between pairs, and the next pair's processes start fresh ones;
+    the side that starts first alternates from set to set, and the pairs run in the order their set's servers
+    started, then alternate (batchperf.ab.kept.kept_order)."""
+    monkeypatch.setattr("batchperf.ab.run.warmup_order", lambda: ("A", "B"))  # --no-warmup's pair 1: drawn
     fakes = FakeEnvs(noise=0.2, cells=CELLS[:1])  # noisy: undecided, so all 7 pairs run
     seen: list[tuple[str, str]] = []
     pids = tmp_path / "pids.txt"
     result = run_ab(settings(tmp_path, keep_servers=True, restart_servers_every=2, max_pairs=7),
                     runner=with_kept_server(fakes, pids, seen), prober=fakes.probe, collector=fakes.collect)
     assert len(result.pairs) == 7 and result.status == "budget"
-    assert [(s.from_pair, s.first) for s in result.server_starts] == [(1, "A"), (4, "B"), (7, "A")]
+    assert [(s.from_pair, s.first) for s in result.server_starts] == [(1, "A"), (3, "B"), (5, "A"), (7, "B")]
+    assert ["".join(p.order) for p in result.pairs] == ["AB", "BA", "BA", "AB", "AB", "BA", "BA"]
+    assert [label for label, _ in seen] == [label for p in result.pairs for label in p.order]  # ran in that order
     per_pair = [dict(seen[i:i + 2]) for i in range(0, len(seen), 2)]  # side -> URL, pair by pair
     for side in ("A", "B"):
         urls = [pair[side] for pair in per_pair]
-        assert urls[0] == urls[1] == urls[2] != urls[3]  # pairs 1-3 on one server, fresh from pair 4 (both sides)
-        assert urls[3] == urls[4] == urls[5] != urls[6]
+        assert urls[0] == urls[1] != urls[2] == urls[3] != urls[4] == urls[5] != urls[6]  # sets of 2, both sides
     assert all_gone(read_pids(pids))  # the retired ones too
     saved = json.loads((tmp_path / "ab" / "ab.json").read_text())
-    assert {label: [s["starts"] for s in kept] for label, kept in saved["kept_servers"].items()} == {"A": [3], "B": [3]}
-    assert [s["from_pair"] for s in saved["server_starts"]] == [1, 4, 7]
-    assert "fresh servers from pair 1, A first, pair 4, B first, pair 7, A first" in render_ab_markdown(result)
+    assert {label: [s["starts"] for s in kept] for label, kept in saved["kept_servers"].items()} == {"A": [4], "B": [4]}
+    assert [s["from_pair"] for s in saved["server_starts"]] == [1, 3, 5, 7]
+    assert "fresh servers from pair 1, A first, pair 3, B first, pair 5, A first, pair 7, B first" in \
+        render_ab_markdown(result)
 
 
 def test_the_warm_up_starts_the_kept_servers_in_a_drawn_order(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

@@ -39,7 +39,8 @@ from batchperf.ab import outdir
 from batchperf.ab.cell import CellState
 from batchperf.ab.designs import duet_cores, run_cells, run_resident
 from batchperf.ab.env import Environment, EnvironmentProblem, Probe, SideRun, collect, probe
-from batchperf.ab.kept import SIDES, ServerStart, kept_folder, restart_due, retire, warmup_order, with_kept_servers
+from batchperf.ab.kept import (SIDES, ServerStart, kept_folder, kept_order, restart_due, retire, warmup_order,
+                              with_kept_servers)
 from batchperf.ab.looks import looser, pair_seconds, plan_looks
 from batchperf.ab.pairs import absorb, check_identity, measuring, order_of, read_pair
 from batchperf.ab.result import AbResult, Ended, Pair
@@ -186,8 +187,9 @@ def measure_pairs(result: AbResult, runner: SideRunner, progress: Progress, cloc
         stems = {label: settings.out.resolve() / f"pair-{index:03d}-{label}" for label in ("A", "B")}
         if settings.keep_servers:
             restart_servers(result, index, progress)
-        runs = run_pair(result, runner, rounds, stems, order_of(index))
-        pair = Pair(index, order_of(index), runs, _load())
+        order = pair_order(result, index)
+        runs = run_pair(result, runner, rounds, stems, order)
+        pair = Pair(index, order, runs, _load())
         result.pairs.append(pair)
         if crashed := [r for r in runs.values() if r.crashed]:
             return Ended("failed", "; ".join(crash_reason(r, f"pair {index}", result, index - 1) for r in crashed))
@@ -244,13 +246,18 @@ def plan_for_budget(result: AbResult, elapsed_s: float, progress: Progress, pair
     """Once a pair's costs are known and before any look could decide, plan the test's looks for the pairs the
     minutes left hold, when fewer than ``--max-pairs`` (:mod:`batchperf.ab.looks`): the looks the minutes would cut
     off no longer make each look stricter. Planned from the warm-up's costs; planned (again), for fewer looks, when
-    the pairs measured so far (``pair_s``, seconds a pair with its judging) ran slower than the warm-up or the plan
-    assumed: also a run whose warm-up said every pair asked fits, so it had no plan (a kept server's restart pair)."""
+    the pairs measured so far (``pair_s``, seconds a pair with its judging) ran slower than the plan assumed; a run
+    the warm-up gave no plan is planned from its measured pairs, slower or faster than the warm-up said (a kept
+    server's restart pair; a kept server's warm-up, which prices its pairs with a start-up they do not pay)."""
     s, chosen = result.settings, result.rounds
     if chosen is None or chosen.round_s is None or chosen.startup_s is None:
         return
     old, predicted = result.looks, pair_seconds(chosen.round_s, chosen.startup_s, chosen.chosen, result.design)
-    measured = pair_s is not None and pair_s > (predicted if old is None else old.pair_s)
+    # measured pairs price a pair from then on: a run without a plan takes them whether slower or faster than the
+    # warm-up said (a kept server's warm-up, whose start-up the kept pairs do not pay, prices them too high, and
+    # the budget rule, which reads the measured pairs, then stopped a run no plan was made for); a planned run
+    # re-plans only when they run slower than its plan
+    measured = pair_s is not None and (old is None or pair_s > old.pair_s)
     if old is not None and not measured:
         return
     if not measured:  # the warm-up's plan, made before any look could decide
@@ -274,19 +281,29 @@ def plan_for_budget(result: AbResult, elapsed_s: float, progress: Progress, pair
              f"{test.needs} pairs")
 
 
+def pair_order(result: AbResult, index: int) -> tuple[str, str]:
+    """The order pair ``index`` runs its sides in: A B, B A, … (:func:`batchperf.ab.pairs.order_of`); with kept
+    servers, following the sets of pairs their servers serve (:func:`batchperf.ab.kept.kept_order`)."""
+    if not result.settings.keep_servers or not result.server_starts:
+        return order_of(index)
+    return kept_order(index, result.server_starts[0].first, result.settings.restart_servers_every)
+
+
 def restart_servers(result: AbResult, index: int, progress: Progress) -> None:
-    """``--keep-servers``: before pair ``index``, retire both sides' kept servers when they are due for fresh ones
+    """``--keep-servers``: before pair ``index``, retire both sides' kept servers at the first pair of a set
     (:func:`batchperf.ab.kept.restart_due`), so that the pair's processes start new ones in their first, discarded,
-    round; recorded in ``result.server_starts``."""
-    last = result.server_starts[-1] if result.server_starts else None
-    order = order_of(index)
-    if not restart_due(last, index, order, result.settings.restart_servers_every):
+    round; recorded in ``result.server_starts``. Without a warm-up, pair 1's processes start the first set's, in a
+    drawn order."""
+    if not result.server_starts:
+        result.server_starts.append(ServerStart(index, warmup_order()[0]))
         return
-    if last is not None:
-        retire(result.settings.out)
-        progress(f"kept servers: retired after {index - last.from_pair} pair(s); pair {index}'s processes start "
-                 f"fresh ones, {order[0]} first")
-    result.server_starts.append(ServerStart(index, order[0]))
+    if not restart_due(index, result.settings.restart_servers_every):
+        return
+    last, first = result.server_starts[-1], pair_order(result, index)[0]
+    retire(result.settings.out)
+    progress(f"kept servers: retired after {index - last.from_pair} pair(s); pair {index}'s processes start "
+             f"fresh ones, {first} first")
+    result.server_starts.append(ServerStart(index, first))
 
 
 def run_pair(result: AbResult, runner: SideRunner, rounds: int, stems: Mapping[str, Path],
