@@ -4,14 +4,17 @@ processes take a given start-up and round time on a fake clock."""
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
 from ab_fakes import CELLS, FakeEnvs
 from paths import REPO
 
-from batchperf.ab.env import Environment
+from batchperf.ab.env import Environment, SideRun
+from batchperf.ab.kept import ServerStart, pair_prices, pairs_within
 from batchperf.ab.looks import LookPlan, looser, pair_seconds, plan_looks
+from batchperf.ab.result import Pair
 from batchperf.ab.run import run_ab
 from batchperf.ab.settings import Settings
 from batchperf.ab.stats import make_test
@@ -144,6 +147,42 @@ def test_a_run_the_warm_up_priced_too_high_is_planned_from_its_faster_pairs(tmp_
     assert result.looks is not None and (result.looks.pairs, result.looks.after) == (6, 1)
     assert result.sequential_test.level == pytest.approx(make_test("signed-rank", 6, 0.05).level)
     assert result.status == "budget" and len(result.pairs) == 6  # before: stopped after 1 pair, "a verdict needs 7"
+
+
+def test_kept_pairs_ahead_are_priced_as_kept_pairs_not_as_the_mean_with_a_restart(tmp_path: Path) -> None:
+    """--keep-servers, fresh servers every 3 pairs: a kept pair 75 s, a restart's pair 126 s (two server starts),
+    the warm-up 83 s (vLLM's server cell, the kept-server A/A row of 2026-12-07 13:49, verdict 2). After the restart
+    pair 4 the mean pair was 88 s, so 10 minutes "held" 5 pairs and the verdict, planned for 6, stopped after 4; the
+    two pairs left before the next restart are kept pairs of 75 s, and they fit."""
+    fakes = FakeEnvs(cells=CELLS[:1], noise=0.3)
+    now = [0.0]
+
+    def runner(env, args, stem, timeout_s=None):  # noqa: ANN001, ANN202 - a process priced by its pair
+        name = stem.name
+        process_s = 41.5 if name.startswith("warmup") else 63.0 if name.startswith("pair-004") else 37.5
+        now[0] += process_s
+        return replace(fakes.run(env, args, stem, timeout_s=timeout_s), seconds=process_s)
+
+    result = run_ab(settings(tmp_path, max_pairs=14, keep_servers=True, warmup=True, rounds=30), runner=runner,
+                    prober=fakes.probe, collector=fakes.collect, clock=lambda: now[0])
+    assert [s.from_pair for s in result.server_starts] == [1, 4]
+    assert result.looks is not None and result.looks.pairs == 6
+    assert len(result.pairs) == 6, result.reason  # before: 4, "5 pair(s) fit and a verdict needs 6"
+    assert result.status == "budget" and result.reason.startswith("the 6 pairs the looks were planned for spent")
+
+
+def test_a_pair_s_price_follows_its_kind_once_both_kinds_were_measured() -> None:
+    def pair(index: int, seconds: float) -> Pair:
+        return Pair(index, ("A", "B"), {label: SideRun(label, 0, seconds, None, Path("x.log")) for label in "AB"},
+                    None)
+
+    starts = [ServerStart(1, "A", in_warmup=True), ServerStart(4, "B")]
+    kept_only = pair_prices([pair(1, 40.0), pair(2, 40.0)], starts[:1], 3, 85.0)
+    assert kept_only(3) == kept_only(4) == 85.0  # no restart measured yet: the mean
+    price = pair_prices([pair(i, 63.0 if i == 4 else 37.5) for i in range(1, 5)], starts, 3, 87.75)
+    assert (price(5), price(6), price(7)) == pytest.approx((75.0, 75.0, 126.0))  # pair 7 starts fresh servers
+    assert pairs_within(166.0, price, 5, 10) == 2 and pairs_within(300.0, price, 5, 10) == 3
+    assert pairs_within(10_000.0, price, 5, 4) == 4  # at most the pairs left to --max-pairs
 
 
 def test_pairs_as_fast_as_planned_keep_the_plan(tmp_path: Path) -> None:

@@ -39,8 +39,8 @@ from batchperf.ab import outdir
 from batchperf.ab.cell import CellState
 from batchperf.ab.designs import duet_cores, run_cells, run_resident
 from batchperf.ab.env import Environment, EnvironmentProblem, Probe, SideRun, collect, probe
-from batchperf.ab.kept import (SIDES, ServerStart, kept_folder, kept_order, restart_due, retire, warmup_order,
-                              with_kept_servers)
+from batchperf.ab.kept import (SIDES, ServerStart, kept_folder, kept_order, pair_prices, pairs_within, restart_due,
+                              retire, warmup_order, with_kept_servers)
 from batchperf.ab.looks import looser, pair_seconds, plan_looks
 from batchperf.ab.pairs import absorb, check_identity, measuring, order_of, read_pair
 from batchperf.ab.result import AbResult, Ended, Pair
@@ -370,17 +370,22 @@ def budget_spent(result: AbResult, index: int, elapsed_s: float, pairs_s: float)
         return Ended("budget", f"--max-pairs {s.max_pairs} spent" if result.looks is None else
                      f"the {result.max_pairs} pairs the looks were planned for spent ({result.looks.why})")
     if s.max_minutes is not None and result.pairs:
-        per_pair = pairs_s / len(result.pairs)
-        fit = len(result.pairs) + int(max(s.max_minutes * 60 - elapsed_s, 0) // per_pair)
+        per_pair, left = pairs_s / len(result.pairs), max(s.max_minutes * 60 - elapsed_s, 0)
+        if s.keep_servers:  # a restart's pair costs about two kept ones: each pair ahead at its own price
+            price = pair_prices(result.pairs, result.server_starts, s.restart_servers_every, per_pair)
+            fit = len(result.pairs) + pairs_within(left, price, index, result.max_pairs - len(result.pairs))
+            next_s = price(index)
+        else:
+            fit, next_s = len(result.pairs) + int(left // per_pair), per_pair
         if fit < (needs := result.sequential_test.needs):  # the pairs to come could not give any verdict
             enough = math.ceil((elapsed_s - pairs_s + needs * per_pair) / 60)
             return Ended("budget", f"--max-minutes {s.max_minutes:g}: a pair takes about {per_pair / 60:.1f} min, so "
                          f"{fit} pair(s) fit and a verdict needs {needs}; stopped rather than measure pairs that "
                          f"cannot decide. Give --max-minutes {enough} or more (or fewer --rounds)",
                          minutes_needed=enough)
-        if elapsed_s + per_pair > s.max_minutes * 60:
+        if next_s > left:
             return Ended("budget", f"--max-minutes {s.max_minutes:g}: {elapsed_s / 60:.1f} min spent, and a pair "
-                         f"takes about {per_pair / 60:.1f} min")
+                         f"takes about {next_s / 60:.1f} min")
     elif s.max_minutes is not None and elapsed_s >= s.max_minutes * 60:
         return Ended("budget", f"--max-minutes {s.max_minutes:g} spent before the first pair")
     return None
