@@ -60,6 +60,20 @@ def verdict_rows(folder: Path, metric: str, unrecorded: str | None) -> list[tupl
     return rows
 
 
+def b_over_a(rows: list[tuple[str, int, str, float]]) -> list[float]:
+    """Each row's ln(B/A) again (its ln(second / first) with the sign of the side that started second)."""
+    return [value if first == "A" else -value for _, _, first, value in rows]
+
+
+def balanced(rows: list[tuple[str, int, str, float]]) -> str:
+    """The mean ln(B/A) of the pairs whose A server started first and of those whose B server did, averaged: the
+    estimate with the start order's lean cancelled whatever the pairs' split ("-" without both orders)."""
+    by_first = {side: [v for v, r in zip(b_over_a(rows), rows) if r[2] == side] for side in ("A", "B")}
+    if not all(by_first.values()):
+        return "-"
+    return f"{50 * (statistics.mean(by_first['A']) + statistics.mean(by_first['B'])):+.2f}"
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("folder", type=Path, help="a detector data folder of kept-server A/A verdicts")
@@ -71,12 +85,14 @@ def main(argv: list[str] | None = None) -> int:
     if not rows:
         print(f"{args.folder}: no A/A verdict with a known server start order", file=sys.stderr)
         return 2
-    print("| verdict | pairs, the side started first | ln(second / first) per pair, % |")
-    print("|---|---|---|")
+    print("| verdict | pairs, the side started first | ln(second / first) per pair, % | mean ln(B/A), % | the two "
+          "start orders' means averaged, % |")
+    print("|---|---|---|--:|--:|")
     for name in sorted({r[0] for r in rows}):
         mine = [r for r in rows if r[0] == name]
         print(f"| {name} | {' '.join(f'{r[1]}{r[2]}' for r in mine)} | "
-              f"{', '.join(f'{100 * r[3]:+.1f}' for r in mine)} |")
+              f"{', '.join(f'{100 * r[3]:+.1f}' for r in mine)} | {100 * statistics.mean(b_over_a(mine)):+.2f} | "
+              f"{balanced(mine)} |")
     values = [r[3] for r in rows]
     positive = sum(v > 0 for v in values)
     test = binomtest(positive, len(values), 0.5)

@@ -39,8 +39,18 @@ from batchperf.ab import outdir
 from batchperf.ab.cell import CellState
 from batchperf.ab.designs import duet_cores, run_cells, run_resident
 from batchperf.ab.env import Environment, EnvironmentProblem, Probe, SideRun, collect, probe
-from batchperf.ab.kept import (SIDES, ServerStart, kept_folder, kept_order, pair_prices, pairs_within, restart_due,
-                              retire, warmup_order, with_kept_servers)
+from batchperf.ab.kept import (
+    SIDES,
+    ServerStart,
+    kept_folder,
+    kept_order,
+    pair_prices,
+    pairs_within,
+    restart_due,
+    retire,
+    warmup_order,
+    with_kept_servers,
+)
 from batchperf.ab.looks import looser, pair_seconds, plan_looks
 from batchperf.ab.pairs import absorb, check_identity, measuring, order_of, read_pair
 from batchperf.ab.result import AbResult, Ended, Pair
