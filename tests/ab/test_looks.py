@@ -11,10 +11,9 @@ import pytest
 from ab_fakes import CELLS, FakeEnvs
 from paths import REPO
 
-from batchperf.ab.env import Environment, SideRun
+from batchperf.ab.env import Environment
 from batchperf.ab.kept import ServerStart, pair_prices, pairs_within
 from batchperf.ab.looks import LookPlan, looser, pair_seconds, plan_looks
-from batchperf.ab.result import Pair
 from batchperf.ab.run import run_ab
 from batchperf.ab.settings import Settings
 from batchperf.ab.stats import make_test
@@ -172,14 +171,10 @@ def test_kept_pairs_ahead_are_priced_as_kept_pairs_not_as_the_mean_with_a_restar
 
 
 def test_a_pair_s_price_follows_its_kind_once_both_kinds_were_measured() -> None:
-    def pair(index: int, seconds: float) -> Pair:
-        return Pair(index, ("A", "B"), {label: SideRun(label, 0, seconds, None, Path("x.log")) for label in "AB"},
-                    None)
-
     starts = [ServerStart(1, "A", in_warmup=True), ServerStart(4, "B")]
-    kept_only = pair_prices([pair(1, 40.0), pair(2, 40.0)], starts[:1], 3, 85.0)
+    kept_only = pair_prices({1: 40.0, 2: 40.0}, starts[:1], 3, 85.0)
     assert kept_only(3) == kept_only(4) == 85.0  # no restart measured yet: the mean
-    price = pair_prices([pair(i, 63.0 if i == 4 else 37.5) for i in range(1, 5)], starts, 3, 87.75)
+    price = pair_prices({i: 63.0 if i == 4 else 37.5 for i in range(1, 5)}, starts, 3, 87.75)
     assert (price(5), price(6), price(7)) == pytest.approx((75.0, 75.0, 126.0))  # pair 7 starts fresh servers
     assert pairs_within(166.0, price, 5, 10) == 2 and pairs_within(300.0, price, 5, 10) == 3
     assert pairs_within(10_000.0, price, 5, 4) == 4  # at most the pairs left to --max-pairs

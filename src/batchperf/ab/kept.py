@@ -20,17 +20,14 @@ from __future__ import annotations
 import os
 import random
 import statistics
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from batchperf.ab.env import Environment
 from batchperf.launch.environ import KEEP_SERVERS_ENV, KEEP_SERVERS_OWNER_ENV
 from batchperf.launch.kept_server import stop_kept
-
-if TYPE_CHECKING:
-    from batchperf.ab.result import Pair
 
 SIDES = ("A", "B")
 
@@ -102,17 +99,16 @@ def restart_due(index: int, every: int) -> bool:
     return index > 1 and (index - 1) % every == 0
 
 
-def pair_prices(pairs: Sequence[Pair], starts: Sequence[ServerStart], every: int,
+def pair_prices(seconds: Mapping[int, float], starts: Sequence[ServerStart], every: int,
                 per_pair: float) -> Callable[[int], float]:
-    """The seconds pair ``index`` is expected to take (``ab``'s budget rule): the pairs measured took ``per_pair``
-    on average (the clock's, judging included), split between the pairs that started fresh servers and those that
-    kept them by their processes' seconds (the longer side's), and a pair ahead pays the restart price where a
-    restart falls due, the kept price elsewhere. A restart pair costs about two kept ones (126-138 s against 69-80 s,
-    vLLM's server cell), so the mean over pairs that held one restart in four priced the two kept pairs after it
-    at 90 s, and a verdict stopped for want of time it had. Until both kinds were measured, every pair is priced
-    ``per_pair``."""
+    """The seconds pair ``index`` is expected to take (``ab``'s budget rule), from ``seconds`` (each measured pair's
+    processes' seconds, the longer side's, by pair): the pairs measured took ``per_pair`` on average (the clock's,
+    judging included), split between the pairs that started fresh servers and those that kept them in the ratio of
+    their processes' seconds, and a pair ahead pays the restart price where a restart falls due, the kept price
+    elsewhere. A restart pair costs about two kept ones (126-150 s against 68-91 s, vLLM's server cell), so the mean
+    over pairs that held one restart in four priced the kept pairs after it too high. Until both kinds were
+    measured, every pair is priced ``per_pair``."""
     fresh = {start.from_pair for start in starts if not start.in_warmup}
-    seconds = {pair.index: max((run.seconds for run in pair.runs.values()), default=0.0) for pair in pairs}
     restart = [s for index, s in seconds.items() if index in fresh]
     kept = [s for index, s in seconds.items() if index not in fresh]
     if not restart or not kept or min(seconds.values()) <= 0:

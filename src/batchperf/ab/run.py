@@ -382,7 +382,8 @@ def budget_spent(result: AbResult, index: int, elapsed_s: float, pairs_s: float)
     if s.max_minutes is not None and result.pairs:
         per_pair, left = pairs_s / len(result.pairs), max(s.max_minutes * 60 - elapsed_s, 0)
         if s.keep_servers:  # a restart's pair costs about two kept ones: each pair ahead at its own price
-            price = pair_prices(result.pairs, result.server_starts, s.restart_servers_every, per_pair)
+            seconds = {p.index: max((r.seconds for r in p.runs.values()), default=0.0) for p in result.pairs}
+            price = pair_prices(seconds, result.server_starts, s.restart_servers_every, per_pair)
             fit = len(result.pairs) + pairs_within(left, price, index, result.max_pairs - len(result.pairs))
             next_s = price(index)
         else:
