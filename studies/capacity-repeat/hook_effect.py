@@ -21,6 +21,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 from batchperf.capacity.probe import Probes
@@ -92,19 +93,35 @@ def summary(path: Path) -> None:
             print(f"{'probe ' + tenant + ' ' + key:34}" + "".join(f"{c:>22}" for c in cells))
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--load", type=float, default=5.0)
-    parser.add_argument("--levels", default="0,0.04,0.1")
-    parser.add_argument("--reps", type=int, default=3)
+def study_args(doc: str, reps: int, summarise: Callable[[Path], None],
+               more: Callable[[argparse.ArgumentParser], None] = lambda parser: None,
+               ) -> tuple[argparse.Namespace, list[float]] | None:
+    """The hook studies' command line (this one's and ``hook_inproc.py``'s): ``--levels``, ``--reps``, ``--out``,
+    ``--summary`` and ``more``'s; None when ``--summary`` printed a written file's summary, else the arguments and
+    the levels, the first the unhooked one (0)."""
+    parser = argparse.ArgumentParser(description=doc, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--levels", default="0,0.04,0.1", help="hook levels, the first the unhooked one (0)")
+    parser.add_argument("--reps", type=int, default=reps)
     parser.add_argument("--out", type=Path)
     parser.add_argument("--summary", type=Path, help="print the summary of a written file and stop")
+    more(parser)
     args = parser.parse_args()
     if args.summary:
-        return summary(args.summary)
+        summarise(args.summary)
+        return None
     if args.out is None:
         parser.error("--out FILE is needed to run")
     levels = [float(x) for x in args.levels.split(",")]
+    if levels[0] != 0:
+        parser.error("--levels: the first level is the unhooked one, 0")
+    return args, levels
+
+
+def main() -> None:
+    given = study_args(__doc__, 3, summary, lambda parser: parser.add_argument("--load", type=float, default=5.0))
+    if given is None:
+        return
+    args, levels = given
     runs = []
     with tempfile.TemporaryDirectory() as tmp:
         for rep in range(args.reps):

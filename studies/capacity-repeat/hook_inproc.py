@@ -17,12 +17,13 @@ to level 0 (paired within a repetition, so the machine's drift cancels).
 
 from __future__ import annotations
 
-import argparse
 import contextlib
 import json
 import statistics
 import time
 from pathlib import Path
+
+from hook_effect import study_args
 
 ROOT = Path(__file__).resolve().parents[2]
 FIXTURE = ROOT / "fixtures" / "traffic" / "sustained_tenants.toml"
@@ -106,22 +107,11 @@ def summary(path: Path) -> None:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--levels", default="0,0.04,0.1", help="hook levels, the first the unhooked one (0)")
-    parser.add_argument("--reps", type=int, default=10)
-    parser.add_argument("--out", type=Path)
-    parser.add_argument("--summary", type=Path, help="print the summary of a written file and stop")
-    args = parser.parse_args()
-    if args.summary:
-        return summary(args.summary)
-    if args.out is None:
-        parser.error("--out FILE is needed to run")
-    levels = [float(x) for x in args.levels.split(",")]
-    if levels[0] != 0:
-        parser.error("--levels: the first level is the unhooked one, 0")
-    measure(levels, args.reps, args.out)
-    summary(args.out)
-
+    given = study_args(__doc__, 10, summary)
+    if given is not None:
+        args, levels = given
+        measure(levels, args.reps, args.out)
+        summary(args.out)
 
 if __name__ == "__main__":
     main()
