@@ -11,6 +11,7 @@ import pytest
 from paths import REPO
 
 import batchperf.releases.chain
+from batchperf.ab.settings import Settings
 from batchperf.cli import main
 from batchperf.envs.venv import BUILDING
 
@@ -73,3 +74,18 @@ def test_an_unforeseen_error_is_one_line_and_exit_4(tmp_path: Path, capsys, monk
     err = capsys.readouterr().err
     assert code == 4 and "batchperf chain: failed: RuntimeError: the disk said no" in err
     assert "Traceback" not in err and len(err.strip().splitlines()) == 1
+
+
+def test_a_chain_judges_with_the_sequential_t_unless_told(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """At a chain's split alpha signed-rank decides only at 8 pairs, the whole budget; the t from the 5th, so the
+    chain's default is the t (docs/upgrades.md, "What it costs"); --test signed-rank still picks ab's default."""
+    seen: list[str] = []
+
+    def record(envs: object, labels: object, base: Settings, **kwargs: object) -> None:
+        seen.append(base.test)
+        raise RuntimeError("recorded")
+
+    monkeypatch.setattr(batchperf.releases.chain, "run_chain", record)
+    assert main(chain(tmp_path / "default")) == 4
+    assert main(chain(tmp_path / "asked", "--test", "signed-rank")) == 4
+    assert seen == ["t", "signed-rank"]

@@ -112,3 +112,18 @@ def test_a_chain_of_signed_rank_judged_runs_holds_its_alpha(law: str, tmp_path: 
     rate, confirmed = false_calls(runs, 2, metrics, judge, max_pairs, LAWS[law], sims, seed=7)
     assert rate <= alpha + slack, f"{law}: {rate:.3f} of null chains called a change"
     assert confirmed <= rate
+
+
+@pytest.mark.parametrize("law", sorted(LAWS))
+def test_the_chains_default_t_holds_its_alpha_on_six_releases_at_8_pairs(law: str, tmp_path: Path) -> None:
+    """`batchperf chain`'s own default (the sequential t, cli.chain.TEST) on the budget a chain of six releases
+    gives a run: six runs at alpha / 6, 8 pairs, looks from the 5th (where signed-rank could only look at the 8th)."""
+    from batchperf.cli.chain import TEST
+
+    alpha, sims, metrics, max_pairs = 0.05, 400, ("output_throughput",), 8
+    slack = 3 * math.sqrt(alpha * (1 - alpha) / sims)
+    runs, judge = chain_judge(6, 1, metrics, TEST, max_pairs, True, tmp_path)
+    assert runs == 6 and judge.test == "t" and judge.needs == 5
+    rate, confirmed = false_calls(runs, 1, metrics, judge, max_pairs, LAWS[law], sims, seed=8)
+    assert rate <= alpha + slack, f"{law}: {rate:.3f} of null chains called a change"
+    assert confirmed <= rate

@@ -48,8 +48,9 @@ def usage_errors_exit_3(parser: argparse.ArgumentParser) -> None:
     parser.error = error  # type: ignore[method-assign]
 
 
-def add_verdict_args(parser: argparse.ArgumentParser) -> None:
-    """The options of a verdict (shared with ``batchperf bisect``)."""
+def add_verdict_args(parser: argparse.ArgumentParser, test: str = DEFAULT_TEST, test_why: str = "") -> None:
+    """The options of a verdict (shared with ``batchperf bisect`` and ``chain``); ``test`` is ``--test``'s default,
+    ``test_why`` a sentence of help saying why, where it is not ``ab``'s."""
     parser.add_argument("--margin", action="append", default=[], metavar="FRAC|METRIC=FRAC",
                         help="equivalence margin: an interval inside ±FRAC is 'no change' (default 0.03); "
                              "METRIC=FRAC for one metric (repeatable)")
@@ -59,8 +60,8 @@ def add_verdict_args(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--latency-decides", action="store_true",
                         help=f"the older deciding set, {','.join(AB_WITH_LATENCY)} (alpha is split over them, so a "
                              "verdict needs more pairs); not with --metrics")
-    parser.add_argument("--test", choices=TESTS, default=DEFAULT_TEST,
-                        help=f"the interval of each look (default {DEFAULT_TEST}): 'signed-rank', Wilcoxon at a "
+    parser.add_argument("--test", choices=TESTS, default=test,
+                        help=f"the interval of each look (default {test}{test_why}): 'signed-rank', Wilcoxon at a "
                              "constant per-look level (no assumption beyond symmetric noise; the fewest pairs on "
                              "average, robust to outlier processes); 't', a sequential t-interval with "
                              "O'Brien-Fleming-type alpha spending (more power by the end of the budget when pairs are "

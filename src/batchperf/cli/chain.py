@@ -28,6 +28,11 @@ from batchperf.cli.bisect import add_environment_args, environments
 from batchperf.launch.child import exit_code_of
 from batchperf.results.io import atomic_write_text
 
+# A chain's runs judge with the sequential t unless told otherwise: at the chain's split alpha (0.05 / 6 runs for six
+# releases) the signed-rank test cannot decide before 8 pairs (its smallest p at 7 is 2/2^7 = 0.016), the whole of
+# the budget a chain gives a run, where the t can from its 5th (docs/upgrades.md, "What it costs")
+TEST = "t"
+
 
 def add_cli_args(parser: argparse.ArgumentParser) -> None:
     usage_errors_exit_3(parser)
@@ -38,7 +43,8 @@ def add_cli_args(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--out", type=Path, default=None, metavar="DIR",
                         help="folder for every step's ab run, chain.json and chain.md (default results/chain-<time>); "
                              "give the same one again to resume")
-    add_verdict_args(parser)
+    add_verdict_args(parser, TEST, ", chain's own: at the chain's split alpha signed-rank decides only at 8 pairs, "
+                                   "the t from 5")
 
 
 def default_labels(envs: list[Environment]) -> list[str]:

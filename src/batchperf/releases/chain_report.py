@@ -336,7 +336,7 @@ def render_chain_markdown(chain: Chain) -> str:
     explained = [line for step in chain.steps for cell in step.calls for line in explanation_lines(chain, step, cell)]
     if explained:
         lines += ["", "Confirmed calls, explained (engine figures B/A - 1 that differ the same way in the call's run "
-                  "and in its confirmation, each with its interval):", "", *explained]
+                  "and in its confirmation, each with its 95% interval):", "", *explained]
     lines += ["", "Level against the first release (product of the step estimates; measured first -> last beside it):",
               ""]
     for lv in levels(chain):
