@@ -43,8 +43,8 @@ def add_cli_args(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--out", type=Path, default=None, metavar="DIR",
                         help="folder for every step's ab run, chain.json and chain.md (default results/chain-<time>); "
                              "give the same one again to resume")
-    add_verdict_args(parser, TEST, ", chain's own: at the chain's split alpha signed-rank decides only at 8 pairs, "
-                                   "the t from 5")
+    add_verdict_args(parser, TEST, ", chain's own: at a six-release chain's split alpha signed-rank decides only at 8 "
+                                   "pairs, the t from 5")
 
 
 def default_labels(envs: list[Environment]) -> list[str]:
