@@ -90,19 +90,19 @@ def main(argv: list[str] | None = None) -> int:
     print("| verdict | pairs, the side started first | ln(second / first) per pair, % | mean ln(B/A), % | the two "
           "start orders' means averaged, % |")
     print("|---|---|---|--:|--:|")
+    means = []  # each verdict's mean ln(B/A)
     for name in sorted({r[0] for r in rows}):
         mine = [r for r in rows if r[0] == name]
+        means.append(statistics.mean(b_over_a(mine)))
         print(f"| {name} | {' '.join(f'{r[1]}{r[2]}' for r in mine)} | "
-              f"{', '.join(f'{100 * r[3]:+.1f}' for r in mine)} | {100 * statistics.mean(b_over_a(mine)):+.2f} | "
-              f"{balanced(mine)} |")
+              f"{', '.join(f'{100 * r[3]:+.1f}' for r in mine)} | {100 * means[-1]:+.2f} | {balanced(mine)} |")
     values = [r[3] for r in rows]
     positive = sum(v > 0 for v in values)
     test = binomtest(positive, len(values), 0.5)
     print(f"\n{len(values)} pairs: the side started second read {100 * statistics.mean(values):+.2f}% on average "
           f"(median {100 * statistics.median(values):+.2f}%), higher in {positive} of {len(values)} "
           f"(sign test p = {test.pvalue:.3g})")
-    print(resolution(b_over_a(rows), [statistics.mean(b_over_a([r for r in rows if r[0] == name]))
-                                      for name in sorted({r[0] for r in rows})]))
+    print(resolution(b_over_a(rows), means))
     return 0
 
 

@@ -113,5 +113,6 @@ def main() -> None:
         measure(levels, args.reps, args.out)
         summary(args.out)
 
+
 if __name__ == "__main__":
     main()

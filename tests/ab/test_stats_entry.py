@@ -7,7 +7,7 @@ import math
 
 import pytest
 
-from batchperf.ab.stats import SequentialTest, fewest_max_pairs, make_test, recorded_test, ttest
+from batchperf.ab.stats import SequentialTest, fewest_max_pairs, make_test, one_look, recorded_test, ttest
 
 D = [0.01, 0.02, 0.03, 0.04, 0.05]  # five pairs' ln(B/A): mean and Hodges-Lehmann estimate 0.03
 T_CRIT = (math.inf, math.inf, math.inf, math.inf, 2.0, 3.0)  # no look before pair 5, |t| 2 there, 3 at pair 6
@@ -89,3 +89,18 @@ def test_fewest_max_pairs_is_the_smallest_budget_that_can_decide() -> None:
     # over three metrics (0.05 / 3) the seventh look is the first (tests/ab/test_run.py sees 7 refused at 6)
     assert fewest_max_pairs("signed-rank", 0.05) == 6
     assert fewest_max_pairs("signed-rank", 0.05 / 3) == 7
+
+
+def test_one_look_is_the_fixed_sample_interval_at_the_level() -> None:
+    """A figure that makes no call is judged once, over all its pairs: the fixed-sample t (|t| 2.776 at 5 pairs and
+    95%) or signed-rank at the level itself, never a run's sequential boundaries."""
+    t = one_look("t", 5, 0.05)
+    assert t.crit == (pytest.approx(2.7764, abs=1e-4),) and t.needs == 1
+    interval = t.interval(D)
+    half = 2.7764 * 0.0158114 / math.sqrt(5)  # the five pairs' sd is 0.0158
+    assert (interval.low, interval.high) == pytest.approx((0.03 - half, 0.03 + half), abs=1e-4)
+    assert one_look("t", 1, 0.05).crit == (math.inf,)  # one pair has no sd: no interval
+    signed = one_look("signed-rank", 8, 0.05)
+    assert signed.level == 0.05 and signed.needs == 6  # 2/2^6 = 0.031 is the first p under 0.05
+    with pytest.raises(ValueError, match="unknown test 'bayes'"):
+        one_look("bayes", 5, 0.05)

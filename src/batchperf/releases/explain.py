@@ -4,14 +4,13 @@ The release study explained each confirmed call by hand from the records (vLLM's
 while the scheduler did the same work: 113 engine steps a round, 12.46 tokens a step). This does it from the pairs'
 results files an ``ab`` run leaves: per figure of :data:`batchperf.measure.catalogue.ENGINE_FIGURES` that a cell's
 records carry, its per-pair values go through ab's own judging (:func:`batchperf.ab.judging.judge_metric`, the run's
-kind of interval, at one look over all its pairs: :func:`figure_test`), giving B/A - 1 with its 95% interval, or for
+kind of interval, at one look over all its pairs: :data:`LEVEL`), giving B/A - 1 with its 95% interval, or for
 an exact figure the value-for-value comparison. A figure *differs* when its interval lies on one side of 0 (an exact
 one: differs in every pair), in the call's run and in its confirmation alike.
 """
 
 from __future__ import annotations
 
-import math
 import statistics
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -20,29 +19,20 @@ from typing import Any
 
 from batchperf.ab.cell import PairSeries
 from batchperf.ab.judging import judge_metric
-from batchperf.ab.stats import SequentialTest
+from batchperf.ab.stats import one_look
 from batchperf.ab.stats.signed_rank import relative
 from batchperf.measure.catalogue import BY_PATH, ENGINE_FIGURES, Direction
 from batchperf.regress.verdict import Verdict
 from batchperf.results.io import read_results
 from batchperf.results.record import ResultsError
 
-LEVEL = 0.05  # two-sided: a figure's interval in each run is a 95% one
-
-
-def figure_test(kind: str, pairs: int) -> SequentialTest:
-    """The interval a figure is judged with over a run's ``pairs``: one look at ``LEVEL``, of the run's own kind
-    (``t``: the fixed-sample t; else signed-rank). Not the run's sequential boundary at the look where it stopped:
-    that one holds the run's split alpha over looks it never took (a chain's t run stopping at pair 5 of 8 is judged
-    at |t| 9.04, one look at 95% at 2.78), and a figure makes no call. It *differs* only where both runs, the call's
-    and its confirmation's, exclude 0 on the same side: when the releases do not differ in it, a chance of
-    2 x (LEVEL / 2)^2 = 0.00125 a figure."""
-    if kind == "t":
-        from scipy import stats
-
-        crit = float(stats.t.ppf(1 - LEVEL / 2, pairs - 1)) if pairs > 1 else math.inf
-        return SequentialTest("t", crit=(crit,), method="one look at 95%")
-    return SequentialTest("signed-rank", level=LEVEL, method="one look at 95%")
+# two-sided: a figure's interval in each run is one look at 95% over all its pairs, of the run's own kind
+# (batchperf.ab.stats.one_look), not the run's sequential boundary at the look where it stopped: that one holds the
+# run's split alpha over looks it never took (a chain's t run stopping at pair 5 of 8 is judged at |t| 9.04, one
+# look at 95% at 2.78), and a figure makes no call. It *differs* only where both runs, the call's and its
+# confirmation's, exclude 0 on the same side: when the releases do not differ in it, a chance of
+# 2 x (LEVEL / 2)^2 = 0.00125 a figure.
+LEVEL = 0.05
 
 
 @dataclass(frozen=True, slots=True)
@@ -81,7 +71,7 @@ def _records(path: Path | None) -> dict[str, Any]:
 def figures(folder: Path, ab: Mapping[str, Any], cell: str, reverse: bool = False) -> dict[str, Figure]:
     """Every engine figure ``cell``'s records carry in the ``ab`` run in ``folder``, as the pair's B/A (``reverse``:
     the run had the sides swapped, a confirmation's)."""
-    kind = ab.get("settings", {}).get("test", "signed-rank")
+    kind = "t" if ab.get("settings", {}).get("test") == "t" else "signed-rank"  # as recorded_test reads it
     series = {path: PairSeries(path, BY_PATH[path].direction, False, 0.0) for path in ENGINE_FIGURES}
     for pair in ab.get("pairs", []):
         sides = [_records(_results((pair.get(label) or {}).get("results"), folder)).get(cell) for label in "AB"]
@@ -97,7 +87,7 @@ def figures(folder: Path, ab: Mapping[str, Any], cell: str, reverse: bool = Fals
     for path, s in series.items():
         if not s.a:
             continue  # this cell's records do not carry it
-        judge_metric(s, figure_test(kind, len(s.a)))
+        judge_metric(s, one_look(kind, len(s.a), LEVEL))
         out[path] = _figure(s)
     return out
 

@@ -75,6 +75,20 @@ def make_test(test: str, max_pairs: int, family: float) -> SequentialTest:
     raise ValueError(f"unknown test {test!r}; known: {', '.join(TESTS)}")
 
 
+def one_look(test: str, pairs: int, level: float) -> SequentialTest:
+    """``test``'s interval judged once, over all ``pairs``, at two-sided ``level``: the fixed-sample t (|t| at
+    1 - level / 2 with pairs - 1 degrees of freedom), or signed-rank at ``level``. For a figure that makes no call
+    (:mod:`batchperf.releases.explain`), not for a run's looks: those are :func:`make_test`'s."""
+    if test == "t":
+        from scipy import stats
+
+        crit = float(stats.t.ppf(1 - level / 2, pairs - 1)) if pairs > 1 else math.inf
+        return SequentialTest("t", crit=(crit,), method=f"one look at {1 - level:.0%}")
+    if test == "signed-rank":
+        return SequentialTest("signed-rank", level=level, method=f"one look at {1 - level:.0%}")
+    raise ValueError(f"unknown test {test!r}; known: {', '.join(TESTS)}")
+
+
 def fewest_max_pairs(test: str, family: float) -> int:
     """The smallest budget whose test can give a verdict at some look."""
     if test == "signed-rank":
