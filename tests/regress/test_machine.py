@@ -16,9 +16,11 @@ from batchperf.regress.machine import (
     bound_of,
     gaps_beyond,
     machine_moved,
+    pooled_probes,
     session_probes,
     speed_gap,
 )
+from batchperf.regress.store import pool_runs
 from batchperf.regress.verdict import Verdict
 from batchperf.results.io import read_results
 from batchperf.results.record import ResultsError
@@ -50,6 +52,20 @@ def test_probes_are_read_back_from_a_results_file(tmp_path: Path) -> None:
     missing = SessionProbes(MachineProbe({}, {"gemm_gflops": "ModuleNotFoundError: numpy"}))
     assert missing.figure("gemm_gflops") is None and missing.missing("gemm_gflops") == "ModuleNotFoundError: numpy"
 
+
+def test_a_pooled_baseline_keeps_every_runs_probes_and_reads_their_mean(tmp_path: Path) -> None:
+    slow = MachineProbe({"gemm_gflops": 20.0, "copy_gbps": 10.0, "interp_mops": 10.0})
+    runs = [read_results(with_probes(tmp_path / "a.json", {"start": QUIET.to_dict(), "end": QUIET.to_dict()})),
+            read_results(with_probes(tmp_path / "b.json", None)),  # a run from before the probe adds nothing
+            read_results(with_probes(tmp_path / "c.json", {"start": BUSY.to_dict(), "end": slow.to_dict()}))]
+    pooled = session_probes(pool_runs(runs))
+    assert pooled == SessionProbes(QUIET, slow, between=(QUIET, BUSY))
+    assert pooled.figure("gemm_gflops") == 45.0  # (60 + 60 + 40 + 20) / 4, not the first run's 60
+    assert SessionProbes.from_dict(pooled.to_dict()) == pooled  # written and read back as it was
+    assert pooled_probes([None, None]) is None and pooled_probes([SessionProbes(end=BUSY)]) == SessionProbes(BUSY)
+    bad = read_results(with_probes(tmp_path / "bad.json", {"start": QUIET.to_dict(), "between": {"x": 1}}))
+    with pytest.raises(ResultsError, match=r"bad.json: machine_info.batchperf_probe.between: is a dict, not a list"):
+        session_probes(bad)
 
 def test_a_cells_bound_comes_from_the_tokens_a_step_computes_and_its_roofline() -> None:
     small = cell_info()  # batch 4, prompt 64, outputs 16/32: 4 × 88 / 25 = 14 tokens per step
@@ -110,6 +126,34 @@ def test_a_baseline_without_a_probe_leaves_it_unknown_and_says_why() -> None:
     lost = machine_moved(verdict, slow, SessionProbes(QUIET), MachineProbe({}, {"interp_mops": "a sandbox"}))
     assert lost.notes[-1] == "whether the machine moved is unknown: this run has no interpreter probe (a sandbox)"
 
+
+def waiting(record: object, share: float) -> object:
+    """``record`` whose threads waited for a CPU ``share`` of their runnable time."""
+    out = copied(record)
+    out.telemetry["cpu_wait_share"] = share
+    return out
+
+
+def test_a_regression_whose_threads_waited_for_a_cpu_says_so_though_the_probe_saw_nothing() -> None:
+    verdict, slow = regression()
+    base = waiting(cell_info(), 0.02)
+    steady = MachineProbe({"interp_mops": 38.0})  # the probe caught a free core: 5% slower, within the tolerance
+    busy = machine_moved(verdict, waiting(slow, 0.45), SessionProbes(QUIET), steady, baseline_record=base)
+    assert busy.verdict is Verdict.REGRESSION and busy.notes[-1] == (
+        "the machine itself measured busy: the cell's threads waited for a CPU 45% of the time they were ready to run "
+        "(2% in the baseline), 44% less CPU than then: beyond the 15% tolerance of output_throughput, so the machine, "
+        "not the code, may explain this regression")  # 1 - 0.55 / 0.98
+    both = machine_moved(verdict, waiting(slow, 0.45), SessionProbes(QUIET), BUSY, mode="not-judged",
+                         baseline_record=base)
+    assert both.verdict is Verdict.NOT_JUDGED and "38% slower on interpreter" in both.notes[-1] \
+        and "; and the machine itself measured busy: " in both.notes[-1]
+    unprobed = machine_moved(verdict, waiting(slow, 0.45), None, None, baseline_record=base)
+    assert unprobed.notes[-1].endswith("(no probe to compare: the baseline has no interpreter probe (not probed "
+                                       "(recorded before batchperf probed the machine)))")
+    # 10% waiting is 8% less CPU: within the tolerance; a baseline without the share says nothing of it
+    assert machine_moved(verdict, waiting(slow, 0.10), SessionProbes(QUIET), steady, baseline_record=base) == verdict
+    assert machine_moved(verdict, waiting(slow, 0.45), SessionProbes(QUIET), steady,
+                         baseline_record=cell_info()) == verdict
 
 def test_the_speed_gap_of_a_pair_is_b_against_a_on_the_figures_both_measured() -> None:
     a = SessionProbes(MachineProbe({"gemm_gflops": 100.0, "interp_mops": 20.0}),

@@ -111,8 +111,11 @@ def test_random_json_is_read_or_refused_by_the_reader_never_crashes(tmp_path: Pa
             value = record.value(metric.path)
             assert value is None or math.isfinite(value)
         assert record.id and record.batch_size >= 1 and record.concurrency >= 1
-        if record.capacity:  # what the report and recommend --by capacity read
-            assert math.isfinite(float(record.capacity["max_load"]) + float(record.capacity["bracket_high"]))
+        if record.capacity:  # what the report and recommend --by capacity read (the bracket's top is optional:
+            # a search since issue 57 stores its interval instead, and the report reads whichever is there)
+            cap = record.capacity
+            top = cap.get("interval_high", cap.get("bracket_high", cap["max_load"]))
+            assert math.isfinite(float(cap["max_load"]) + float(cap["max_request_rate"]) + float(top))
         for tenant, block in record.tenants.items():  # what export and the per-tenant gate read
             tenant.encode("utf-8")  # a name export can write (a lone surrogate raises); "" is the no-tenant block
             assert all(isinstance(v, (int, float)) for v in block.values())

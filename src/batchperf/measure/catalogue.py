@@ -313,6 +313,10 @@ TELEMETRY_METRICS: tuple[Metric, ...] = (
            "per output token",
            export="cpu_per_output_token_seconds", tolerance=Tolerance({"cpu": 0.40, "gpu": 0.10, "*": 0.15}),
            tracked=True),
+    # a soft fact, never gated: the machine busy with other work (batchperf.telemetry.runqueue); the gate's note on a
+    # regression reads it against the baseline's (batchperf.regress.machine)
+    Metric("telemetry.cpu_wait_share", "ratio", Direction.NONE,
+           "share of the process tree's runnable time its threads waited for a CPU (Linux schedstat)"),
     Metric("telemetry.torch_peak_allocated_bytes", "bytes", Direction.LOWER, "torch's CUDA peak allocated",
            export="torch_peak_allocated_bytes", tolerance=Tolerance({"*": 0.05}), devices=CUDA),
     Metric("telemetry.torch_peak_reserved_bytes", "bytes", Direction.LOWER, "torch's CUDA peak reserved",

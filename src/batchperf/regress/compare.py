@@ -57,8 +57,9 @@ def compare_files(a: ResultsFile, b: ResultsFile, config: GateConfig) -> list[Ce
     fp_a, fp_b = fingerprint_of(a), fingerprint_of(b)
     probes_a, probes_b = session_probes(a), session_probes(b)
     for name, rec in sorted(b.cells.items()):
-        verdict = compare_cell(rec.id, a.find(name, rec.id), rec, config, fp_a, fp_b)
-        verdicts.append(machine_moved(verdict, rec, probes_a, probes_b, config.machine_moved))
+        base = a.find(name, rec.id)
+        verdict = compare_cell(rec.id, base, rec, config, fp_a, fp_b)
+        verdicts.append(machine_moved(verdict, rec, probes_a, probes_b, config.machine_moved, base))
     for name in sorted(a.cells.keys() - b.cells.keys()):
         cell_id = a.cell_ids[name]
         if not any(v.name == cell_id for v in verdicts):

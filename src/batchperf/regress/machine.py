@@ -14,10 +14,15 @@ model's decode waits on Python and kernel launches, not on memory; what the CPU 
 
 **The machine moved** (:func:`machine_moved`): for a cell the gate calls a *regression*, the probe figure of the
 cell's bound (GEMM GFLOP/s, copy GB/s, interpreter Mops/s) in this run against the baseline's (the mean of its start
-and end probes). When the machine measured slower by more than the smallest tolerance among the cell's regressed
-speed metrics (throughput, latencies, CPU time per token: not KV bytes or memory, which no machine speed moves), the
-verdict's note says so. ``--batchperf-machine-moved=not-judged`` makes such a cell *not judged* instead of a
-regression; the default, ``mark``, keeps the regression and adds the note.
+and end probes; of every run's probes for a baseline pooled from several, :func:`pooled_probes`). When the machine
+measured slower by more than the smallest tolerance among the cell's regressed speed metrics (throughput, latencies,
+CPU time per token: not KV bytes or memory, which no machine speed moves), the verdict's note says so. So it does
+when the cell's own threads got less of a CPU than the baseline's by more than that tolerance
+(``telemetry.cpu_wait_share``, :mod:`batchperf.telemetry.runqueue`: the share of their runnable time spent waiting
+for a CPU, ``w``; the CPU lost is ``1 - (1 - w) / (1 - w_baseline)``), which the probe, half a second at the
+session's ends, can miss: neighbours that leave a core free for a moment. ``--batchperf-machine-moved=not-judged``
+makes such a cell *not judged* instead of a regression; the default, ``mark``, keeps the regression and adds the
+note.
 """
 
 from __future__ import annotations
@@ -40,6 +45,7 @@ MODES = ("mark", "not-judged")
 SPEED_SECTIONS = ("metrics.",)  # throughput and latencies
 SPEED_METRICS = ("telemetry.cpu_seconds_per_output_token",)
 MACHINE_NOTE = "the machine itself measured"  # how the note starts (the session's summary repeats it)
+WAIT_SHARE = "telemetry.cpu_wait_share"  # the cell's threads' wait for a CPU (batchperf.telemetry.runqueue)
 
 
 class Bound(enum.Enum):
@@ -59,10 +65,12 @@ class SessionProbes:
 
     start: MachineProbe | None = None
     end: MachineProbe | None = None
+    between: tuple[MachineProbe, ...] = ()  # a pooled baseline's: the probes of its runs between its first start
+    # and its last end (:func:`pooled_probes`)
 
     @property
     def probes(self) -> tuple[MachineProbe, ...]:
-        return tuple(p for p in (self.start, self.end) if p is not None)
+        return tuple(p for p in (self.start, *self.between, self.end) if p is not None)
 
     def figure(self, name: str) -> float | None:
         """The mean of the probes that measured ``name``; None when none did."""
@@ -75,7 +83,11 @@ class SessionProbes:
         return reasons[0] if reasons else "not probed (recorded before batchperf probed the machine)"
 
     def to_dict(self) -> dict[str, Any]:
-        return {side: p.to_dict() for side, p in (("start", self.start), ("end", self.end)) if p is not None}
+        out: dict[str, Any] = {side: p.to_dict() for side, p in (("start", self.start), ("end", self.end))
+                               if p is not None}
+        if self.between:
+            out["between"] = [p.to_dict() for p in self.between]
+        return out
 
     @classmethod
     def from_dict(cls, data: Any) -> SessionProbes:
@@ -88,7 +100,25 @@ class SessionProbes:
                     parsed[side] = MachineProbe.from_dict(data[side])
                 except ValueError as exc:
                     raise ValueError(f".{side}: {exc}") from None
-        return cls(**parsed)
+        between = data.get("between") or []
+        if not isinstance(between, list):
+            raise ValueError(f".between: is a {type(between).__name__}, not a list of probes")
+        try:
+            return cls(**parsed, between=tuple(MachineProbe.from_dict(p) for p in between))
+        except ValueError as exc:
+            raise ValueError(f".between: {exc}") from None
+
+
+def pooled_probes(sessions: list[SessionProbes | None]) -> SessionProbes | None:
+    """The probes of several runs pooled into one (a baseline made of them): the first run's start, the last run's
+    end, and every other probe between, so that each figure is the mean over all of them, not the first run's alone.
+    None when no run was probed."""
+    probes = [p for s in sessions if s is not None for p in s.probes]
+    if not probes:
+        return None
+    if len(probes) == 1:
+        return SessionProbes(start=probes[0])
+    return SessionProbes(start=probes[0], end=probes[-1], between=tuple(probes[1:-1]))
 
 
 def session_probes(run: ResultsFile) -> SessionProbes | None:
@@ -157,15 +187,37 @@ def _speed(metric: MetricVerdict) -> bool:
 
 
 def machine_moved(verdict: CellVerdict, record: CellRecord, baseline: SessionProbes | None,
-                  current: SessionProbes | MachineProbe | None, mode: str = "mark") -> CellVerdict:
-    """``verdict`` with the machine's own change in its notes when it explains a regression (module doc); a
-    regression whose machine moved is *not judged* under ``mode="not-judged"``. Anything but a regression of a speed
-    metric is returned as it is."""
+                  current: SessionProbes | MachineProbe | None, mode: str = "mark",
+                  baseline_record: CellRecord | None = None) -> CellVerdict:
+    """``verdict`` with the machine's own change in its notes when it explains a regression (module doc): the
+    probe of the cell's bound, and the cell's own CPU wait share against ``baseline_record``'s; a regression whose
+    machine moved is *not judged* under ``mode="not-judged"``. Anything but a regression of a speed metric is
+    returned as it is."""
     if mode not in MODES:
         raise ValueError(f"machine-moved mode must be one of {', '.join(MODES)}, got {mode!r}")
     regressed = [m for m in verdict.metrics if m.verdict is Verdict.REGRESSION and m.deciding and _speed(m)]
     if verdict.verdict is not Verdict.REGRESSION or not regressed:
         return verdict
+    tightest = min(regressed, key=lambda m: m.tolerance)
+    beyond = f"beyond the {tightest.tolerance:.0%} tolerance of {tightest.name}"
+    probed, unknown = _probe_note(record, baseline, current, tightest.tolerance)
+    moved = [n for n in (probed, _busy_note(record, baseline_record, tightest.tolerance)) if n]
+    if not moved:
+        return replace(verdict, notes=(*verdict.notes, f"whether the machine moved is unknown: {unknown}")) \
+            if unknown else verdict
+    note = "; and ".join(moved) + f": {beyond}, so the machine, not the code, may explain this regression"
+    if unknown:
+        note += f" (no probe to compare: {unknown})"
+    if mode == "mark":
+        return replace(verdict, notes=(*verdict.notes, note))
+    return replace(verdict, verdict=Verdict.NOT_JUDGED,
+                   notes=(*verdict.notes, note + "; not judged (--batchperf-machine-moved=not-judged)"))
+
+
+def _probe_note(record: CellRecord, baseline: SessionProbes | None, current: SessionProbes | MachineProbe | None,
+                tolerance: float) -> tuple[str, str]:
+    """(the probe of the cell's bound slower than the baseline's by more than ``tolerance``, in words, or "";
+    why that could not be told, or "")."""
     bound, _ = bound_of(record)
     name = bound.figure
     what, unit = FIGURES[name]
@@ -176,16 +228,23 @@ def machine_moved(verdict: CellVerdict, record: CellRecord, baseline: SessionPro
         why = (baseline or SessionProbes()).missing(name) if then is None else (
             current.missing.get(name, "not probed") if isinstance(current, MachineProbe)
             else (current or SessionProbes()).missing(name))
-        note = f"whether the machine moved is unknown: {side} has no {what} probe ({why})"
-        return replace(verdict, notes=(*verdict.notes, note))
+        return "", f"{side} has no {what} probe ({why})"
     slower = 1 - now / then
-    tightest = min(regressed, key=lambda m: m.tolerance)
-    if slower <= tightest.tolerance:
-        return verdict
-    note = (f"{MACHINE_NOTE} {slower:.0%} slower on {what} than when the baseline was made ({now:.3g} "
-            f"vs {then:.3g} {unit}; the cell is {bound.value}-bound): beyond the {tightest.tolerance:.0%} tolerance "
-            f"of {tightest.name}, so the machine, not the code, may explain this regression")
-    if mode == "mark":
-        return replace(verdict, notes=(*verdict.notes, note))
-    return replace(verdict, verdict=Verdict.NOT_JUDGED,
-                   notes=(*verdict.notes, note + "; not judged (--batchperf-machine-moved=not-judged)"))
+    if slower <= tolerance:
+        return "", ""
+    return (f"{MACHINE_NOTE} {slower:.0%} slower on {what} than when the baseline was made ({now:.3g} "
+            f"vs {then:.3g} {unit}; the cell is {bound.value}-bound)"), ""
+
+
+def _busy_note(record: CellRecord, baseline: CellRecord | None, tolerance: float) -> str:
+    """The cell's threads given less CPU than the baseline's by more than ``tolerance`` (their wait shares, w:
+    1 - (1 - w) / (1 - w_baseline) of the CPU lost), in words; "" when not, or when a side has no share."""
+    now = record.value(WAIT_SHARE)
+    then = None if baseline is None else baseline.value(WAIT_SHARE)
+    if now is None or then is None or then >= 1:
+        return ""
+    lost = 1 - (1 - now) / (1 - then)
+    if lost <= tolerance:
+        return ""
+    return (f"{MACHINE_NOTE} busy: the cell's threads waited for a CPU {now:.0%} of the time they were ready to run "
+            f"({then:.0%} in the baseline), {lost:.0%} less CPU than then")

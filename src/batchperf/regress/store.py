@@ -28,6 +28,7 @@ from typing import Any
 from batchperf.measure.client_lag import summarise as summarise_client
 from batchperf.measure.metrics import summarise
 from batchperf.regress.fingerprint import REFRESH_HINT, Fingerprint, cell_identity, identity_diff, version_diff
+from batchperf.regress.machine import PROBE_KEY, pooled_probes, session_probes
 from batchperf.regress.safe_open import make_folder, open_problem, open_regular, refuse_link
 from batchperf.results.claim import CannotOpen, ClaimError, Held, claim
 from batchperf.results.io import INCOMPLETE_KEY, ResultsFile, read_results, write_results
@@ -163,6 +164,8 @@ def pool_runs(runs: list[ResultsFile]) -> ResultsFile:
             rec.client = summarise_client(clients[name], label="run")
     dirty = any(r.commit_info.get("dirty") for r in runs)
     header = {**first.header, "commit_info": {**first.commit_info, "dirty": dirty}}
+    if (probes := pooled_probes([session_probes(r) for r in runs])) is not None:  # the machine of every run
+        header["machine_info"] = {**first.machine_info, PROBE_KEY: probes.to_dict()}
     if incomplete := [f"{r.path}: {why}" for r in runs if (why := r.incomplete)]:  # one cut run: all cut
         header[INCOMPLETE_KEY] = {"reason": "; ".join(incomplete)}
     sources = tuple(src for r in runs for src in r.sources)

@@ -141,7 +141,8 @@ def gate_cell(request: pytest.FixtureRequest, record: CellRecord,
     machine = {}
     if verdict.verdict is Verdict.REGRESSION:  # was it the machine? probe it now, beside the verdict
         now = probe()
-        verdict = machine_moved(verdict, record, gate.baseline_probes, now, gate.config.machine_moved)
+        base = None if gate.baseline is None else gate.baseline.find(request.node.nodeid, record.id)
+        verdict = machine_moved(verdict, record, gate.baseline_probes, now, gate.config.machine_moved, base)
         machine = {"machine_probe": now.to_dict()}
     record.gate = {"verdict": verdict.verdict.value, "remeasured": verdict.remeasured,
                    "regressed": [m.name for m in verdict.metrics if m.verdict.failed and m.deciding], **machine}

@@ -10,7 +10,9 @@ gives a flat dict for the cell's results:
   the largest process RSS sampled during the cell, ``process_peak_rss_bytes``,
   the process's lifetime peak (``ru_maxrss``: it includes every cell and load
   before this one, so it cannot tell one cell from another), and
-  ``sampler_cpu_s``, the CPU time the sampling thread itself used;
+  ``sampler_cpu_s``, the CPU time the sampling thread itself used; and where Linux keeps schedstats,
+  ``cpu_wait_share``, the share of the tree's runnable time its threads waited for a CPU
+  (:mod:`batchperf.telemetry.runqueue`: the machine busy with other work);
 - on CUDA: ``torch_peak_allocated_bytes`` / ``torch_peak_reserved_bytes``
   (torch's peaks, reset when the cell starts), and through NVML (the
   ``pynvml`` module of nvidia-ml-py) the device's memory used, utilisation,
@@ -29,6 +31,7 @@ NVML is optional: when it is missing or fails, the cell still runs and
 
 from __future__ import annotations
 
+import os
 import resource
 import statistics
 import sys
@@ -40,10 +43,12 @@ from typing import Any
 
 from batchperf.telemetry.gpu_clocks import clock_drop
 from batchperf.telemetry.nvml import Nvml, Unavailable, open_nvml, slowdowns
+from batchperf.telemetry.runqueue import Counts, thread_counts, wait_share
 
 NVML_OK = "ok"
 # figures per output token: a cell stores their median over its measured rounds, as it does its metrics
 PER_TOKEN = ("cpu_seconds_per_output_token", "joules_per_output_token")
+MEDIAN_OVER_ROUNDS = (*PER_TOKEN, "cpu_wait_share")  # the figures a cell keeps as the median of its rounds
 
 
 def _is_cuda(device: Any) -> bool:
@@ -139,6 +144,9 @@ class Sampler:
         self._tree_cpu_s = 0.0  # CPU seconds of this process and its descendants during the cell
         self._outside: tuple[int, ...] = ()  # pids of processes outside this one's tree doing the cell's work
         self._outside_roots: list[Any] = []  # their psutil.Process handles, taken when the cell starts
+        self._waits: Counts | None = None  # run and wait ns of the tree's threads when the cell started
+        self._sampler_tid = 0
+        self._wait_share: float | None = None
 
     def counting_also(self, pids: Sequence[int]) -> Sampler:
         """Count the CPU time of ``pids`` and their descendants too: processes outside this one's tree that do the
@@ -160,6 +168,7 @@ class Sampler:
         if _is_cuda(self.device) or self._nvml_module is not None:
             self._nvml, self.nvml_status = _Device.open(self.device, self._nvml_module)
         self._tree_cpu_s = -_tree_cpu_s(self._process, self._outside_roots)
+        self._waits = thread_counts(_tree_pids(self._process, self._outside_roots))
         self._t0 = time.perf_counter()
         self._sample()  # one sample at each end, so even a short cell has two
         self._thread = threading.Thread(target=self._loop, name="batchperf-telemetry", daemon=True)
@@ -175,6 +184,8 @@ class Sampler:
         self._t1 = time.perf_counter()
         # the cell's work, not the sampling
         self._tree_cpu_s += _tree_cpu_s(self._process, self._outside_roots) - self._thread_cpu_s
+        self._wait_share = wait_share(self._waits, thread_counts(_tree_pids(self._process, self._outside_roots)),
+                                      leave_out=[(os.getpid(), self._sampler_tid)])
         self._process_peak_rss = _process_peak_rss_bytes()
         if self._nvml is not None:
             self._energy_j = self._nvml.energy_j()
@@ -188,6 +199,7 @@ class Sampler:
             }
 
     def _loop(self) -> None:
+        self._sampler_tid = threading.get_native_id()
         while not self._stop.wait(self.interval_s):
             self._sample()
         self._thread_cpu_s = time.thread_time()  # what sampling cost, as CPU time of this thread
@@ -228,6 +240,8 @@ class Sampler:
         }
         if output_tokens:
             out["cpu_seconds_per_output_token"] = self._tree_cpu_s / output_tokens
+        if self._wait_share is not None:
+            out["cpu_wait_share"] = self._wait_share
         out |= self._torch_peaks
         if self._gpu:
             times, mem, util, power = zip(*self._gpu)
@@ -259,7 +273,8 @@ class Sampler:
 
 def summarise_telemetry(rounds: list[dict[str, Any]]) -> dict[str, Any]:
     """A cell's telemetry from its measured rounds' summaries: the last round's, except the figures per output
-    token (``PER_TOKEN``), which are the median over the rounds that have them, as the cell's metrics are, and
+    token and the CPU wait share (``MEDIAN_OVER_ROUNDS``), which are the median over the rounds that have them, as
+    the cell's metrics are, and
     the GPU's clocks, throttles and temperature, which cover every round (:func:`_whole_cell_clocks`), so that a
     round the card slowed voids the cell whichever round it was.
 
@@ -270,7 +285,7 @@ def summarise_telemetry(rounds: list[dict[str, Any]]) -> dict[str, Any]:
     if not rounds:
         return {}
     out = dict(rounds[-1])
-    for key in PER_TOKEN:
+    for key in MEDIAN_OVER_ROUNDS:
         if values := [r[key] for r in rounds if r.get(key) is not None]:
             out[key] = statistics.median(values)
     return out | _whole_cell_clocks(rounds)
@@ -335,6 +350,20 @@ def _tree_cpu_s(process: Any, outside: Sequence[Any] = ()) -> float:
             continue
         total += sum(once(member, False) for member in members)
     return total
+
+
+def _tree_pids(process: Any, outside: Sequence[Any] = ()) -> list[int]:
+    """The pids of ``process``, each ``outside`` process and their live descendants (those gone are skipped)."""
+    import psutil
+
+    pids = []
+    for root in (process, *outside):
+        pids.append(root.pid)
+        try:
+            pids += [child.pid for child in root.children(recursive=True)]
+        except psutil.Error:
+            continue
+    return pids
 
 
 def _process_peak_rss_bytes() -> float:
