@@ -19,6 +19,7 @@ from batchperf.regress.hardware import (
     compare_hardware,
     judge_scaling,
     render_hardware_markdown,
+    setup_notes,
 )
 from batchperf.regress.machine import PROBE_KEY, Bound, SessionProbes
 from batchperf.results.io import read_results
@@ -84,3 +85,17 @@ def test_two_files_give_one_row_per_shared_cell_and_a_table(tmp_path: Path) -> N
     # a cell id holding '|' stays in its column (regress.verdict.markdown_cell)
     piped = render_hardware_markdown([replace(row, cell="cpu|x")], "old.json", "new.json")
     assert "| cpu\\|x | dispatch | 1.30 |" in piped
+
+
+def test_runs_on_other_thread_counts_are_said_to_judge_more_than_the_hardware(tmp_path: Path) -> None:
+    one = replace(CPU_FP, identity=replace(CPU_FP.identity, cpu_threads=1))
+    two = replace(CPU_FP, identity=replace(CPU_FP.identity, cpu_threads=2))
+    old = read_results(file_with(tmp_path / "old.json", OLD, 1.0, two))
+    new = read_results(file_with(tmp_path / "new.json", NEW, 1 / 2.0, one))
+    [note] = setup_notes(old, new)
+    assert note.startswith("the cells ran on 2 CPU thread(s) in OLD and 1 in NEW (OMP_NUM_THREADS)")
+    table = render_hardware_markdown(compare_hardware(old, new), "old.json", "new.json", [note])
+    assert f"- **not the hardware alone**: {note}" in table
+    same = read_results(file_with(tmp_path / "same.json", NEW, 1 / 2.0, two))
+    assert setup_notes(old, same) == [] and setup_notes(old, read_results(file_with(tmp_path / "none.json", NEW,
+                                                                                  1.0, CPU_FP))) == []

@@ -95,7 +95,7 @@ def append_markdown(path: str, text: str) -> None:
 
 def hardware(args: argparse.Namespace, a: ResultsFile, b: ResultsFile, config: GateConfig) -> int:
     """``--hardware``: the scaling table (Markdown) on stdout, and appended to ``--markdown FILE``."""
-    from batchperf.regress.hardware import LOST, compare_hardware, render_hardware_markdown
+    from batchperf.regress.hardware import LOST, compare_hardware, render_hardware_markdown, setup_notes
 
     try:
         rows = compare_hardware(a, b, config)
@@ -104,7 +104,7 @@ def hardware(args: argparse.Namespace, a: ResultsFile, b: ResultsFile, config: G
     for label, run in (("A", a), ("B", b)):
         found = fingerprint_of(run)
         print(f"{label}: {run.path}: {found.identity.describe() if found else 'no batchperf fingerprint'}")
-    text = render_hardware_markdown(rows, str(args.a), str(args.b))
+    text = render_hardware_markdown(rows, str(args.a), str(args.b), setup_notes(a, b))
     print(text)
     if args.markdown not in (None, "-"):
         append_markdown(args.markdown, text)

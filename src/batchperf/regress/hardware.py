@@ -25,6 +25,7 @@ from dataclasses import dataclass
 from batchperf.regress.fingerprint import cell_identity, identity_diff
 from batchperf.regress.gate import GateConfig
 from batchperf.regress.machine import Bound, SessionProbes, bound_of, session_probes
+from batchperf.regress.store import fingerprint_of
 from batchperf.regress.verdict import markdown_cell
 from batchperf.results.io import ResultsFile
 from batchperf.results.record import CellRecord
@@ -110,12 +111,25 @@ def compare_hardware(old: ResultsFile, new: ResultsFile, config: GateConfig = Ga
     return out
 
 
+def setup_notes(old: ResultsFile, new: ResultsFile) -> list[str]:
+    """What differs between the two runs besides the hardware and moves every cell's measured ×: the CPU threads
+    the cells ran with (the probes are single-threaded, so a prediction cannot hold it)."""
+    found = [fingerprint_of(run) for run in (old, new)]
+    threads = [None if f is None else f.identity.cpu_threads for f in found]
+    if None in threads or threads[0] == threads[1]:
+        return []
+    return [f"the cells ran on {threads[0]} CPU thread(s) in OLD and {threads[1]} in NEW (OMP_NUM_THREADS): every "
+            "measured × includes that, and the single-threaded probes' prediction does not; measure both with the "
+            "same thread count to judge the hardware alone"]
+
+
 def _num(value: float | None, spec: str) -> str:
     return "-" if value is None else format(value, spec)
 
 
-def render_hardware_markdown(rows: list[Scaling], old: str, new: str) -> str:
-    """The table ``compare --hardware`` prints: one row per cell, then the count per verdict."""
+def render_hardware_markdown(rows: list[Scaling], old: str, new: str, setup: list[str] | None = None) -> str:
+    """The table ``compare --hardware`` prints: one row per cell, then the count per verdict, then the notes: what
+    differs besides the hardware (:func:`setup_notes`), and why a cell has no prediction."""
     lines = [f"## batchperf compare --hardware: `{old}` → `{new}`", "",
              "| cell | bound | measured × | predicted × | basis | measured / predicted | tolerance | verdict |",
              "|---|---|--:|--:|---|--:|--:|---|"]
@@ -127,6 +141,7 @@ def render_hardware_markdown(rows: list[Scaling], old: str, new: str) -> str:
     for r in rows:
         counts[r.verdict] = counts.get(r.verdict, 0) + 1
     lines += ["", ", ".join(f"{n} {v}" for v, n in counts.items()) or "no cell in both files"]
-    notes = [f"- {r.cell}: {r.note}" for r in rows if r.verdict in (NO_PREDICTION, NOT_COMPARABLE)]
+    notes = [f"- **not the hardware alone**: {n}" for n in setup or []]
+    notes += [f"- {r.cell}: {r.note}" for r in rows if r.verdict in (NO_PREDICTION, NOT_COMPARABLE)]
     return "\n".join(lines + ([""] + notes if notes else []))
 

@@ -36,10 +36,11 @@ def scaling_figure(files: list[ResultsFile], path: Path) -> Path | None:
     plt = _pyplot()
     tallest = max(len(rows) for _, _, rows in pairs)
     fig, axes = plt.subplots(1, len(pairs), figsize=(PANEL_W * 2 * len(pairs), 0.35 * tallest + 1.6), squeeze=False)
-    fig.suptitle("Hardware upgrade: measured speed-up vs the prediction for each cell's bound", fontsize=13)
     for ax, (old, new, rows) in zip(axes[0], pairs):
         _panel(ax, rows)
-        ax.set_title(f"{old.name} → {new.name}", fontsize=9)
+        # the headline in each panel's own title: a figure title collides with it on a tall figure (tight_layout)
+        ax.set_title(f"Hardware upgrade: measured speed-up vs the prediction for each cell's bound\n"
+                     f"{old.name} → {new.name}", fontsize=10)
     return _save(fig, plt, path)
 
 
