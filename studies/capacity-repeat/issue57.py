@@ -5,6 +5,7 @@ ones show against the spread each stated, and what that spread says of the betwe
     PYTHONPATH=src python studies/capacity-repeat/issue57.py --probes DIR...  # also keep each search's probes
                                                                              # (load, met, offered) in data/
     PYTHONPATH=src python studies/capacity-repeat/issue57.py --restate   # records restated for batchperf compare
+    PYTHONPATH=src python studies/capacity-repeat/issue57.py --data studies/capacity-repeat/data/f25m1  # another host
 
 Reads ``data/issue57-<name>.json`` (each search's capacity record as written). ``--probes`` takes the searches'
 ``<out>-probes`` folders (the probes' own results files, ~300 KB each, are not kept) and writes
@@ -20,9 +21,9 @@ import math
 import statistics
 from pathlib import Path
 
-from batchperf.capacity.record import probe_records, probe_result, reference_rate
 from batchperf.capacity.fit import Fit
-from batchperf.capacity.search import RELATIVE_FLOOR, REFERENCE_LOAD, search_spread
+from batchperf.capacity.record import probe_records, probe_result, reference_rate
+from batchperf.capacity.search import REFERENCE_LOAD, RELATIVE_FLOOR, search_spread
 from batchperf.results.io import read_results
 
 DATA = Path(__file__).parent / "data"
@@ -45,9 +46,9 @@ def probes(folder: Path) -> list[dict[str, float]]:
     return out
 
 
-def searches() -> dict[str, dict[str, object]]:
+def searches(data: Path = DATA) -> dict[str, dict[str, object]]:
     out = {}
-    for path in sorted(DATA.glob("issue57-*.json")):
+    for path in sorted(data.glob("issue57-*.json")):
         name = path.stem.removeprefix("issue57-")
         if name == "probes":
             continue
@@ -82,6 +83,8 @@ def main() -> None:
     args.add_argument("--probes", type=Path, nargs="*", default=[], help="the searches' probes folders to keep")
     args.add_argument("--restate", action="store_true", help="write each search's record with its relative spread "
                       "stated with today's RELATIVE_FLOOR into data/issue57-restated/ (for batchperf compare)")
+    args.add_argument("--data", type=Path, default=DATA, metavar="DIR", help="the searches' records (default: data/, "
+                      "the family 25 model 17 host's; data/f25m1/: the family 25 model 1 host's)")
     opts = args.parse_args()
     if opts.probes:
         kept = {folder.name.removesuffix("-probes"): probes(folder) for folder in opts.probes}
@@ -92,7 +95,7 @@ def main() -> None:
         kept = json.loads((DATA / "issue57-probes.json").read_text())
         for name in searches():
             print(f"restated: {restate(name, kept)}")
-    rows = searches()
+    rows = searches(opts.data)
     print("| search | capacity (x load) | 90% interval (width) | req/s offered | relative capacity | reference req/s "
           "| stated spread | dispersion | probes, s, stopped by |")
     print("|---|--:|--:|--:|--:|--:|--:|--:|--:|")
