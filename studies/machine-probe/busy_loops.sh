@@ -2,6 +2,7 @@
 # Issue 55: a baseline of one dispatch-bound cell on a quiet machine, then the same cell beside two busy loops:
 # the gate's regression verdict must name the machine's own slowdown.
 set -uo pipefail
+export OMP_NUM_THREADS=${OMP_NUM_THREADS:-1}  # as the CPU tier runs (the Makefile); the first model 17 run had 2
 B=.venv/bin; T=${1:-/tmp/busy}; rm -rf "$T"; mkdir -p "$T"
 CELL=cpu-tiny-qwen2-hf-static-bs1-p64-c4
 $B/pytest perf_tests -m cpu -p no:cacheprovider -q -k "$CELL" --benchmark-json "$T/base.json" > "$T/base.log" 2>&1
