@@ -133,15 +133,15 @@ def gate_cell(request: pytest.FixtureRequest, record: CellRecord,
     gate = config.stash.get(GATE, None)
     if gate is None or not gate.active:
         return None
-    verdict = _compare(gate, request.node.nodeid, record)
+    base = None if gate.baseline is None else gate.baseline.find(request.node.nodeid, record.id)
+    verdict = _compare(gate, base, record)
     if (verdict.failed or verdict.void) and remeasure is not None:  # a miss, or a throttled card: once more
         again = remeasure()
-        verdict = confirm(verdict, _compare(gate, request.node.nodeid, again))
+        verdict = confirm(verdict, _compare(gate, base, again))
         record.gate_remeasured = {"metrics": again.metrics, "rounds": again.rounds}
     machine = {}
     if verdict.verdict is Verdict.REGRESSION:  # was it the machine? probe it now, beside the verdict
         now = probe()
-        base = None if gate.baseline is None else gate.baseline.find(request.node.nodeid, record.id)
         verdict = machine_moved(verdict, record, gate.baseline_probes, now, gate.config.machine_moved, base)
         machine = {"machine_probe": now.to_dict()}
     record.gate = {"verdict": verdict.verdict.value, "remeasured": verdict.remeasured,
@@ -175,13 +175,14 @@ def ab_hint(nodeid: str) -> str:
         return (f"\nTo confirm it side by side with the baseline's environment, set {BASELINE_PYTHON_ENV} to that "
                 "environment's python: this message then ends with the `batchperf ab` command.")
     command = shlex.join(["batchperf", "ab", "--a", baseline, "--b", sys.executable, "--", nodeid])
-    return f"\nConfirm it side by side (A = the baseline's environment, B = this one; interleaved fresh processes):\n  {command}"
+    return ("\nConfirm it side by side (A = the baseline's environment, B = this one; interleaved fresh processes):"
+            f"\n  {command}")
 
 
-def _compare(gate: GateSession, nodeid: str, record: CellRecord) -> CellVerdict:
+def _compare(gate: GateSession, base: CellRecord | None, record: CellRecord) -> CellVerdict:
+    """``record`` against ``base``, the baseline's entry for its cell (None: the baseline has none)."""
     if gate.baseline is None:
         return CellVerdict(record.id, Verdict.NO_BASELINE, notes=(gate.source,))
-    base = gate.baseline.find(nodeid, record.id)
     return compare_cell(record.id, base, record, gate.config, gate.baseline_fingerprint, gate.fingerprint)
 
 

@@ -167,8 +167,9 @@ class Sampler:
             torch.cuda.reset_peak_memory_stats(self.device)
         if _is_cuda(self.device) or self._nvml_module is not None:
             self._nvml, self.nvml_status = _Device.open(self.device, self._nvml_module)
-        self._tree_cpu_s = -_tree_cpu_s(self._process, self._outside_roots)
-        self._waits = thread_counts(_tree_pids(self._process, self._outside_roots))
+        tree = _tree(self._process, self._outside_roots)
+        self._tree_cpu_s = -_tree_cpu_s(tree)
+        self._waits = thread_counts(member.pid for member, _ in tree)
         self._t0 = time.perf_counter()
         self._sample()  # one sample at each end, so even a short cell has two
         self._thread = threading.Thread(target=self._loop, name="batchperf-telemetry", daemon=True)
@@ -183,8 +184,9 @@ class Sampler:
         self._sample()
         self._t1 = time.perf_counter()
         # the cell's work, not the sampling
-        self._tree_cpu_s += _tree_cpu_s(self._process, self._outside_roots) - self._thread_cpu_s
-        self._wait_share = wait_share(self._waits, thread_counts(_tree_pids(self._process, self._outside_roots)),
+        tree = _tree(self._process, self._outside_roots)
+        self._tree_cpu_s += _tree_cpu_s(tree) - self._thread_cpu_s
+        self._wait_share = wait_share(self._waits, thread_counts(member.pid for member, _ in tree),
                                       leave_out=[(os.getpid(), self._sampler_tid)])
         self._process_peak_rss = _process_peak_rss_bytes()
         if self._nvml is not None:
@@ -321,49 +323,36 @@ def _process_or_none(pid: int) -> Any:
         return None
 
 
-def _tree_cpu_s(process: Any, outside: Sequence[Any] = ()) -> float:
-    """User + system CPU seconds of ``process`` and of each ``outside`` process (a kept server's guard), their
-    reaped children and every live descendant (a vLLM engine core or server the cell started counts; one that
-    exits unreaped by its parent during the cell is lost), each process once, by pid: a kept server is in the tree
-    of the process that started it too."""
+def _tree(process: Any, outside: Sequence[Any] = ()) -> list[tuple[Any, bool]]:
+    """``process`` and each ``outside`` process (a kept server's guard), then every live descendant of theirs (a vLLM
+    engine core or server the cell started), each once, by pid (a kept server is in the tree of the process that
+    started it too): ``(process, is_root)``, the roots first, as the cell's CPU time and wait share read them."""
     import psutil
 
-    counted: set[int] = set()
+    members: dict[int, tuple[Any, bool]] = {root.pid: (root, True) for root in (process, *outside)}
+    for root in (process, *outside):
+        try:
+            children = root.children(recursive=True)
+        except psutil.Error:
+            continue
+        for child in children:
+            members.setdefault(child.pid, (child, False))
+    return list(members.values())
 
-    def once(member: Any, reaped: bool) -> float:
-        """Its CPU seconds (with its reaped children's when ``reaped``), 0 if counted already or gone."""
-        if member.pid in counted:
-            return 0.0
+
+def _tree_cpu_s(tree: list[tuple[Any, bool]]) -> float:
+    """User + system CPU seconds of the :func:`_tree`'s members, each root's with its reaped children's (a child's
+    time moves there when it exits; one that exits unreaped by its parent during the cell is lost)."""
+    import psutil
+
+    total = 0.0
+    for member, root in tree:
         try:
             t = member.cpu_times()
         except psutil.Error:  # it ended during the cell, or between the listing and the read
-            return 0.0
-        counted.add(member.pid)
-        return t.user + t.system + (t.children_user + t.children_system if reaped else 0.0)
-
-    # the roots first, with what each has reaped: a child's time moves there when it exits
-    total = sum(once(root, True) for root in (process, *outside))
-    for root in (process, *outside):
-        try:
-            members = root.children(recursive=True)
-        except psutil.Error:
             continue
-        total += sum(once(member, False) for member in members)
+        total += t.user + t.system + (t.children_user + t.children_system if root else 0.0)
     return total
-
-
-def _tree_pids(process: Any, outside: Sequence[Any] = ()) -> list[int]:
-    """The pids of ``process``, each ``outside`` process and their live descendants (those gone are skipped)."""
-    import psutil
-
-    pids = []
-    for root in (process, *outside):
-        pids.append(root.pid)
-        try:
-            pids += [child.pid for child in root.children(recursive=True)]
-        except psutil.Error:
-            continue
-    return pids
 
 
 def _process_peak_rss_bytes() -> float:
