@@ -6,7 +6,8 @@ requests it offered met their SLOs) and estimates the capacity from every probe 
 1. Bracket: probe the start load; while it meets the target double it, while it misses halve it (at most
    ``max_load`` / down to ``min_load``), until one load met the target and one missed it.
 2. Fit and place: fit attainment against log-load over every probe's requests (:func:`.fit.fit`: a logistic
-   curve, its crossing of the target, and that crossing's interval at ``confidence``) and run the next probe at the
+   curve, with each probe's reference rate as its process's speed, its crossing of the target at the search's mean
+   speed, and that crossing's interval at ``confidence``) and run the next probe at the
    current estimate of the crossing or a step of one sd either side of it (:func:`next_load`; as psychophysics'
    staircases place each trial at or about their threshold estimate).
 3. Stop when the interval is at most ``resolution`` of the capacity wide (converged), or when no probe can start
@@ -222,6 +223,8 @@ class Capacity:
         }
         if (f := self.fit) is not None:
             out |= {"interval_low": f.low, "interval_high": f.high, "dispersion": f.dispersion, "slope": f.slope}
+            if f.speed_effect is not None:
+                out["speed_effect"] = f.speed_effect
         if (spread := self.spread) is not None:
             out["spread"] = spread
         if (reference := self.reference_rate) is not None and (relative := self.relative_capacity) is not None:
@@ -240,7 +243,9 @@ class Capacity:
         if (f := self.fit) is not None:
             head += (f" ({f.confidence:.0%} interval [{f.low:.4g}, {f.high:.4g}]: {f.width:.1%} wide, resolution "
                      f"{s.resolution:.0%}; attainment {s.target:.0%} crossed by a fit over {requests} requests, "
-                     f"slope {f.slope:.2g}/100% load, dispersion {f.dispersion:.2g})")
+                     f"slope {f.slope:.2g}/100% load, dispersion {f.dispersion:.2g}"
+                     + ("" if f.speed_effect is None else f", each probe's speed taken out: {f.speed_effect:.2g} "
+                        "logits per unit log reference rate") + ")")
         head += (f": {self.max_request_rate:.4g} req/s offered; {len(self.runs)} probes in {self.search_s:.0f} s, "
                  f"stopped by the {self.stopped.replace('_', ' ')}")
         if (relative := self.relative_capacity) is not None:
@@ -294,8 +299,9 @@ def search(probe: Probe, settings: SearchSettings = SearchSettings(),
         return got.attainment >= s.target
 
     def fitted() -> Fit:
-        return fit(outcomes_of([(load, got.met, got.offered) for load, got in runs]), s.target, s.confidence,
-                   (s.min_load, s.max_load))
+        outcomes = outcomes_of([(load, got.met, got.offered) for load, got in runs],
+                               [got.reference_rate for _, got in runs])
+        return fit(outcomes, s.target, s.confidence, (s.min_load, s.max_load))
 
     current: Fit | None = None
     stopped = "resolution"

@@ -532,6 +532,9 @@ CAPACITY_METRICS: tuple[Metric, ...] = (
            "than the binomial the probes varied about the fitted curve (>= 1)"),
     Metric("capacity.slope", "ratio", Direction.NONE, "attainment lost per unit of relative load at the capacity, "
            "from the fit (across the bracket" + _BEFORE_57 + ")"),
+    Metric("capacity.speed_effect", "factor", Direction.NONE, "the fit's speed effect: logits of attainment per unit "
+           "of log reference rate, each probe's process's speed taken out of the fit (absent when not every probe ran "
+           "a reference, or before the speed effect)"),
     Metric("capacity.reference_rate", "requests/s", Direction.NONE, "requests per second the cell served saturated "
            "(its reference round at batchperf.capacity.search.REFERENCE_LOAD, in each probe's process), mean over "
            "every probe of the search (over the runs at the capacity load" + _BEFORE_57 + ")"),
