@@ -4,12 +4,16 @@ ones show against the spread each stated, and what that spread says of the betwe
     PYTHONPATH=src python studies/capacity-repeat/issue57.py                  # the table in README.md
     PYTHONPATH=src python studies/capacity-repeat/issue57.py --probes DIR...  # also keep each search's probes
                                                                              # (load, met, offered) in data/
-    PYTHONPATH=src python studies/capacity-repeat/issue57.py --restate   # records restated for batchperf compare
+    PYTHONPATH=src python studies/capacity-repeat/issue57.py --restate   # records written again by today's code
+                                                                         # from their probes: data/restated/
     PYTHONPATH=src python studies/capacity-repeat/issue57.py --data studies/capacity-repeat/data/f25m1  # another host
+    PYTHONPATH=src python studies/capacity-repeat/issue57.py --data studies/capacity-repeat/data/f25m1-speed \
+        --probes /tmp/s57/issue57-*-probes                        # the speed effect's searches, their probes kept
 
 Reads ``data/issue57-<name>.json`` (each search's capacity record as written). ``--probes`` takes the searches'
 ``<out>-probes`` folders (the probes' own results files, ~300 KB each, are not kept) and writes
-``data/issue57-probes.json``: every probe's load, requests met and offered, offered rate and reference rate.
+``issue57-probes.json`` in the ``--data`` folder: every probe's load, requests met and offered, offered rate and
+reference rate.
 """
 
 from __future__ import annotations
@@ -21,15 +25,15 @@ import math
 import statistics
 from pathlib import Path
 
-from batchperf.capacity.fit import Fit
+from batchperf.capacity.fit import fit, outcomes_of
 from batchperf.capacity.record import probe_records, probe_result, reference_rate
-from batchperf.capacity.search import REFERENCE_LOAD, RELATIVE_FLOOR, search_spread
+from batchperf.capacity.search import REFERENCE_LOAD, RELATIVE_FLOOR, Capacity, ProbeResult, SearchSettings
 from batchperf.results.io import read_results
 
 DATA = Path(__file__).parent / "data"
 WRITTEN_RELATIVE_FLOOR = 0.041  # search.RELATIVE_FLOOR when the searches of 2026-12-07 ran
 FIELDS = ("max_load", "interval_low", "interval_high", "max_request_rate", "relative_capacity", "reference_rate",
-          "spread", "relative_spread", "dispersion", "slope", "probes", "search_s", "stopped")
+          "spread", "relative_spread", "dispersion", "slope", "speed_effect", "probes", "search_s", "stopped")
 
 
 def probes(folder: Path) -> list[dict[str, float]]:
@@ -57,17 +61,23 @@ def searches(data: Path = DATA) -> dict[str, dict[str, object]]:
     return out
 
 
-def restate(name: str, kept: dict[str, list[dict[str, float]]]) -> Path:
-    """The search's record with ``relative_spread`` stated again with today's RELATIVE_FLOOR (from its fit's interval
-    and its probes' reference rates, as ``Capacity.relative_spread`` states it), into data/issue57-restated/."""
-    raw = json.loads((DATA / f"issue57-{name}.json").read_text())
+def restate(data: Path, name: str, kept: dict[str, list[dict[str, float]]]) -> Path:
+    """The search's record with its ``capacity`` section written again by today's code from the same probes (the
+    fit with its speed effect, the rate at the capacity, the floors): what today's ``batchperf capacity`` writes
+    from those probes, as the probes' placement depends only on the fit. Into ``<data>/restated/``."""
+    raw = json.loads((data / f"issue57-{name}.json").read_text())
     cap = raw["benchmarks"][0]["extra_info"]["capacity"]
-    fit = Fit(cap["max_load"], cap["interval_low"], cap["interval_high"], cap["confidence"], 1.0, 1.0, 1,
-              cap["target_attainment"])
-    refs = [p["reference_rate"] for p in kept[name] if p["reference_rate"]]
-    error = statistics.stdev(refs) / math.sqrt(len(refs)) / statistics.fmean(refs)
-    cap["relative_spread"] = search_spread(fit.sd, error, RELATIVE_FLOOR)
-    out = DATA / "issue57-restated" / f"{name}.json"
+    settings = SearchSettings(target=cap["target_attainment"], resolution=cap["resolution"],
+                              confidence=cap["confidence"])
+    runs = tuple((p["load"], ProbeResult(p["met"], p["offered"], p["request_rate"], p["reference_rate"]))
+                 for p in kept[name])
+    outcomes = outcomes_of([(load, got.met, got.offered) for load, got in runs],
+                           [got.reference_rate for _, got in runs])
+    fitted = fit(outcomes, settings.target, settings.confidence, (settings.min_load, settings.max_load))
+    capacity = Capacity(settings, runs, fitted, cap["stopped"], cap["search_s"])
+    raw["benchmarks"][0]["extra_info"]["capacity"] = capacity.section()
+    raw["benchmarks"][0]["extra_info"].pop("traces", None)  # the probe's raw requests stay in the record as written
+    out = data / "restated" / f"issue57-{name}.json"
     out.parent.mkdir(exist_ok=True)
     out.write_text(json.dumps(raw, indent=1) + "\n")
     return out
@@ -81,29 +91,32 @@ def spread_of(values: list[float]) -> float:
 def main() -> None:
     args = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     args.add_argument("--probes", type=Path, nargs="*", default=[], help="the searches' probes folders to keep")
-    args.add_argument("--restate", action="store_true", help="write each search's record with its relative spread "
-                      "stated with today's RELATIVE_FLOOR into data/issue57-restated/ (for batchperf compare)")
+    args.add_argument("--restate", action="store_true", help="write each search's record again from its probes "
+                      "with today's code into DIR/restated/ (for batchperf compare; the table then reads those)")
     args.add_argument("--data", type=Path, default=DATA, metavar="DIR", help="the searches' records (default: data/, "
                       "the family 25 model 17 host's; data/f25m1/: the family 25 model 1 host's)")
     opts = args.parse_args()
     if opts.probes:
-        kept = {folder.name.removesuffix("-probes"): probes(folder) for folder in opts.probes}
-        target = DATA / "issue57-probes.json"
+        kept = {folder.name.removesuffix("-probes").removeprefix("issue57-"): probes(folder) for folder in opts.probes}
+        target = opts.data / "issue57-probes.json"
         old = json.loads(target.read_text()) if target.exists() else {}
         target.write_text(json.dumps({**old, **kept}, indent=1) + "\n")
     if opts.restate:
-        kept = json.loads((DATA / "issue57-probes.json").read_text())
-        for name in searches():
-            print(f"restated: {restate(name, kept)}")
-    rows = searches(opts.data)
+        kept = json.loads((opts.data / "issue57-probes.json").read_text())
+        for name in searches(opts.data):
+            print(f"restated: {restate(opts.data, name, kept)}" if name in kept else f"not restated: {name} (its "
+                  "probes were not kept)")
+    rows = searches(opts.data / "restated" if opts.restate else opts.data)
     print("| search | capacity (x load) | 90% interval (width) | req/s offered | relative capacity | reference req/s "
-          "| stated spread | dispersion | probes, s, stopped by |")
-    print("|---|--:|--:|--:|--:|--:|--:|--:|--:|")
+          "| stated spread abs / rel | dispersion | speed effect | probes, s, stopped by |")
+    print("|---|--:|--:|--:|--:|--:|--:|--:|--:|--:|")
     for name, r in rows.items():
         width = (r["interval_high"] - r["interval_low"]) / r["max_load"]
+        speed = "-" if r["speed_effect"] is None else f"{r['speed_effect']:.1f}"
         print(f"| {name} | {r['max_load']:.3f} | {r['interval_low']:.3f}-{r['interval_high']:.3f} ({width:.1%}) "
               f"| {r['max_request_rate']:.2f} | {r['relative_capacity']:.3f} | {r['reference_rate']:.1f} "
-              f"| ±{r['spread']:.1%} | {r['dispersion']:.1f} | {r['probes']}, {r['search_s']:.0f}, {r['stopped']} |")
+              f"| ±{r['spread']:.1%} / ±{r['relative_spread']:.1%} | {r['dispersion']:.1f} | {speed} "
+              f"| {r['probes']}, {r['search_s']:.0f}, {r['stopped']} |")
     quiet = {n: r for n, r in rows.items() if n.startswith("quiet")}
     if len(quiet) < 2:
         return
@@ -120,8 +133,9 @@ def main() -> None:
           f"{max(fit_sds):.1%} (rms {math.sqrt(fit_var):.1%}); the floor they leave, sqrt(max(0, sd^2 - rms^2)): "
           f"{math.sqrt(max(0.0, sd ** 2 - fit_var)):.1%}")
     # the relative capacity's own terms (fit and pooled reference) are its stated spread less the floor it was
-    # stated with (search.RELATIVE_FLOOR when these searches ran: 4.1%)
-    inner = [max(0.0, r["relative_spread"] ** 2 - WRITTEN_RELATIVE_FLOOR ** 2) for r in quiet.values()]
+    # stated with (search.RELATIVE_FLOOR when they ran: 4.1% for data/'s, 0 since)
+    written = WRITTEN_RELATIVE_FLOOR if opts.data.resolve() == DATA.resolve() and not opts.restate else RELATIVE_FLOOR
+    inner = [max(0.0, r["relative_spread"] ** 2 - written ** 2) for r in quiet.values()]
     print(f"relative capacity: its own terms' rms {math.sqrt(statistics.fmean(inner)):.1%}; the floor they leave "
           f"{math.sqrt(max(0.0, rel_sd ** 2 - statistics.fmean(inner))):.1%}")
     mean = statistics.fmean(math.log(c) for c in caps)

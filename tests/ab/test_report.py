@@ -9,7 +9,7 @@ from ab_fakes import fingerprint
 from rich.console import Console
 
 from batchperf.ab.cell import CellState
-from batchperf.ab.env import Environment, Probe
+from batchperf.ab.env import Environment, Probe, SideRun
 from batchperf.ab.report import (
     headline,
     kept_text,
@@ -18,6 +18,7 @@ from batchperf.ab.report import (
     render_rich,
     rounds_text,
     summary,
+    wait_text,
 )
 from batchperf.ab.result import AbResult, Pair
 from batchperf.ab.settings import Settings
@@ -117,3 +118,22 @@ def test_pairs_whose_sides_saw_different_machine_speeds_are_named_in_ab_md() -> 
     assert text in headline(result) and text in render_ab_markdown(result)
     result.pairs[1].machine = {"A": probed(100.0, 20.0), "B": probed(99.0, 20.0)}
     assert machine_text(result) == "machine speed (probed beside each side): B's within ±3% of A's in all 2 pair(s)"
+
+
+def test_cells_whose_sides_waited_differently_for_a_cpu_are_named_in_ab_md() -> None:
+    result = ab_result(status="done")
+    assert wait_text(result) == ""  # no pair measured its wait: nothing said
+    for pair, (a, b) in zip(result.pairs, [(0.02, 0.40), (0.01, 0.36), (0.03, 0.02)], strict=True):
+        pair.waits = {"A": {"c1": a, "c2": 0.50}, "B": {"c1": b, "c2": 0.51}}
+    text = wait_text(result)
+    # c1: medians 2% and 36%, 1 - 0.64 / 0.98 = 35% less CPU for B; c2: 2% less, within the 3% margin
+    assert text.endswith("beyond ±3% in 1 of 2 cell(s), whose ratios carry the machine's load too: "
+                         "c1: A 2%, B 36% (-35% CPU)"), text
+    assert text in headline(result) and text in render_ab_markdown(result)
+    pair = Pair(9, ("A", "B"), {label: SideRun(label, 0, 1.0, None, Path("log")) for label in "AB"}, 0.5,
+                waits={"A": {"c1": 0.02}, "B": {}})
+    assert pair.to_dict()["A"]["cpu_wait_share"] == {"c1": 0.02} and "cpu_wait_share" not in pair.to_dict()["B"]
+    result.pairs[0].waits = {"A": {"c1": 0.02}}  # one side only: that pair is not counted
+    for pair in result.pairs[1:]:
+        pair.waits = {"A": {"c1": 0.10}, "B": {"c1": 0.11}}
+    assert wait_text(result).endswith("B's within ±3% of A's CPU in all 1 cell(s)")

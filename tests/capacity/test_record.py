@@ -87,3 +87,25 @@ def test_a_search_from_before_issue_57_is_read_and_judged_as_before() -> None:
     halved.capacity = {**halved.capacity, "max_load": one.capacity["max_load"] / 2}
     assert {m.metric: m for m in compare_cell(one.id, one, halved).metrics}["capacity.max_load"].verdict is \
         Verdict.REGRESSION
+
+
+def test_a_negative_speed_effect_is_written_and_read_other_capacity_figures_stay_non_negative() -> None:
+    # a quiet search on the model 1 host fitted c = -2.37 (its faster processes happened to meet fewer), and the
+    # record check, which held every measured number >= 0, refused to write its result: the search's 10 min lost
+    from batchperf.capacity.fit import Fit
+    from batchperf.capacity.record import capacity_record
+    from batchperf.capacity.search import Capacity, ProbeResult, SearchSettings
+    from batchperf.results.record import CellRecord
+
+    runs = tuple((load, ProbeResult(54, 60, 4.0 * load, 40.0 + load)) for load in (2.0, 4.0, 3.3, 3.4))
+    fitted = Fit(3.35, 3.1, 3.6, 0.9, 10.0, 2.0, 1, 0.9, speed_effect=-2.37)
+    record = capacity_record(probe(), Capacity(SearchSettings(), runs, fitted, "budget"))
+    again = CellRecord.from_dict(record.to_dict(), where="again")
+    assert again.capacity["speed_effect"] == -2.37
+    data = record.to_dict()
+    data["capacity"] = {**data["capacity"], "max_load": -1.0}
+    with pytest.raises(ResultsError, match=r"capacity.max_load is -1.0: a measured value must be a finite number >= 0"):
+        CellRecord.from_dict(data, where="bad")
+    data["capacity"] = {**data["capacity"], "max_load": 3.35, "speed_effect": float("nan")}
+    with pytest.raises(ResultsError, match=r"capacity.speed_effect is nan: a measured value must be a finite number"):
+        CellRecord.from_dict(data, where="bad")

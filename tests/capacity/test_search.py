@@ -12,6 +12,7 @@ from capacity_cells import Cell
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from batchperf.capacity.fit import Fit
 from batchperf.capacity.search import (
     ABSOLUTE_FLOOR,
     MIN_PLACED,
@@ -84,6 +85,19 @@ def test_each_probes_reference_takes_its_processs_speed_out_of_the_fit() -> None
     assert got.fit is not None and got.fit.speed_effect is not None and got.fit.speed_effect > 0
     assert got.section()["speed_effect"] == got.fit.speed_effect and "speed taken out" in got.describe()
     assert searched(Cell(capacity=5.0, slope=0.5, reference=20.0), STUDY).fit.speed_effect is None  # all equal
+
+
+def test_the_offered_rate_at_the_capacity_is_its_nearest_probes_not_every_probes() -> None:
+    # the sustained fixture's rate per unit of load is a sawtooth (its batch tenant's on/off periods do not scale
+    # with the load): 3.7 just below load 5.33, 5.5 just above; the bracket's far probes sit on other teeth
+    per_load = {2.0: 3.85, 4.0: 4.43, 8.0: 4.43, 5.31: 3.70, 5.34: 5.53, 5.36: 5.52}
+    runs = tuple((load, ProbeResult(54, 60, rate * load)) for load, rate in per_load.items())
+    fitted = Fit(5.342, 5.2, 5.5, 0.9, 50.0, 1.0, 4, 0.9)
+    got = Capacity(SearchSettings(), runs, fitted, "budget")
+    assert got.rate_per_load == pytest.approx(5.53)  # 5.34 is nearest 5.342; the median of all six read 4.43
+    assert got.max_request_rate == pytest.approx(5.342 * 5.53)
+    tied = Capacity(SearchSettings(), (*runs, (5.34, ProbeResult(50, 60, 5.51 * 5.34))), fitted, "budget")
+    assert tied.rate_per_load == pytest.approx((5.53 + 5.51) / 2)  # two probes at the nearest load: their median
 
 
 def test_without_noise_the_search_converges_on_the_capacity_within_the_resolution() -> None:

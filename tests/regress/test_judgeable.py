@@ -20,6 +20,7 @@ from batchperf.regress.judgeable import (
     client_bound_reason,
 )
 from batchperf.regress.verdict import MetricVerdict, Verdict
+from batchperf.results.record import CellRecord
 
 
 def test_a_client_bound_run_names_its_side_and_its_rounds() -> None:
@@ -69,3 +70,26 @@ def test_padded_figures_under_open_loop_arrivals_depend_on_arrival_timing() -> N
 
 def test_exact_allows_float_rounding_only() -> None:
     assert 0 < EXACT_REL < 1e-6
+
+
+def test_a_capacity_records_probe_figures_are_reported_and_its_capacity_decides() -> None:
+    # seven quiet searches on one host: four of 42 pairs were called on the nearest probe's P99 TTFT and attainment
+    # (one run of one process), none on the capacity
+    from batchperf.regress.gate import compare_cell
+    from batchperf.regress.judgeable import capacity_probe_reason
+
+    def search(capacity: float, p99: float) -> CellRecord:
+        record = cell_info("cpu-tiny-qwen2-continuous-bs4-p64-c64-capacity", p99=p99)
+        record.capacity = {"max_load": capacity, "spread": 0.05, "max_request_rate": 4 * capacity,
+                           "target_attainment": 0.9}
+        return record
+
+    base = search(3.3, p99=50.0)
+    assert capacity_probe_reason("capacity.max_load", base) is None
+    assert "one probe's single run" in capacity_probe_reason("metrics.p99_ttft_ms", base)
+    assert capacity_probe_reason("metrics.p99_ttft_ms", cell_info()) is None  # an ordinary cell: it decides
+    slower_probe = compare_cell("c", base, search(3.3, p99=80.0))  # the probe's P99 60% worse, the capacity alike
+    p99 = next(m for m in slower_probe.metrics if m.metric == "metrics.p99_ttft_ms")
+    assert p99.verdict is Verdict.REGRESSION and not p99.deciding and slower_probe.verdict is Verdict.NO_CHANGE
+    lower = compare_cell("c", base, search(2.5, p99=50.0))  # 24% less capacity: called
+    assert lower.verdict is Verdict.REGRESSION

@@ -92,8 +92,19 @@ def test_two_runs_are_told_apart_by_file_name(tmp_path):
     shutil.copy(RESULTS, after)
     page = build_report([before, after], tmp_path / "report").read_text()
     assert "before · tiny-qwen2 · hf-static" in page and "after · tiny-qwen2 · hf-static" in page
-    with pytest.raises(ValueError, match="share the name"):
+    with pytest.raises(ValueError, match="given twice"):
         build_report([before, before], tmp_path / "again")
+
+
+def test_two_hosts_baselines_of_one_name_are_told_apart_by_their_folders(tmp_path):
+    # baselines/<fingerprint>/baseline.json of two hosts: the folder that differs names each run
+    paths = [tmp_path / "baselines" / host / "baseline.json" for host in ("cpu-amd-f25m17", "cpu-amd-f25m1")]
+    for path in paths:
+        path.parent.mkdir(parents=True)
+        shutil.copy(RESULTS, path)
+    page = build_report(paths, tmp_path / "report").read_text()
+    assert "cpu-amd-f25m17/baseline · tiny-qwen2 · hf-static" in page
+    assert "cpu-amd-f25m1/baseline · tiny-qwen2 · hf-static" in page
 
 
 def test_a_file_without_traces_gets_no_itl_figure_and_says_why(tmp_path):

@@ -11,7 +11,7 @@ from typing import Any
 
 from batchperf.ab.result import AbResult
 from batchperf.regress import verdict as table
-from batchperf.regress.machine import gaps_beyond, speed_gap
+from batchperf.regress.machine import cpu_lost, gaps_beyond, speed_gap
 
 EXIT_MEANING = {0: "no regression", 1: "regression", 2: "inconclusive at the budget",
                 4: "a cell failed to run or was not judged, or an environment failed", 130: "interrupted"}
@@ -32,6 +32,8 @@ def headline(result: AbResult) -> list[str]:
                      f"{statistics.median(loads):.2f}, max {max(loads):.2f}")
     if machine := machine_text(result):
         lines.append(machine)
+    if waits := wait_text(result):
+        lines.append(waits)
     lines.append(f"intervals: {result.sequential_test.describe()} ({result.level_method})")
     if result.versions_differ:
         lines.append("versions that differ: " + ", ".join(f"{k} {a} → {b}" for k, (a, b) in result.versions_differ.items()))
@@ -70,6 +72,30 @@ def machine_text(result: AbResult) -> str:
         return f"machine speed (probed beside each side): B's within ±{margin:.0%} of A's in all {len(probed)} pair(s)"
     return (f"machine speed (probed beside each side), B's against A's beyond ±{margin:.0%} in {len(apart)} of "
             f"{len(probed)} pair(s), whose ratios carry the machine's move too: " + "; ".join(apart))
+
+
+def wait_text(result: AbResult) -> str:
+    """Each cell's CPU wait share (the share of its threads' ready time spent waiting for a CPU:
+    telemetry.cpu_wait_share), the median over the pairs on each side: the cells whose B got less (or more) CPU than
+    A by more than the margin, which the probes beside each side can miss (a busy neighbour leaves a half-second
+    probe a core of its own: docs/baselines.md, "The machine's own speed")."""
+    shares: dict[str, dict[str, list[float]]] = {}
+    for pair in result.pairs:
+        if len(pair.waits) == 2:
+            for label, cells in pair.waits.items():
+                for cell, share in cells.items():
+                    shares.setdefault(cell, {}).setdefault(label, []).append(share)
+    both = {cell: (statistics.median(s["A"]), statistics.median(s["B"])) for cell, s in shares.items() if len(s) == 2}
+    if not both:
+        return ""
+    margin = result.settings.margin
+    apart = [f"{cell}: A {a:.0%}, B {b:.0%} ({-lost:+.0%} CPU)" for cell, (a, b) in sorted(both.items())
+             if (lost := cpu_lost(b, a)) is not None and abs(lost) > margin]
+    head = "CPU wait (the share of a cell's ready time its threads waited for a CPU, median over the pairs)"
+    if not apart:
+        return f"{head}: B's within ±{margin:.0%} of A's CPU in all {len(both)} cell(s)"
+    return (f"{head}, B's CPU against A's beyond ±{margin:.0%} in {len(apart)} of {len(both)} cell(s), whose ratios "
+            "carry the machine's load too: " + "; ".join(apart))
 
 
 def rounds_text(result: AbResult) -> str:

@@ -32,12 +32,14 @@ class Pair:
     runs: dict[str, SideRun]
     load_avg_1m: float | None
     machine: dict[str, SessionProbes] = field(default_factory=dict)  # each side's session probes, where it probed
+    waits: dict[str, dict[str, float]] = field(default_factory=dict)  # side -> cell id -> its CPU wait share
 
     def to_dict(self) -> dict[str, Any]:
         return {"index": self.index, "order": list(self.order), "load_avg_1m": self.load_avg_1m,
                 **{label: {"results": str(r.results) if r.results else None, "log": str(r.log),
                            "seconds": round(r.seconds, 2), "returncode": r.returncode, "started": r.started,
-                           **({"probe": self.machine[label].to_dict()} if label in self.machine else {})}
+                           **({"probe": self.machine[label].to_dict()} if label in self.machine else {}),
+                           **({"cpu_wait_share": self.waits[label]} if self.waits.get(label) else {})}
                    for label, r in self.runs.items()}}
 
 

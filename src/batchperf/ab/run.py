@@ -60,7 +60,7 @@ from batchperf.ab.warmup import WARMUP_ROUNDS, RoundsChoice, Warmup, choose_roun
 from batchperf.launch.child import exit_code_of, stop_signals
 from batchperf.launch.kept_server import stop_kept
 from batchperf.regress.fingerprint import identity_diff
-from batchperf.regress.machine import session_probes
+from batchperf.regress.machine import WAIT_SHARE, session_probes
 from batchperf.results.io import atomic_write_text
 from batchperf.results.record import ResultsError
 
@@ -205,6 +205,8 @@ def measure_pairs(result: AbResult, runner: SideRunner, progress: Progress, cloc
             return Ended("failed", "; ".join(crash_reason(r, f"pair {index}", result, index - 1) for r in crashed))
         files = read_pair(runs)
         pair.machine = {label: probes for label, file in files.items() if (probes := session_probes(file))}
+        pair.waits = {label: {r.id: w for r in file.records if (w := r.value(WAIT_SHARE)) is not None}
+                      for label, file in files.items()}
         if problem := check_identity(files, index):
             return Ended("failed", problem)
         absorb(result, pair, files)

@@ -87,6 +87,7 @@ class Metric:
     spread: str = ""
     column: str = ""  # its column in the end-of-session summary ("" = none)
     fmt: str = ".4g"  # how the summary writes it
+    signed: bool = False  # may be negative (a fitted coefficient); every other measured number is >= 0
 
     def __post_init__(self) -> None:
         section, _, key = self.path.partition(".")
@@ -513,8 +514,9 @@ CAPACITY_METRICS: tuple[Metric, ...] = (
            "crosses the target (the bracket's lower end in records before issue 57)", export="capacity_load_factor",
            tolerance=CAPACITY, tracked=True, spread="capacity.spread"),
     Metric("capacity.max_request_rate", "requests/s", Direction.HIGHER, "requests offered per second at the "
-           "capacity: max_load × the probes' median offered rate per unit of load over their arrival spans (offered "
-           "/ the probe's duration at the bracket's lower end in records before issue 57)",
+           "capacity: max_load × the offered rate per unit of load, over its arrival span, of the probes nearest it "
+           "(of every probe before the speed effect; offered / the probe's duration at the bracket's lower end in "
+           "records before issue 57)",
            export="capacity_request_rate_requests_per_second", tolerance=CAPACITY, spread="capacity.spread"),
     Metric("capacity.relative_capacity", "ratio", Direction.HIGHER, "the offered rate at the capacity as a share of "
            "the rate the same cell served saturated (reference_rate, pooled over the search's probes): the "
@@ -534,7 +536,8 @@ CAPACITY_METRICS: tuple[Metric, ...] = (
            "from the fit (across the bracket" + _BEFORE_57 + ")"),
     Metric("capacity.speed_effect", "factor", Direction.NONE, "the fit's speed effect: logits of attainment per unit "
            "of log reference rate, each probe's process's speed taken out of the fit (absent when not every probe ran "
-           "a reference, or before the speed effect)"),
+           "a reference, or before the speed effect); negative when the faster processes happened to meet fewer",
+           signed=True),
     Metric("capacity.reference_rate", "requests/s", Direction.NONE, "requests per second the cell served saturated "
            "(its reference round at batchperf.capacity.search.REFERENCE_LOAD, in each probe's process), mean over "
            "every probe of the search (over the runs at the capacity load" + _BEFORE_57 + ")"),
@@ -603,6 +606,7 @@ CATALOGUE: tuple[Metric, ...] = (*RUN_METRICS, *KV_METRICS, *TELEMETRY_METRICS, 
                                  *EFFICIENCY_METRICS, *CLIENT_METRICS, *WORKLOAD_METRICS, *SLO_METRICS,
                                  *TENANT_METRICS, *CAPACITY_METRICS, *POLICY_METRICS)
 BY_PATH: dict[str, Metric] = {m.path: m for m in CATALOGUE}
+SIGNED: frozenset[str] = frozenset(m.path for m in CATALOGUE if m.signed)  # the measured numbers that may be < 0
 
 # --- the tables every consumer reads --------------------------------------------------------------------------
 

@@ -44,7 +44,7 @@ from batchperf.regress.fingerprint import (
     soft_warnings,
     version_diff,
 )
-from batchperf.regress.judgeable import EXACT_REL, arrival_reason, client_bound_reason
+from batchperf.regress.judgeable import EXACT_REL, client_bound_reason, reported_reason
 from batchperf.regress.machine import MODES
 from batchperf.regress.verdict import CellVerdict, MetricVerdict, Verdict, combine, render_text
 from batchperf.results.record import CellRecord, RecordPath
@@ -215,10 +215,11 @@ def client_bound(result: MetricVerdict, baseline: CellRecord, current: CellRecor
     return result
 
 
-def arrival_dependent(result: MetricVerdict, baseline: CellRecord, current: CellRecord) -> MetricVerdict:
-    """``result`` reported, not deciding, when either run's figure depended on its arrival timing."""
+def reported_only(result: MetricVerdict, baseline: CellRecord, current: CellRecord) -> MetricVerdict:
+    """``result`` reported, not deciding, when either run's figure depended on its arrival timing, or is a capacity
+    record's probe's (:func:`batchperf.regress.judgeable.reported_reason`)."""
     for record in (current, baseline):
-        if (note := arrival_reason(result.metric, record)) is not None:
+        if (note := reported_reason(result.metric, record)) is not None:
             return replace(result, deciding=False, note="; ".join(filter(None, (result.note, note))))
     return result
 
@@ -282,7 +283,7 @@ def _compare_cell(
         return CellVerdict(name, Verdict.NO_BASELINE, notes=tuple(diffs))
     tier = current.tier
     results = [r for rule in config.rules for r in judge_rule(rule, baseline, current, tier, config.k)]
-    results = [arrival_dependent(client_bound(r, baseline, current), baseline, current) for r in results]
+    results = [reported_only(client_bound(r, baseline, current), baseline, current) for r in results]
     versions, warnings = {}, ()
     if baseline_fp is not None and current_fp is not None:
         versions = version_diff(baseline_fp.upgrade, current_fp.upgrade)

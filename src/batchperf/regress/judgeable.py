@@ -6,6 +6,9 @@
   latencies, nor about its throughput unless the server was kept full (:func:`client_bound_reason`).
 - *Arrival timing*: the KV bytes a request held and the padding waste of batches formed under open-loop
   arrivals move with when the requests arrived (:func:`arrival_reason`): reported, never deciding.
+- *A capacity record's probe*: a ``batchperf capacity`` result holds, beside its ``capacity`` section, the
+  cell as one probe near the capacity measured it: one run of one process, whose latencies and attainment move
+  with that process (:func:`capacity_probe_reason`): reported, never deciding; the capacity section decides.
 - *Open loop*: requests that arrive on a schedule set the throughput while the engine keeps up with them, so
   "no change" in throughput says only that it kept up (:func:`open_loop_caveat`); latency shows the rest.
 - *Exact*: an exact metric (KV bytes) may differ by float rounding only (:data:`EXACT_REL`).
@@ -69,6 +72,22 @@ def client_bound_reason(path: str, record: CellRecord, side: str) -> str | None:
         shown = "unknown" if occupancy is None else f"{occupancy:.2f}"
         note += f"; the server was not kept saturated (occupancy {shown}), so its throughput is the client's too"
     return note
+
+
+def capacity_probe_reason(path: str, record: CellRecord) -> str | None:
+    """Why a figure of a capacity record outside its ``capacity`` section does not decide, or None. Seven quiet
+    searches on one host: 42 ordered pairs, none called on the capacity, four on that probe's P99 TTFT and
+    attainment (+48%, -17 points) (studies/capacity-repeat, "The speed effect")."""
+    if not record.capacity or path.startswith("capacity."):
+        return None
+    return ("one probe's single run near the capacity (a capacity record): reported; the capacity section decides "
+            "(docs/traffic.md)")
+
+
+def reported_reason(path: str, record: CellRecord) -> str | None:
+    """Why the metric at ``path`` of ``record`` is reported, not deciding (:func:`arrival_reason`,
+    :func:`capacity_probe_reason`), or None."""
+    return arrival_reason(path, record) or capacity_probe_reason(path, record)
 
 
 def arrival_reason(path: str, record: CellRecord) -> str | None:

@@ -236,15 +236,21 @@ def _probe_note(record: CellRecord, baseline: SessionProbes | None, current: Ses
             f"vs {then:.3g} {unit}; the cell is {bound.value}-bound)"), ""
 
 
+def cpu_lost(now: float | None, then: float | None) -> float | None:
+    """The share of the CPU a cell's threads got ``then`` that they did not get ``now`` (their wait shares w: 1 -
+    (1 - w_now) / (1 - w_then); negative: more CPU now); None when a side has no share or waited all the time."""
+    if now is None or then is None or then >= 1:
+        return None
+    return 1 - (1 - now) / (1 - then)
+
+
 def _busy_note(record: CellRecord, baseline: CellRecord | None, tolerance: float) -> str:
     """The cell's threads given less CPU than the baseline's by more than ``tolerance`` (their wait shares, w:
     1 - (1 - w) / (1 - w_baseline) of the CPU lost), in words; "" when not, or when a side has no share."""
     now = record.value(WAIT_SHARE)
     then = None if baseline is None else baseline.value(WAIT_SHARE)
-    if now is None or then is None or then >= 1:
-        return ""
-    lost = 1 - (1 - now) / (1 - then)
-    if lost <= tolerance:
+    lost = cpu_lost(now, then)
+    if lost is None or lost <= tolerance:
         return ""
     return (f"{MACHINE_NOTE} busy: the cell's threads waited for a CPU {now:.0%} of the time they were ready to run "
             f"({then:.0%} in the baseline), {lost:.0%} less CPU than then")

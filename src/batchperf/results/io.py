@@ -17,7 +17,7 @@ import re
 import stat
 import tempfile
 from collections.abc import Iterable, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -41,10 +41,16 @@ class ResultsFile:
     others: tuple[dict[str, Any], ...] = ()  # benchmarks of other plugins, kept verbatim
     sha256: str = ""
     sources: tuple[tuple[str, str], ...] = ()  # (file, sha256) of every results file behind this one
+    alias: str = ""  # the name given beside files of the same stem (read_many); "" = the stem
 
     @property
     def name(self) -> str:
-        return self.path.stem
+        return self.alias or self.path.stem
+
+    def renamed(self, name: str) -> ResultsFile:
+        """This file under ``name``, its records' ``source`` too (runs are told apart by it)."""
+        cells = {k: replace(r, source=name) for k, r in self.cells.items()}
+        return replace(self, alias=name, cells=cells)
 
     @property
     def records(self) -> list[CellRecord]:
@@ -383,10 +389,29 @@ def temporaries(path: Path) -> list[Path]:
 
 
 def read_many(paths: Iterable[str | Path]) -> list[ResultsFile]:
-    """Several results files (before/after an upgrade, say); names must differ: runs are told apart by them."""
+    """Several results files (before/after an upgrade, say); runs are told apart by name: the file's stem, or where
+    stems are the same (two hosts' ``baseline.json``) the folders before it that tell them apart
+    (``cpu-…-e8b1773c67/baseline``). The same file twice is refused."""
     files = [read_results(p) for p in paths]
-    names = [f.name for f in files]
-    if dup := sorted({n for n in names if names.count(n) > 1}):
-        raise ResultsError(files[0].path, f"two results files share the name {dup[0]!r}; runs are told apart by "
-                           "file name", "Rename one")
-    return files
+    seen: dict[Path, Path] = {}
+    for f in files:
+        if (where := f.path.resolve()) in seen:
+            raise ResultsError(f.path, f"given twice (as {seen[where]} and {f.path}); runs are told apart by file",
+                               "Give each results file once")
+        seen[where] = f.path
+    names = _distinct_names([f.path.resolve() for f in files])
+    return [f if name == f.name else f.renamed(name) for f, name in zip(files, names, strict=True)]
+
+
+def _distinct_names(paths: list[Path]) -> list[str]:
+    """Each path's stem; for stems that several share, the fewest folders before it that make them all differ."""
+    names = [p.stem for p in paths]
+    for stem in {n for n in names if names.count(n) > 1}:
+        group = [i for i, p in enumerate(paths) if p.stem == stem]
+        for depth in range(1, max(len(paths[i].parts) for i in group)):
+            labels = {i: "/".join((*paths[i].parent.parts[-depth:], stem)) for i in group}
+            if len(set(labels.values())) == len(group):
+                break
+        for i, label in labels.items():
+            names[i] = label
+    return names

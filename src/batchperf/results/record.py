@@ -20,7 +20,7 @@ from typing import Any
 
 from batchperf.measure import client_lag
 from batchperf.measure import counters as engine_counters
-from batchperf.measure.catalogue import METRIC_SECTIONS, PER_TENANT
+from batchperf.measure.catalogue import METRIC_SECTIONS, PER_TENANT, SIGNED
 from batchperf.measure.kv_growth import KVPoint
 from batchperf.measure.trace import RunTrace
 from batchperf.measure.weights import WEIGHTS
@@ -321,7 +321,8 @@ MEASURED = tuple(s for s in METRIC_SECTIONS if s not in ("workload", PER_TENANT)
 
 
 def check_measured_numbers(data: Mapping[str, Any], where: str) -> None:
-    """Every number a cell measured is finite and >= 0; a ResultsError names the cell and the metric otherwise.
+    """Every number a cell measured is finite and >= 0 (a signed one, ``catalogue.SIGNED``, finite); a ResultsError
+    names the cell and the metric otherwise.
 
     A NaN left by an edit or a bug would be read as "absent" (its metric silently not judged) and a
     negative throughput as a huge improvement, so neither is ever read or written (issue 14)."""
@@ -334,9 +335,11 @@ def check_measured_numbers(data: Mapping[str, Any], where: str) -> None:
             continue
         for key, value in block.items():
             values = value if isinstance(value, list) else [value]
+            floor = -math.inf if f"{label}.{key}" in SIGNED else 0
             for v in values:
-                if isinstance(v, (int, float)) and not isinstance(v, bool) and not (math.isfinite(v) and v >= 0):
-                    raise ResultsError(where, f"{label}.{key} is {v!r}: a measured value must be a finite number >= 0",
+                if isinstance(v, (int, float)) and not isinstance(v, bool) and not (math.isfinite(v) and v >= floor):
+                    what = "a finite number" if floor < 0 else "a finite number >= 0"
+                    raise ResultsError(where, f"{label}.{key} is {v!r}: a measured value must be {what}",
                                        "Restore the file (git checkout) or re-run the cell; a baseline is made only "
                                        "by `batchperf refresh`")
 
