@@ -15,6 +15,7 @@ on CUDA (float32 and bfloat16) whenever the suite runs on a GPU machine.
 
 from __future__ import annotations
 
+import gc
 import random
 import sys
 
@@ -238,11 +239,14 @@ def _decode_cost(runner: ModelRunner, step: list[Scheduled]) -> tuple[int, int, 
         if event in calls:
             calls[event] += 1
 
+    gc.collect()  # no cyclic collection (and the finalizers it runs, counted as calls) inside the counted step
+    gc.disable()
     sys.setprofile(profile)
     try:
         runner.run(step)
     finally:
         sys.setprofile(None)
+        gc.enable()
     return ops.count, calls["call"], calls["c_call"]
 
 
@@ -255,7 +259,9 @@ def test_a_decode_step_costs_the_same_calls_at_any_batch_size(tiny_model):
     runner.allocate(512)
     blocks = BlockManager(512, 4, runner.bytes_per_block)
     costs = {}
-    for batch in (1, 4, 24):
+    # a first step, not counted: one-time work of a fresh process (a lazy import or cache fill) once landed in the
+    # first counted step (CI on a fresh clone: 2 Python and 2 C calls more at batch 1 than at 4 and 24)
+    for batch in (2, 1, 4, 24):
         step = _decode_step(runner, blocks, batch)
         costs[batch] = _decode_cost(runner, step)
         for item in step:

@@ -40,8 +40,8 @@ from scipy import optimize, special, stats
 # Bounds of the steepness s, in log-load: 0.5 is nearly flat (attainment 90% -> 50% over a 80-fold load); 1000
 # is a cliff (90% -> 10% within 0.5% of load: finer than any resolution a search is asked for).
 SLOPE_BOUNDS = (0.5, 1000.0)
-# Bounds of the speed effect c: the logit of attainment per unit of log reference rate (nine searches on the CPU
-# tier fitted 1.9 to 6.3; 100 is far beyond what a process's speed can do: 10% faster, 10 logits)
+# Bounds of the speed effect c: the logit of attainment per unit of log reference rate (18 searches on the CPU
+# tier on two hosts fitted -2.4 to 6.3; 100 is far beyond what a process's speed can do: 10% faster, 10 logits)
 SPEED_BOUNDS = (-100.0, 100.0)
 # The speed effect is fitted from this many probes on: with fewer, a third parameter fits the probes' noise exactly
 # and the crossing it leaves (where the search places its next probe) is anywhere
