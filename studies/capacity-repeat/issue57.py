@@ -25,9 +25,15 @@ import math
 import statistics
 from pathlib import Path
 
-from batchperf.capacity.fit import fit, outcomes_of
 from batchperf.capacity.record import probe_records, probe_result, reference_rate
-from batchperf.capacity.search import REFERENCE_LOAD, RELATIVE_FLOOR, Capacity, ProbeResult, SearchSettings
+from batchperf.capacity.search import (
+    REFERENCE_LOAD,
+    RELATIVE_FLOOR,
+    Capacity,
+    ProbeResult,
+    SearchSettings,
+    fit_runs,
+)
 from batchperf.results.io import read_results
 
 DATA = Path(__file__).parent / "data"
@@ -71,9 +77,7 @@ def restate(data: Path, name: str, kept: dict[str, list[dict[str, float]]]) -> P
                               confidence=cap["confidence"])
     runs = tuple((p["load"], ProbeResult(p["met"], p["offered"], p["request_rate"], p["reference_rate"]))
                  for p in kept[name])
-    outcomes = outcomes_of([(load, got.met, got.offered) for load, got in runs],
-                           [got.reference_rate for _, got in runs])
-    fitted = fit(outcomes, settings.target, settings.confidence, (settings.min_load, settings.max_load))
+    fitted = fit_runs(runs, settings)
     capacity = Capacity(settings, runs, fitted, cap["stopped"], cap["search_s"])
     raw["benchmarks"][0]["extra_info"]["capacity"] = capacity.section()
     raw["benchmarks"][0]["extra_info"].pop("traces", None)  # the probe's raw requests stay in the record as written

@@ -13,10 +13,9 @@ import json
 import sys
 from pathlib import Path
 
-from batchperf.capacity.fit import fit, outcomes_of
 from batchperf.capacity.probe import nearest
 from batchperf.capacity.record import write_capacity
-from batchperf.capacity.search import Capacity, ProbeResult, SearchSettings
+from batchperf.capacity.search import Capacity, ProbeResult, SearchSettings, fit_runs
 
 DATA = Path(__file__).parent / "data" / "f25m1-speed"
 SECONDS = 592.0  # 23:34:36 to 23:44:28 UTC
@@ -29,9 +28,7 @@ if __name__ == "__main__":
         raise SystemExit(f"{folder}: {len(files)} probes, but issue57-probes.json keeps {len(kept)} for quiet-7")
     settings = SearchSettings(target=0.9, resolution=0.05, start=8.0, budget_s=600.0)  # the docs' command
     runs = tuple((p["load"], ProbeResult(p["met"], p["offered"], p["request_rate"], p["reference_rate"])) for p in kept)
-    outcomes = outcomes_of([(load, got.met, got.offered) for load, got in runs],
-                           [got.reference_rate for _, got in runs])
-    fitted = fit(outcomes, settings.target, settings.confidence, (settings.min_load, settings.max_load))
+    fitted = fit_runs(runs, settings)
     capacity = Capacity(settings, runs, fitted, "budget", SECONDS)
     load, path = nearest([(float(p.stem.split("-load")[1]), p) for p in files], capacity.max_load)
     write_capacity(DATA / "issue57-quiet-7.json", path, capacity, load)

@@ -40,6 +40,7 @@ from scipy import optimize, special, stats
 # Bounds of the steepness s, in log-load: 0.5 is nearly flat (attainment 90% -> 50% over a 80-fold load); 1000
 # is a cliff (90% -> 10% within 0.5% of load: finer than any resolution a search is asked for).
 SLOPE_BOUNDS = (0.5, 1000.0)
+_LOG_SLOPE = (math.log(SLOPE_BOUNDS[0]), math.log(SLOPE_BOUNDS[1]))  # the bounds of log s, where the fit works
 # Bounds of the speed effect c: the logit of attainment per unit of log reference rate (18 searches on the CPU
 # tier on two hosts fitted -2.4 to 6.3; 100 is far beyond what a process's speed can do: 10% faster, 10 logits)
 SPEED_BOUNDS = (-100.0, 100.0)
@@ -120,15 +121,13 @@ class _Curve:
         return self.nll(theta, s, c), np.array(grad)
 
     def bounds(self, lo_x: float, hi_x: float) -> list[tuple[float, float]]:
-        slope = tuple(math.log(b) for b in SLOPE_BOUNDS)
-        return [(lo_x, hi_x), slope, SPEED_BOUNDS][:self.free]
+        return [(lo_x, hi_x), _LOG_SLOPE, SPEED_BOUNDS][:self.free]
 
     def profile(self, theta: float) -> float:
         """The smallest negative log-likelihood at ``theta``, the steepness (and the speed effect) refitted."""
-        bounds = tuple(math.log(b) for b in SLOPE_BOUNDS)
         if not self.speed:
-            best = optimize.minimize_scalar(lambda u: self.nll(theta, math.exp(u)), bounds=bounds, method="bounded",
-                                            options={"xatol": 1e-3})
+            best = optimize.minimize_scalar(lambda u: self.nll(theta, math.exp(u)), bounds=_LOG_SLOPE,
+                                            method="bounded", options={"xatol": 1e-3})
             return float(best.fun)
 
         found = self._newton(theta)
@@ -139,9 +138,8 @@ class _Curve:
             value, grad = self.nll_and_grad(np.array([theta, params[0], params[1]]))
             return value, grad[1:]
 
-        bounds = tuple(math.log(b) for b in SLOPE_BOUNDS)
         best = optimize.minimize(inner, np.array([math.log(10.0), 0.0]), jac=True, method="TNC",
-                                 bounds=[bounds, SPEED_BOUNDS])
+                                 bounds=[_LOG_SLOPE, SPEED_BOUNDS])
         return float(best.fun)
 
     def start_at(self, s: float, c: float) -> None:

@@ -25,7 +25,7 @@ from __future__ import annotations
 import math
 import statistics
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from batchperf.capacity.fit import Fit, fit, outcomes_of
@@ -266,6 +266,13 @@ class Capacity:
         return head + ("" if self.converged else f"; NOT converged: {self.why}")
 
 
+def fit_runs(runs: Sequence[tuple[float, ProbeResult]], settings: SearchSettings) -> Fit:
+    """The curve over every probe's requests, each probe's reference as its process's speed (:func:`.fit.fit`)."""
+    outcomes = outcomes_of([(load, got.met, got.offered) for load, got in runs],
+                           [got.reference_rate for _, got in runs])
+    return fit(outcomes, settings.target, settings.confidence, (settings.min_load, settings.max_load))
+
+
 class _Stop(Exception):
     def __init__(self, stopped: str) -> None:
         super().__init__(stopped)
@@ -307,9 +314,7 @@ def search(probe: Probe, settings: SearchSettings = SearchSettings(),
         return got.attainment >= s.target
 
     def fitted() -> Fit:
-        outcomes = outcomes_of([(load, got.met, got.offered) for load, got in runs],
-                               [got.reference_rate for _, got in runs])
-        return fit(outcomes, s.target, s.confidence, (s.min_load, s.max_load))
+        return fit_runs(runs, s)
 
     current: Fit | None = None
     stopped = "resolution"
