@@ -25,9 +25,8 @@ import math
 import statistics
 from pathlib import Path
 
-from batchperf.capacity.record import probe_records, probe_result, reference_rate
+from batchperf.capacity.probe import kept_probes, read_probe
 from batchperf.capacity.search import (
-    REFERENCE_LOAD,
     RELATIVE_FLOOR,
     Capacity,
     ProbeResult,
@@ -45,12 +44,8 @@ FIELDS = ("max_load", "interval_low", "interval_high", "max_request_rate", "rela
 def probes(folder: Path) -> list[dict[str, float]]:
     """Every probe of a search's probes folder: its load, met, offered, offered rate and reference rate."""
     out = []
-    for path in sorted(folder.glob("probe[0-9][0-9]-load*.json")):
-        results = read_results(path, "probe results")
-        loads = {r.load for r in results.records} - {REFERENCE_LOAD}
-        load = min(loads) if loads else REFERENCE_LOAD
-        probe, reference = probe_records(results, load)
-        got = probe_result(probe, reference_rate(reference))
+    for load, path in kept_probes(folder):
+        got = read_probe(path, load)
         out.append({"load": load, "met": got.met, "offered": got.offered, "request_rate": got.request_rate,
                     "reference_rate": got.reference_rate})
     return out

@@ -38,3 +38,23 @@ def test_the_capacity_record_comes_from_the_probe_nearest_the_capacity() -> None
     files = [(8.0, Path("a")), (2.0, Path("b")), (2.9, Path("c")), (3.2, Path("d")), (2.9, Path("e"))]
     assert nearest(files, 3.0) == (2.9, Path("e"))  # nearest as a ratio; of equals, the latest run
     assert nearest(files, 0.0) == (2.9, Path("e"))  # no capacity: the last probe
+
+
+def test_a_probes_folder_is_read_in_the_order_the_probes_ran_and_timed_from_their_files(tmp_path: Path) -> None:
+    """`--from-probes`: probe10 after probe9 (by number, not name); a cut probe (-interrupted) and other files are
+    not probes; the search's seconds are its files' first to last written plus one mean gap."""
+    import json
+
+    from gate_samples import cell_info, results_file
+
+    from batchperf.capacity.probe import kept_probes, probes_seconds
+
+    names = ["probe09-load2.json", "probe10-load3.5.json", "probe01-load8.json", "probe11-load3-interrupted.json",
+             "notes.json"]
+    for i, name in enumerate(names):
+        path = results_file(tmp_path / name, [cell_info("cpu-tiny-qwen2-continuous-bs4-p64-c8")])
+        path.write_text(json.dumps({**json.loads(path.read_text()), "datetime": f"2026-12-08T01:0{i}:00+00:00"}))
+    assert kept_probes(tmp_path) == [(8.0, tmp_path / names[2]), (2.0, tmp_path / names[0]),
+                                     (3.5, tmp_path / names[1])]
+    # written at minutes 2, 0 and 1: a 120 s span over 3 probes, so 180 s with the first probe's own run
+    assert probes_seconds([p for _, p in kept_probes(tmp_path)]) == pytest.approx(180.0)

@@ -202,4 +202,54 @@ def test_a_stop_signal_during_a_probe_exits_128_plus_it_keeping_the_finished_pro
     assert code == 128 + signum and time.monotonic() - began < 20  # the sleeping child was stopped
     err = capsys.readouterr().err
     assert "interrupted" in err and "2 finished probe(s) are kept" in err and str(tmp_path / "cap-probes") in err
+    assert f"batchperf capacity --from-probes {tmp_path / 'cap-probes'} --out {out}" in err
     assert len(list((tmp_path / "cap-probes").glob("probe0[12]-load*.json"))) == 2 and not out.exists()
+
+
+def test_from_probes_writes_what_the_search_wrote_without_running_a_probe(tmp_path, suite, monkeypatch, capsys) -> None:
+    """`--from-probes DIR` reads a search's kept probes back: the same capacity section (but the seconds, which the
+    files tell), for a search that converged and one stopped by --max-load; nothing runs; --out is kept unless
+    --force, the probes always."""
+    child = FakeChild()
+    monkeypatch.setattr(capacity_probe, "run_child", child)
+    for name, extra in (("conv", ["--resolution", "0.1"]), ("max", ["--max-load", "1.5"])):
+        out = tmp_path / f"{name}.json"
+        searched = main(["capacity", "--suite", str(suite), "--out", str(out), "--budget-min", "5", *extra])
+        written = read_results(out).records[0].capacity
+        ran = len(child.argvs)
+        with pytest.raises(SystemExit) as stop:  # the search's own result is there: refused, nothing lost
+            main(["capacity", "--from-probes", str(tmp_path / f"{name}-probes"), *extra])
+        assert stop.value.code == 2 and "--force" in capsys.readouterr().err
+        again = main(["capacity", "--from-probes", str(tmp_path / f"{name}-probes"), "--force", *extra])
+        assert again == searched and len(child.argvs) == ran  # no probe ran
+        restated = read_results(out).records[0].capacity
+        assert {k: v for k, v in restated.items() if k != "search_s"} == \
+            {k: v for k, v in written.items() if k != "search_s"}
+        assert restated["search_s"] >= 0 and len(list((tmp_path / f"{name}-probes").glob("*.json"))) == ran
+        assert f"from the {written['probes']} probes" in capsys.readouterr().out
+        child.argvs.clear()
+    assert written["stopped"] == "max_load"  # the second search's
+
+
+def test_from_probes_of_a_cut_search_says_where_its_probes_ended(tmp_path, suite, monkeypatch, capsys) -> None:
+    """The probes of a search stopped after its bracket and two placed probes: a record that says it did not
+    converge, why, and exit 3; a probe a stop cut (-interrupted) is not read; no probes, or no folder, are errors
+    that name the folder."""
+    monkeypatch.setattr(capacity_probe, "run_child", FakeChild())
+    main(["capacity", "--suite", str(suite), "--out", str(tmp_path / "cap.json"), "--resolution", "0.1"])
+    folder = tmp_path / "cap-probes"
+    files = sorted(folder.glob("probe*.json"))
+    for path in files[5:]:
+        path.unlink()
+    files[4].replace(files[4].with_name(files[4].stem + "-interrupted.json"))  # the cut one: not a probe
+    code = main(["capacity", "--from-probes", str(folder), "--out", str(tmp_path / "cut.json")])
+    cap = read_results(tmp_path / "cut.json").records[0].capacity
+    assert code == cli_capacity.NOT_CONVERGED and cap["probes"] == 4 and cap["stopped"] == "probes"
+    assert cap["converged"] is False and "probes folder" in cap["why"] and "interval_low" in cap
+    assert "NOT converged" in capsys.readouterr().out
+    (tmp_path / "empty").mkdir()
+    with pytest.raises(SystemExit, match="empty: no probe results"):
+        main(["capacity", "--from-probes", str(tmp_path / "empty")])
+    with pytest.raises(SystemExit) as stop:
+        main(["capacity", "--from-probes", str(tmp_path / "nowhere")])
+    assert stop.value.code == 2 and "no such folder" in capsys.readouterr().err

@@ -5,21 +5,29 @@ The command is ``batchperf run``'s (:func:`batchperf.launch.suite.tier_command`)
 gave, the reference load after it (:data:`batchperf.capacity.search.REFERENCE_LOAD`). The child runs under the
 launcher's guard (:func:`batchperf.launch.child.run_guarded`): inside ``stop_signals()`` a Ctrl-C or SIGTERM stops
 it and raises ``Stopped`` here, so the search ends as interrupted (130, 143) instead of reading a cut probe.
+
+The probes a search leaves in its folder (``probeNN-loadX.json``) are read back by :func:`capacity_from_probes`
+(``batchperf capacity --from-probes``): the capacity record an interrupted search did not write, or one written again
+with other settings or a newer fit.
 """
 
 from __future__ import annotations
 
 import math
+import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
+from datetime import datetime
 from pathlib import Path
 
 from batchperf.capacity.record import probe_records, probe_result, reference_rate, write_capacity
-from batchperf.capacity.search import REFERENCE_LOAD, Capacity, ProbeResult, SearchSettings, search
+from batchperf.capacity.search import REFERENCE_LOAD, Capacity, ProbeResult, SearchSettings, search, standing
 from batchperf.launch.child import run_guarded
 from batchperf.launch.suite import tier_command
 from batchperf.results.io import read_results
-from batchperf.results.record import CellRecord
+from batchperf.results.record import CellRecord, ResultsError
+
+PROBE_FILE = re.compile(r"probe([0-9]+)-load([0-9.e+]+)\.json")  # Probes.run's names; "-interrupted" ones are cut
 
 
 class ProbeFailed(RuntimeError):
@@ -64,8 +72,56 @@ class Probes:
             raise ProbeFailed(f"the probe at load {load:g} wrote no results (pytest exit {code}); "
                               f"run it alone to see why: {' '.join(cmd)}")
         self.files.append((load, path))
-        probe, reference = probe_records(read_results(path, "probe results"), load)
-        return probe_result(probe, reference_rate(reference))
+        return read_probe(path, load)
+
+
+def read_probe(path: Path, load: float) -> ProbeResult:
+    """What the probe in results file ``path`` measured at ``load``, its reference's rate with it."""
+    probe, reference = probe_records(read_results(path, "probe results"), load)
+    return probe_result(probe, reference_rate(reference))
+
+
+def kept_probes(folder: Path) -> list[tuple[float, Path]]:
+    """The probes a search left in ``folder``: (load, results file), in the order they ran. A probe a stop cut
+    (``-interrupted.json``) is not one; ResultsError when there are none."""
+    found = sorted((int(m[1]), float(m[2]), path) for path in folder.glob("probe*-load*.json")
+                   if (m := PROBE_FILE.fullmatch(path.name)))
+    if not found:
+        raise ResultsError(folder, "no probe results (probeNN-loadX.json) in it",
+                           "Give the folder a search kept its probes in: OUT-probes/ beside its --out, or its "
+                           "--probes-dir")
+    return [(load, path) for _, load, path in found]
+
+
+def probes_seconds(paths: list[Path]) -> float:
+    """The search's wall time as its probes' files tell it: first written to last, plus one probe's time (the mean
+    gap between them) for the first probe's own run; with one probe, the seconds its cells were timed (a lower
+    bound: its process's start is not in the file)."""
+    if len(paths) == 1:
+        results = read_results(paths[0], "probe results")
+        return sum(float(bench.get("stats", {}).get("total") or 0.0) for bench in results.benches.values())
+    written = [_written(p) for p in paths]
+    return (max(written) - min(written)) * len(paths) / (len(paths) - 1)
+
+
+def _written(path: Path) -> float:
+    """When the probe's file was written (its ``datetime``, pytest-benchmark's; else the file's own time), unix s."""
+    stamp = read_results(path, "probe results").datetime
+    try:
+        return datetime.fromisoformat(stamp).timestamp()
+    except ValueError:
+        return path.stat().st_mtime
+
+
+def capacity_from_probes(folder: Path, settings: SearchSettings, out: Path) -> tuple[Capacity, CellRecord]:
+    """The capacity results file ``out`` from the probes a search left in ``folder``, as the search would have
+    written it at its end with ``settings`` (:func:`batchperf.capacity.search.standing`). ResultsError as they
+    come."""
+    files = kept_probes(folder)
+    runs = tuple((load, read_probe(path, load)) for load, path in files)
+    capacity = standing(runs, settings, probes_seconds([path for _, path in files]))
+    load, path = nearest(files, capacity.max_load)
+    return capacity, write_capacity(out, path, capacity, load)
 
 
 def find_capacity(probes: Probes, settings: SearchSettings, out: Path,

@@ -45,8 +45,11 @@ REFERENCE_LOAD = 64.0  # the reference round's load factor: every request of the
 # simulated linear cell, a million requests a run) stopped 3.5% off after 3 placed probes; after 6, 0.9% off
 MIN_PLACED = 6
 
-# How a search ended (``capacity.stopped``): only ``resolution`` is converged
-STOPS = ("resolution", "budget", "max_load", "min_load")
+# How a search ended (``capacity.stopped``): only ``resolution`` is converged; ``probes``: a record written from a
+# search's probes folder (``batchperf capacity --from-probes``) whose probes ended before any other stop
+STOPS = ("resolution", "budget", "max_load", "min_load", "probes")
+STOPPED_BY = {"resolution": "the resolution", "budget": "the budget", "max_load": "the max load",
+              "min_load": "the min load", "probes": "the end of its kept probes"}
 
 
 @dataclass(frozen=True, slots=True)
@@ -136,7 +139,9 @@ class Capacity:
         return {"resolution": "",
                 "budget": f"the budget of {s.budget_s:.0f} s ran out before the interval reached the resolution",
                 "max_load": f"attainment met the target up to max_load {s.max_load:g}: the capacity is at least that",
-                "min_load": f"attainment missed the target down to min_load {s.min_load:g}: no capacity"}[self.stopped]
+                "min_load": f"attainment missed the target down to min_load {s.min_load:g}: no capacity",
+                "probes": "written from a probes folder whose probes ended before the interval reached the "
+                          "resolution (an interrupted search's, or one whose budget ran out)"}[self.stopped]
 
     @property
     def max_load(self) -> float:
@@ -255,7 +260,7 @@ class Capacity:
                      + ("" if f.speed_effect is None else f", each probe's speed taken out: {f.speed_effect:.2g} "
                         "logits per unit log reference rate") + ")")
         head += (f": {self.max_request_rate:.4g} req/s offered; {len(self.runs)} probes in {self.search_s:.0f} s, "
-                 f"stopped by the {self.stopped.replace('_', ' ')}")
+                 f"stopped by {STOPPED_BY[self.stopped]}")
         if (relative := self.relative_capacity) is not None:
             head += (f"; relative capacity {relative:.3g} of the {self.reference_rate:.3g} req/s served saturated "
                      f"(pooled over {len(self.references)} probes, each ±{self.reference_drift:.1%})")
@@ -271,6 +276,27 @@ def fit_runs(runs: Sequence[tuple[float, ProbeResult]], settings: SearchSettings
     outcomes = outcomes_of([(load, got.met, got.offered) for load, got in runs],
                            [got.reference_rate for _, got in runs])
     return fit(outcomes, settings.target, settings.confidence, (settings.min_load, settings.max_load))
+
+
+def standing(runs: Sequence[tuple[float, ProbeResult]], settings: SearchSettings, search_s: float = 0.0) -> Capacity:
+    """Where a search that ran ``runs`` (in order) stands, as :func:`search` would say at its end: the fit once the
+    runs bracket the crossing; ``resolution`` when the probes placed after the bracket reach ``MIN_PLACED`` and the
+    interval the resolution, ``max_load`` / ``min_load`` when the bracketing ran into the load range, and otherwise
+    ``probes`` (the runs ended before a stop). ``batchperf capacity --from-probes`` reads a search's kept probes."""
+    s = settings
+    if not runs:
+        raise ValueError("a search's standing needs at least one probe")
+    met = [got.attainment >= s.target for _, got in runs]
+    flip = next((i for i, m in enumerate(met) if m != met[0]), None)
+    if flip is None:
+        last = runs[-1][0]
+        stopped = ("max_load" if met[0] and last >= s.max_load else "min_load" if not met[0] and last <= s.min_load
+                   else "probes")
+        return Capacity(s, tuple(runs), None, stopped, search_s)
+    current = fit_runs(runs, s)
+    placed = len(runs) - flip - 1
+    stopped = "resolution" if placed >= MIN_PLACED and current.width <= s.resolution else "probes"
+    return Capacity(s, tuple(runs), current, stopped, search_s)
 
 
 class _Stop(Exception):

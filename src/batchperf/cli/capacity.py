@@ -5,6 +5,9 @@ into its own results file (:mod:`batchperf.capacity.probe`); the search (:mod:`b
 attainment from it. The answer
 is a results file like any other (:mod:`batchperf.capacity.record`): gate it with ``batchperf compare``, pin it with
 ``batchperf refresh``, draw it with ``batchperf report``.
+
+``--from-probes DIR`` runs nothing: it writes the results file from the probes a search kept in DIR (an interrupted
+search's, or one to fit again with other settings), as the search would have at its end.
 """
 
 from __future__ import annotations
@@ -48,6 +51,10 @@ def add_cli_args(parser: argparse.ArgumentParser) -> None:
                         help="where each probe's results file goes (default: next to --out, OUT-probes/)")
     parser.add_argument("--force", action="store_true",
                         help="replace an earlier search's --out and its probes' files (default: refuse them)")
+    parser.add_argument("--from-probes", type=Path, default=None, metavar="DIR",
+                        help="run nothing: write --out (default: DIR less its -probes, .json) from the probes a "
+                             "search kept in DIR (an interrupted one's, or to fit again with --target, "
+                             "--confidence, --resolution); the matrix options, --start and --budget-min are unused")
 
 
 def settings_of(args: argparse.Namespace) -> SearchSettings:
@@ -99,11 +106,42 @@ def check_out(args: argparse.Namespace, out: Path, folder: Path) -> None:
             path.unlink()
 
 
+def from_probes(args: argparse.Namespace) -> int:
+    """``--from-probes DIR``: the capacity results file from a search's kept probes; nothing runs."""
+    from batchperf.capacity.probe import capacity_from_probes
+    from batchperf.results.record import ResultsError
+
+    folder: Path = args.from_probes
+    if not folder.is_dir():
+        usage_error(f"--from-probes {folder}: no such folder; give the folder a search kept its probes in "
+                    f"(OUT-probes/ beside its --out, or its --probes-dir)")
+    try:
+        settings = settings_of(args)
+    except ValueError as exc:
+        usage_error(str(exc))
+    out = args.out or folder.with_name(f"{folder.name.removesuffix('-probes')}.json")
+    if why := _folder_problem("--out", out):
+        usage_error(f"{why}; give a path in a folder")
+    if out.is_dir() or (out.exists() and not args.force):
+        usage_error(f"--out {out}: " + ("is a folder; give a results file's path" if out.is_dir() else
+                                         "a results file is there; give another --out, or --force to replace it "
+                                         "(the probes are kept either way)"))
+    try:
+        capacity, record = capacity_from_probes(folder, settings, out)
+    except ResultsError as exc:
+        raise SystemExit(f"batchperf capacity: {exc}")
+    print(f"batchperf capacity: {record.id}: {capacity.describe()}")
+    print(f"batchperf capacity: results in {out} (from the {len(capacity.runs)} probes in {folder}/)")
+    return 0 if capacity.converged else NOT_CONVERGED
+
+
 def main(args: argparse.Namespace) -> int:
     from batchperf.capacity.probe import ProbeFailed, find_capacity
     from batchperf.launch.child import exit_code_of, stop_signals
     from batchperf.results.record import ResultsError
 
+    if args.from_probes is not None:
+        return from_probes(args)
     if not args.suite.is_dir():
         raise SystemExit(f"batchperf capacity: no performance suite at {args.suite}/; "
                          f"run from a batchperf checkout or pass --suite PATH")
@@ -128,7 +166,8 @@ def main(args: argparse.Namespace) -> int:
         done = len(probes.files)
         print(f"batchperf capacity: interrupted ({exc}) during probe {done + 1}; the {done} finished probe(s) are "
               f"kept in {probes.folder}/ (their loads and attainments above); no capacity result was written to "
-              f"{out}", file=sys.stderr, flush=True)
+              f"{out}; write it from them with: batchperf capacity --from-probes {probes.folder} --out {out}",
+              file=sys.stderr, flush=True)
         return exit_code_of(exc)
     print(f"batchperf capacity: {record.id}: {capacity.describe()}")
     print(f"batchperf capacity: results in {out} (probes in {probes.folder}/)")
