@@ -247,6 +247,11 @@ def test_from_probes_of_a_cut_search_says_where_its_probes_ended(tmp_path, suite
     assert code == cli_capacity.NOT_CONVERGED and cap["probes"] == 4 and cap["stopped"] == "probes"
     assert cap["converged"] is False and "probes folder" in cap["why"] and "interval_low" in cap
     assert "NOT converged" in capsys.readouterr().out
+    for path in sorted(folder.glob("probe0[2-9]*.json")):  # the first probe alone, at load 1, met: no bracket
+        path.unlink()
+    with pytest.raises(SystemExit, match=r"1 probe\(s\) all met the target 90% \(loads 1\): they never bracketed"):
+        main(["capacity", "--from-probes", str(folder), "--out", str(tmp_path / "none.json")])
+    assert not (tmp_path / "none.json").exists()
     (tmp_path / "empty").mkdir()
     with pytest.raises(SystemExit, match="empty: no probe results"):
         main(["capacity", "--from-probes", str(tmp_path / "empty")])

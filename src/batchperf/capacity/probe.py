@@ -116,10 +116,16 @@ def _written(path: Path) -> float:
 def capacity_from_probes(folder: Path, settings: SearchSettings, out: Path) -> tuple[Capacity, CellRecord]:
     """The capacity results file ``out`` from the probes a search left in ``folder``, as the search would have
     written it at its end with ``settings`` (:func:`batchperf.capacity.search.standing`). ResultsError as they
-    come."""
+    come, and when the probes stopped before they bracketed the crossing (nothing to write but a 0 or a bound)."""
     files = kept_probes(folder)
     runs = tuple((load, read_probe(path, load)) for load, path in files)
     capacity = standing(runs, settings, probes_seconds([path for _, path in files]))
+    if capacity.fit is None and capacity.stopped == "probes":  # no bracket, no stop: a 0 or a lower bound, unjudged
+        side = "met" if runs[0][1].attainment >= settings.target else "missed"
+        raise ResultsError(folder, f"its {len(runs)} probe(s) all {side} the target {settings.target:.0%} (loads "
+                           f"{', '.join(f'{load:g}' for load, _ in runs)}): they never bracketed the capacity, so "
+                           "no capacity can be written from them", "Run the search again, from a --start on the "
+                           "other side")
     load, path = nearest(files, capacity.max_load)
     return capacity, write_capacity(out, path, capacity, load)
 
