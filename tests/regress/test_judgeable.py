@@ -93,3 +93,31 @@ def test_a_capacity_records_probe_figures_are_reported_and_its_capacity_decides(
     assert p99.verdict is Verdict.REGRESSION and not p99.deciding and slower_probe.verdict is Verdict.NO_CHANGE
     lower = compare_cell("c", base, search(2.5, p99=50.0))  # 24% less capacity: called
     assert lower.verdict is Verdict.REGRESSION
+
+
+def test_a_capacity_search_that_never_bracketed_the_crossing_is_not_judged() -> None:
+    """A search stopped by its budget (or a probes folder's end) before a bracket states the highest load that met:
+    a bound, not a capacity. Its capacity figures are not judged, on either side; a fitted one, a load-range stop
+    and a bisection's record from before issue 57 are."""
+    from batchperf.regress.gate import compare_cell
+    from batchperf.regress.judgeable import unbracketed_reason
+
+    def search(capacity: float, **section: object) -> CellRecord:
+        record = cell_info("cpu-tiny-qwen2-continuous-bs4-p64-c64-capacity")
+        record.capacity = {"max_load": capacity, "spread": 0.05, "max_request_rate": 4 * capacity,
+                           "target_attainment": 0.9, **section}
+        return record
+
+    fitted = search(3.3, stopped="budget", interval_low=3.1, interval_high=3.5)
+    bound = search(2.0, stopped="budget")
+    assert "bracketed" in unbracketed_reason("capacity.max_load", bound, "this run")
+    assert unbracketed_reason("metrics.p99_ttft_ms", bound, "this run") is None  # not a capacity figure
+    for judged in (fitted, search(64.0, stopped="max_load"), search(2.0, stopped="budget", bracket_high=2.1)):
+        assert unbracketed_reason("capacity.max_load", judged, "this run") is None
+    for base, current in ((fitted, bound), (bound, fitted)):
+        got = next(m for m in compare_cell("c", base, current).metrics if m.metric == "capacity.max_load")
+        assert got.verdict is Verdict.NOT_JUDGED and "a bound, not a capacity" in got.note
+    lower = next(m for m in compare_cell("c", fitted, search(2.0, stopped="probes", interval_low=1.9,
+                                                              interval_high=2.1)).metrics
+                 if m.metric == "capacity.max_load")
+    assert lower.verdict is Verdict.REGRESSION  # fitted on both sides: judged

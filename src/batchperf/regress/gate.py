@@ -44,7 +44,7 @@ from batchperf.regress.fingerprint import (
     soft_warnings,
     version_diff,
 )
-from batchperf.regress.judgeable import EXACT_REL, client_bound_reason, reported_reason
+from batchperf.regress.judgeable import EXACT_REL, client_bound_reason, reported_reason, unbracketed_reason
 from batchperf.regress.machine import MODES
 from batchperf.regress.verdict import CellVerdict, MetricVerdict, Verdict, combine, render_text
 from batchperf.results.record import CellRecord, RecordPath
@@ -208,9 +208,11 @@ def judge_rule(rule: Metric, baseline: CellRecord, current: CellRecord, tier: st
 
 
 def client_bound(result: MetricVerdict, baseline: CellRecord, current: CellRecord) -> MetricVerdict:
-    """``result`` as *not judged* when a client-bound run (this one or the baseline) measured it."""
+    """``result`` as *not judged* when a client-bound run (this one or the baseline) measured it, or it is the
+    capacity of a search that never bracketed the crossing (:func:`batchperf.regress.judgeable.unbracketed_reason`)."""
     for record, side in ((current, "this run"), (baseline, "the baseline")):
-        if (note := client_bound_reason(result.metric, record, side)) is not None:
+        note = client_bound_reason(result.metric, record, side) or unbracketed_reason(result.metric, record, side)
+        if note is not None:
             return replace(result, verdict=Verdict.NOT_JUDGED, note=note)
     return result
 

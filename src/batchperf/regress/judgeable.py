@@ -9,6 +9,9 @@
 - *A capacity record's probe*: a ``batchperf capacity`` result holds, beside its ``capacity`` section, the
   cell as one probe near the capacity measured it: one run of one process, whose latencies and attainment move
   with that process (:func:`capacity_probe_reason`): reported, never deciding; the capacity section decides.
+- *An unbracketed search*: a capacity search that stopped (its budget, or a probes folder's end) before its probes
+  bracketed the crossing states the highest load that met, a bound, not a capacity (:func:`unbracketed_reason`):
+  its capacity figures are not judged.
 - *Open loop*: requests that arrive on a schedule set the throughput while the engine keeps up with them, so
   "no change" in throughput says only that it kept up (:func:`open_loop_caveat`); latency shows the rest.
 - *Exact*: an exact metric (KV bytes) may differ by float rounding only (:data:`EXACT_REL`).
@@ -82,6 +85,20 @@ def capacity_probe_reason(path: str, record: CellRecord) -> str | None:
         return None
     return ("one probe's single run near the capacity (a capacity record): reported; the capacity section decides "
             "(docs/traffic.md)")
+
+
+def unbracketed_reason(path: str, record: CellRecord, side: str) -> str | None:
+    """Why ``record``'s capacity figure at ``path`` cannot be judged (``side`` names the run), or None: its search
+    stopped before it bracketed the crossing, so no fit (no ``interval_low``) and no load-range stop; records from
+    before issue 57 (a bisection's ``bracket_high``) are judged as before."""
+    cap = record.capacity
+    if not cap or not path.startswith("capacity.") or "interval_low" in cap or "bracket_high" in cap:
+        return None
+    if cap.get("stopped") not in ("budget", "probes"):
+        return None
+    return (f"{side}: the capacity search stopped ({cap.get('stopped')}) before its probes bracketed the crossing; "
+            f"its max_load is the highest load that met, a bound, not a capacity: search again with a longer "
+            f"--budget-min or a --start nearer the capacity")
 
 
 def reported_reason(path: str, record: CellRecord) -> str | None:
