@@ -48,6 +48,7 @@ def test_a_probes_folder_is_read_in_the_order_the_probes_ran_and_timed_from_thei
     from gate_samples import cell_info, results_file
 
     from batchperf.capacity.probe import kept_probes, probes_seconds
+    from batchperf.results.io import read_results
 
     names = ["probe09-load2.json", "probe10-load3.5.json", "probe01-load8.json", "probe11-load3-interrupted.json",
              "notes.json"]
@@ -57,4 +58,4 @@ def test_a_probes_folder_is_read_in_the_order_the_probes_ran_and_timed_from_thei
     assert kept_probes(tmp_path) == [(8.0, tmp_path / names[2]), (2.0, tmp_path / names[0]),
                                      (3.5, tmp_path / names[1])]
     # written at minutes 2, 0 and 1: a 120 s span over 3 probes, so 180 s with the first probe's own run
-    assert probes_seconds([p for _, p in kept_probes(tmp_path)]) == pytest.approx(180.0)
+    assert probes_seconds([read_results(p) for _, p in kept_probes(tmp_path)]) == pytest.approx(180.0)

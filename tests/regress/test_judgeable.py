@@ -11,7 +11,7 @@ from gate_samples import client_bound as bound
 
 from batchperf.measure.catalogue import Direction
 from batchperf.measure.kv import PADDED_LAYOUT
-from batchperf.regress.gate import client_bound
+from batchperf.regress.gate import not_judged
 from batchperf.regress.judgeable import (
     ARRIVAL_DEPENDENT,
     EXACT_REL,
@@ -52,8 +52,8 @@ def test_one_tenants_latency_named_as_the_gate_names_it_is_the_client_s_too(tena
     # the gate's own use: that tenant's latency verdict in a client-bound run is not judged
     judged = MetricVerdict(f"tenants.p99_ttft_ms[{tenant}]", Direction.LOWER, Verdict.REGRESSION, 100.0, 150.0, 0.5,
                            0.1)
-    assert client_bound(judged, cell_info(), underfed).verdict is Verdict.NOT_JUDGED
-    assert client_bound(judged, cell_info(), cell_info()).verdict is Verdict.REGRESSION
+    assert not_judged(judged, cell_info(), underfed).verdict is Verdict.NOT_JUDGED
+    assert not_judged(judged, cell_info(), cell_info()).verdict is Verdict.REGRESSION
 
 
 def test_padded_figures_under_open_loop_arrivals_depend_on_arrival_timing() -> None:

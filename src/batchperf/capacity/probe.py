@@ -24,7 +24,7 @@ from batchperf.capacity.record import probe_records, probe_result, reference_rat
 from batchperf.capacity.search import REFERENCE_LOAD, Capacity, ProbeResult, SearchSettings, search, standing
 from batchperf.launch.child import run_guarded
 from batchperf.launch.suite import tier_command
-from batchperf.results.io import read_results
+from batchperf.results.io import ResultsFile, read_results
 from batchperf.results.record import CellRecord, ResultsError
 
 PROBE_FILE = re.compile(r"probe([0-9]+)-load([0-9.e+]+)\.json")  # Probes.run's names; "-interrupted" ones are cut
@@ -75,9 +75,11 @@ class Probes:
         return read_probe(path, load)
 
 
-def read_probe(path: Path, load: float) -> ProbeResult:
-    """What the probe in results file ``path`` measured at ``load``, its reference's rate with it."""
-    probe, reference = probe_records(read_results(path, "probe results"), load)
+def read_probe(path: Path | ResultsFile, load: float) -> ProbeResult:
+    """What the probe in results file ``path`` (or its contents, read) measured at ``load``, its reference's rate
+    with it."""
+    results = path if isinstance(path, ResultsFile) else read_results(path, "probe results")
+    probe, reference = probe_records(results, load)
     return probe_result(probe, reference_rate(reference))
 
 
@@ -93,24 +95,22 @@ def kept_probes(folder: Path) -> list[tuple[float, Path]]:
     return [(load, path) for _, load, path in found]
 
 
-def probes_seconds(paths: list[Path]) -> float:
+def probes_seconds(probes: list[ResultsFile]) -> float:
     """The search's wall time as its probes' files tell it: first written to last, plus one probe's time (the mean
     gap between them) for the first probe's own run; with one probe, the seconds its cells were timed (a lower
     bound: its process's start is not in the file)."""
-    if len(paths) == 1:
-        results = read_results(paths[0], "probe results")
-        return sum(float(bench.get("stats", {}).get("total") or 0.0) for bench in results.benches.values())
-    written = [_written(p) for p in paths]
-    return (max(written) - min(written)) * len(paths) / (len(paths) - 1)
+    if len(probes) == 1:
+        return sum(float(bench.get("stats", {}).get("total") or 0.0) for bench in probes[0].benches.values())
+    written = [_written(results) for results in probes]
+    return (max(written) - min(written)) * len(probes) / (len(probes) - 1)
 
 
-def _written(path: Path) -> float:
+def _written(results: ResultsFile) -> float:
     """When the probe's file was written (its ``datetime``, pytest-benchmark's; else the file's own time), unix s."""
-    stamp = read_results(path, "probe results").datetime
     try:
-        return datetime.fromisoformat(stamp).timestamp()
+        return datetime.fromisoformat(results.datetime).timestamp()
     except ValueError:
-        return path.stat().st_mtime
+        return results.path.stat().st_mtime
 
 
 def capacity_from_probes(folder: Path, settings: SearchSettings, out: Path) -> tuple[Capacity, CellRecord]:
@@ -118,8 +118,9 @@ def capacity_from_probes(folder: Path, settings: SearchSettings, out: Path) -> t
     written it at its end with ``settings`` (:func:`batchperf.capacity.search.standing`). ResultsError as they
     come, and when the probes stopped before they bracketed the crossing (nothing to write but a 0 or a bound)."""
     files = kept_probes(folder)
-    runs = tuple((load, read_probe(path, load)) for load, path in files)
-    capacity = standing(runs, settings, probes_seconds([path for _, path in files]))
+    read = [read_results(path, "probe results") for _, path in files]
+    runs = tuple((load, read_probe(results, load)) for (load, _), results in zip(files, read))
+    capacity = standing(runs, settings, probes_seconds(read))
     if capacity.fit is None and capacity.stopped == "probes":  # no bracket, no stop: a 0 or a lower bound, unjudged
         side = "met" if runs[0][1].attainment >= settings.target else "missed"
         raise ResultsError(folder, f"its {len(runs)} probe(s) all {side} the target {settings.target:.0%} (loads "

@@ -47,9 +47,9 @@ MIN_PLACED = 6
 
 # How a search ended (``capacity.stopped``): only ``resolution`` is converged; ``probes``: a record written from a
 # search's probes folder (``batchperf capacity --from-probes``) whose probes ended before any other stop
-STOPS = ("resolution", "budget", "max_load", "min_load", "probes")
 STOPPED_BY = {"resolution": "the resolution", "budget": "the budget", "max_load": "the max load",
               "min_load": "the min load", "probes": "the end of its kept probes"}
+STOPS = tuple(STOPPED_BY)
 
 
 @dataclass(frozen=True, slots=True)
@@ -278,6 +278,21 @@ def fit_runs(runs: Sequence[tuple[float, ProbeResult]], settings: SearchSettings
     return fit(outcomes, settings.target, settings.confidence, (settings.min_load, settings.max_load))
 
 
+def _range_stop(met: bool, load: float, s: SearchSettings) -> str | None:
+    """While bracketing: the stop when a probe at ``load`` that ``met`` (or not) the target is at the load range's
+    end, so the bracket cannot be completed; None otherwise."""
+    if met and load >= s.max_load:
+        return "max_load"
+    if not met and load <= s.min_load:
+        return "min_load"
+    return None
+
+
+def _resolved(current: Fit, placed: int, s: SearchSettings) -> bool:
+    """Whether a search with ``placed`` probes after its bracket may stop: enough of them, the interval narrow."""
+    return placed >= MIN_PLACED and current.width <= s.resolution
+
+
 def standing(runs: Sequence[tuple[float, ProbeResult]], settings: SearchSettings, search_s: float = 0.0) -> Capacity:
     """Where a search that ran ``runs`` (in order) stands, as :func:`search` would say at its end: the fit once the
     runs bracket the crossing; ``resolution`` when the probes placed after the bracket reach ``MIN_PLACED`` and the
@@ -289,13 +304,10 @@ def standing(runs: Sequence[tuple[float, ProbeResult]], settings: SearchSettings
     met = [got.attainment >= s.target for _, got in runs]
     flip = next((i for i, m in enumerate(met) if m != met[0]), None)
     if flip is None:
-        last = runs[-1][0]
-        stopped = ("max_load" if met[0] and last >= s.max_load else "min_load" if not met[0] and last <= s.min_load
-                   else "probes")
+        stopped = _range_stop(met[0], runs[-1][0], s) or "probes"
         return Capacity(s, tuple(runs), None, stopped, search_s)
     current = fit_runs(runs, s)
-    placed = len(runs) - flip - 1
-    stopped = "resolution" if placed >= MIN_PLACED and current.width <= s.resolution else "probes"
+    stopped = "resolution" if _resolved(current, len(runs) - flip - 1, s) else "probes"
     return Capacity(s, tuple(runs), current, stopped, search_s)
 
 
@@ -348,16 +360,14 @@ def search(probe: Probe, settings: SearchSettings = SearchSettings(),
         load = s.start
         up = run(load)
         while True:  # double while it meets, halve while it misses, until the other side is seen
-            if up and load >= s.max_load:
-                raise _Stop("max_load")
-            if not up and load <= s.min_load:
-                raise _Stop("min_load")
+            if end := _range_stop(up, load, s):
+                raise _Stop(end)
             load = min(load * 2, s.max_load) if up else max(load / 2, s.min_load)
             if run(load) != up:
                 break
         current = fitted()
         placed = 0
-        while placed < MIN_PLACED or current.width > s.resolution:
+        while not _resolved(current, placed, s):
             run(next_load(current, s, placed))
             placed += 1
             current = fitted()

@@ -89,14 +89,20 @@ def earlier_search(out: Path, folder: Path) -> list[Path]:
     return left + (sorted(folder.glob("probe[0-9][0-9]*-load*.json")) if folder.is_dir() else [])
 
 
+def check_out_file(out: Path) -> None:
+    """Refuse an --out under a file, or one that is a folder."""
+    if why := _folder_problem("--out", out):
+        usage_error(f"{why}; give a path in a folder")
+    if out.is_dir():
+        usage_error(f"--out {out} is a folder; give a results file's path (e.g. {out / 'capacity.json'})")
+
+
 def check_out(args: argparse.Namespace, out: Path, folder: Path) -> None:
     """Refuse, before anything runs, an --out or --probes-dir under a file, or one an earlier search wrote (the
     later result would silently replace the earlier one) unless --force, which removes them."""
-    for option, path in (("--out", out), ("--probes-dir", folder)):
-        if why := _folder_problem(option, path):
-            usage_error(f"{why}; give a path in a folder")
-    if out.is_dir():
-        usage_error(f"--out {out} is a folder; give a results file's path (e.g. {out / 'capacity.json'})")
+    check_out_file(out)
+    if why := _folder_problem("--probes-dir", folder):
+        usage_error(f"{why}; give a path in a folder")
     if left := earlier_search(out, folder):
         if not args.force:
             usage_error(f"--out {out}: an earlier search's results are there ({', '.join(map(str, left[:3]))}"
@@ -120,12 +126,10 @@ def from_probes(args: argparse.Namespace) -> int:
     except ValueError as exc:
         usage_error(str(exc))
     out = args.out or folder.with_name(f"{folder.name.removesuffix('-probes')}.json")
-    if why := _folder_problem("--out", out):
-        usage_error(f"{why}; give a path in a folder")
-    if out.is_dir() or (out.exists() and not args.force):
-        usage_error(f"--out {out}: " + ("is a folder; give a results file's path" if out.is_dir() else
-                                         "a results file is there; give another --out, or --force to replace it "
-                                         "(the probes are kept either way)"))
+    check_out_file(out)
+    if out.exists() and not args.force:
+        usage_error(f"--out {out}: a results file is there; give another --out, or --force to replace it (the "
+                    f"probes are kept either way)")
     try:
         capacity, record = capacity_from_probes(folder, settings, out)
     except ResultsError as exc:

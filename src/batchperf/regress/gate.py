@@ -44,7 +44,7 @@ from batchperf.regress.fingerprint import (
     soft_warnings,
     version_diff,
 )
-from batchperf.regress.judgeable import EXACT_REL, client_bound_reason, reported_reason, unbracketed_reason
+from batchperf.regress.judgeable import EXACT_REL, not_judged_reason, reported_reason
 from batchperf.regress.machine import MODES
 from batchperf.regress.verdict import CellVerdict, MetricVerdict, Verdict, combine, render_text
 from batchperf.results.record import CellRecord, RecordPath
@@ -207,12 +207,11 @@ def judge_rule(rule: Metric, baseline: CellRecord, current: CellRecord, tier: st
     return [v for v in verdicts if v is not None]
 
 
-def client_bound(result: MetricVerdict, baseline: CellRecord, current: CellRecord) -> MetricVerdict:
+def not_judged(result: MetricVerdict, baseline: CellRecord, current: CellRecord) -> MetricVerdict:
     """``result`` as *not judged* when a client-bound run (this one or the baseline) measured it, or it is the
-    capacity of a search that never bracketed the crossing (:func:`batchperf.regress.judgeable.unbracketed_reason`)."""
+    capacity of a search that never bracketed the crossing (:func:`batchperf.regress.judgeable.not_judged_reason`)."""
     for record, side in ((current, "this run"), (baseline, "the baseline")):
-        note = client_bound_reason(result.metric, record, side) or unbracketed_reason(result.metric, record, side)
-        if note is not None:
+        if (note := not_judged_reason(result.metric, record, side)) is not None:
             return replace(result, verdict=Verdict.NOT_JUDGED, note=note)
     return result
 
@@ -285,7 +284,7 @@ def _compare_cell(
         return CellVerdict(name, Verdict.NO_BASELINE, notes=tuple(diffs))
     tier = current.tier
     results = [r for rule in config.rules for r in judge_rule(rule, baseline, current, tier, config.k)]
-    results = [reported_only(client_bound(r, baseline, current), baseline, current) for r in results]
+    results = [reported_only(not_judged(r, baseline, current), baseline, current) for r in results]
     versions, warnings = {}, ()
     if baseline_fp is not None and current_fp is not None:
         versions = version_diff(baseline_fp.upgrade, current_fp.upgrade)

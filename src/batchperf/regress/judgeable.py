@@ -101,6 +101,12 @@ def unbracketed_reason(path: str, record: CellRecord, side: str) -> str | None:
             f"--budget-min or a --start nearer the capacity")
 
 
+def not_judged_reason(path: str, record: CellRecord, side: str) -> str | None:
+    """Why the metric at ``path`` of ``record`` (``side`` names the run) cannot be judged at all
+    (:func:`client_bound_reason`, :func:`unbracketed_reason`), or None."""
+    return client_bound_reason(path, record, side) or unbracketed_reason(path, record, side)
+
+
 def reported_reason(path: str, record: CellRecord) -> str | None:
     """Why the metric at ``path`` of ``record`` is reported, not deciding (:func:`arrival_reason`,
     :func:`capacity_probe_reason`), or None."""
